@@ -1,0 +1,480 @@
+"""Token-level FSM over a vocabulary, its per-request cursor, and jump-forward decoding.
+
+A :class:`TokenFSM` is a byte DFA (``automaton.ByteDFA``) seen through a
+:class:`~structgen.fsm.vocab.Vocabulary`: from DFA state ``s`` token ``t`` is allowed iff
+walking ``t``'s bytes from ``s`` does not reach the dead state, and EOS is allowed iff ``s``
+accepts.  Token-level states are DFA states.
+
+Mask rows (``int32 [ceil(V/32)]``, bit ``t & 31`` of word ``t >> 5`` set when ``t`` is
+allowed) are computed per state on first use by one vectorized walk of the vocabulary trie
+(the lazy scheme of xgrammar / llguidance rather than outlines-core's eager index, because an
+eager index over a 128k vocabulary dominates compile time), deduplicated, and memoized:
+serving a state twice costs a list lookup.  :meth:`TokenFSM.materialize` computes all of them.
+
+Jump-forward (SGLang's compressed FSM, Zheng et al. 2024, "SGLang: Efficient Execution of
+Structured Language Model Programs", §4) uses the DFA's per-state forced byte string with
+canonical retokenization and llguidance's back-off rule (``fast_forward.md``): a trailing
+forced token is dropped when a longer allowed token starts with it.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .automaton import DEAD, ByteDFA
+from .vocab import Vocabulary
+
+
+class TokenRejectedError(ValueError):
+    """A token that the FSM does not allow in the cursor's current state."""
+
+
+class JumpForward(NamedTuple):
+    """Result of :meth:`Cursor.jump_forward`.
+
+    ``rollback``: how many already-emitted tokens to discard (their KV slots are freed);
+    ``token_ids``: the forced ids to append (one extend step); ``state``: FSM state after them.
+    """
+
+    rollback: int
+    token_ids: list[int]
+    state: int
+
+
+class TokenFSM:
+    """Immutable (logically) token FSM; thread-safe; picklable (mask rows computed so far travel).
+
+    Queries never change the language; mask rows and state→row entries are filled on demand.
+
+    Attributes: ``dfa`` (:class:`ByteDFA`), ``vocab`` (:class:`Vocabulary`), ``initial`` (int),
+    ``num_states`` (S, DFA states including the dead state 0), ``mask_words`` (ceil(V/32)).
+    """
+
+    def __init__(self, dfa: ByteDFA, vocab: Vocabulary) -> None:
+        self.dfa = dfa
+        self.vocab = vocab
+        self.initial = dfa.initial
+        self.num_states = dfa.num_states
+        self.mask_words = (vocab.size + 31) // 32
+        self._init_runtime()
+
+    def _init_runtime(self) -> None:
+        self._lock = threading.Lock()
+        self._table_flat = self.dfa.table.reshape(-1).astype(np.int64)
+        self._accepting = self.dfa.accepting.tolist()
+        self._rows_py: dict[int, Any] = {}  # state -> list view of its table row (advance fast path)
+        if not hasattr(self, "_state_to_row"):
+            self._state_to_row = np.full(self.num_states, -1, dtype=np.int32)
+            self._rows: list[np.ndarray] = []
+            self._row_bytes: list[bytes] = []
+            self._row_index: dict[bytes, int] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "dfa": self.dfa,
+            "vocab": self.vocab,
+            "initial": self.initial,
+            "num_states": self.num_states,
+            "mask_words": self.mask_words,
+            "_state_to_row": self._state_to_row,
+            "_rows": self._rows,
+            "_row_bytes": self._row_bytes,
+            "_row_index": self._row_index,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_runtime()
+
+    # ------------------------------------------------------------------ per-state queries
+
+    def is_accepting(self, state: int) -> bool:
+        return self._accepting[state]
+
+    def forced_bytes(self, state: int) -> bytes:
+        """Bytes every accepted continuation from ``state`` starts with (b"" if none)."""
+        return self.dfa.forced[state]
+
+    def next_state(self, state: int, token_id: int) -> int:
+        """State after ``token_id``, or -1 when it is not allowed.  EOS in an accepting state
+        returns ``state`` (the caller marks the sequence finished).  Pure query."""
+        vocab = self.vocab
+        if token_id in vocab.special_ids:
+            if token_id in vocab.eos_token_ids and self._accepting[state]:
+                return state
+            return -1
+        if not 0 <= token_id < vocab.size:
+            return -1
+        data = vocab.token_bytes[token_id]
+        if not data:
+            return -1
+        rows = self._rows_py
+        for b in data:
+            row = rows.get(state)
+            if row is None:
+                row = self.dfa.table[state].tolist()
+                rows[state] = row
+            state = row[b]
+            if state == DEAD:
+                return -1
+        return state
+
+    def mask_row_index(self, state: int) -> int:
+        """Index of ``state``'s row in :meth:`mask_rows`, computing it on first use."""
+        r = int(self._state_to_row[state])
+        if r < 0:
+            self._compute_rows(np.array([state], dtype=np.int64))
+            r = int(self._state_to_row[state])
+        return r
+
+    def mask_row(self, state: int) -> np.ndarray:
+        """``int32 [ceil(V/32)]`` token bitmask of ``state`` (read-only view)."""
+        return self._rows[self.mask_row_index(state)]
+
+    def allowed_token_ids(self, state: int) -> np.ndarray:
+        """Sorted ``int64`` ids allowed in ``state`` (EOS included when accepting)."""
+        row = self.mask_row(state)
+        bits = np.unpackbits(row.view(np.uint8), bitorder="little")[: self.vocab.size]
+        return np.flatnonzero(bits)
+
+    def mask_rows(self) -> np.ndarray:
+        """All rows computed so far, ``int32 [R, ceil(V/32)]`` (deduplicated)."""
+        with self._lock:
+            if not self._rows:
+                return np.zeros((0, self.mask_words), dtype=np.int32)
+            return np.stack(self._rows)
+
+    @property
+    def num_rows(self) -> int:
+        return len(self._rows)
+
+    def state_to_row(self) -> np.ndarray:
+        """``int32 [S]`` row index per state, -1 where not computed yet (copy)."""
+        return self._state_to_row.copy()
+
+    def _compute_rows(self, states: np.ndarray) -> np.ndarray:
+        """Compute rows for ``states`` (int64 [K]); returns their end-state matrix [K, V]."""
+        ends = self.vocab.trie.end_states(self._table_flat, states)  # [K, V] int32
+        allowed = ends != DEAD
+        for k, s in enumerate(states):
+            if self._accepting[int(s)]:
+                allowed[k, list(self.vocab.eos_token_ids)] = True
+        pad = self.mask_words * 32 - self.vocab.size
+        if pad:
+            allowed = np.concatenate([allowed, np.zeros((len(states), pad), dtype=bool)], axis=1)
+        packed = np.packbits(allowed, axis=1, bitorder="little").view("<i4")  # [K, W]
+        with self._lock:
+            for k, s in enumerate(states):
+                if self._state_to_row[s] >= 0:
+                    continue
+                key = packed[k].tobytes()
+                r = self._row_index.get(key)
+                if r is None:
+                    r = len(self._rows)
+                    row = packed[k].copy()
+                    row.setflags(write=False)
+                    self._rows.append(row)
+                    self._row_bytes.append(key)
+                    self._row_index[key] = r
+                self._state_to_row[s] = r
+        return ends
+
+    def row_allows(self, row_index: int, token_id: int) -> bool:
+        """Bit test on a computed row (pure query)."""
+        return bool(self._row_bytes[row_index][token_id >> 3] >> (token_id & 7) & 1)
+
+    # ------------------------------------------------------------------ whole-FSM views
+
+    def materialize(self, max_states: int | None = None, batch: int = 16) -> int:
+        """Compute mask rows for every state reachable by tokens from the initial state.
+
+        Returns the number of token-reachable states.  Raises ``RuntimeError`` if more than
+        ``max_states`` are reachable.
+        """
+        seen = {self.initial}
+        frontier = [self.initial]
+        while frontier:
+            nxt: list[int] = []
+            for i in range(0, len(frontier), batch):
+                chunk = np.array(frontier[i : i + batch], dtype=np.int64)
+                ends = self._compute_rows(chunk)
+                for k in range(len(chunk)):
+                    for s in np.unique(ends[k]).tolist():
+                        if s != DEAD and s not in seen:
+                            seen.add(s)
+                            nxt.append(s)
+                            if max_states is not None and len(seen) > max_states:
+                                raise RuntimeError(f"more than max_states={max_states} token-reachable states")
+            frontier = nxt
+        return len(seen)
+
+    def csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Token transitions of all token-reachable states in CSR form.
+
+        Returns ``(states int64 [S'], indptr int64 [S'+1], token_ids int32 [E],
+        next_states int32 [E])``; ids within a state are sorted; EOS is not included (it
+        ends the sequence).  Materializes the FSM; memory is O(E).
+        """
+        self.materialize()
+        states = sorted(s for s in range(self.num_states) if self._state_to_row[s] >= 0)
+        indptr = [0]
+        toks: list[np.ndarray] = []
+        nexts: list[np.ndarray] = []
+        for s in states:
+            ends = self.vocab.trie.end_states(self._table_flat, np.array([s], dtype=np.int64))[0]
+            ids = np.flatnonzero(ends != DEAD).astype(np.int32)
+            toks.append(ids)
+            nexts.append(ends[ids].astype(np.int32))
+            indptr.append(indptr[-1] + len(ids))
+        return (
+            np.array(states, dtype=np.int64),
+            np.array(indptr, dtype=np.int64),
+            np.concatenate(toks) if toks else np.zeros(0, np.int32),
+            np.concatenate(nexts) if nexts else np.zeros(0, np.int32),
+        )
+
+    def cursor(self) -> Cursor:
+        """A fresh per-request cursor at the initial state."""
+        return Cursor(self)
+
+    def __repr__(self) -> str:
+        return f"TokenFSM(states={self.num_states}, rows={len(self._rows)}, vocab={self.vocab!r})"
+
+
+def _prefix_successor(prefix: bytes) -> bytes | None:
+    """The smallest byte string greater than every string starting with ``prefix``."""
+    p = bytearray(prefix)
+    while p and p[-1] == 0xFF:
+        p.pop()
+    if not p:
+        return None
+    p[-1] += 1
+    return bytes(p)
+
+
+def _utf8_complete_prefix(data: bytes) -> int:
+    """Length of the longest prefix of ``data`` that does not end inside a UTF-8 sequence."""
+    n = len(data)
+    i = n - 1
+    back = 0
+    while i >= 0 and back < 4 and 0x80 <= data[i] <= 0xBF:
+        i -= 1
+        back += 1
+    if i < 0:
+        return n
+    lead = data[i]
+    need = 1 if lead < 0x80 else 2 if lead >> 5 == 0b110 else 3 if lead >> 4 == 0b1110 else 4 if lead >> 3 == 0b11110 else 1
+    return n if n - i >= need else i
+
+
+class Cursor:
+    """Per-request position in a :class:`TokenFSM` (cheap: a list of states and tokens).
+
+    ``advance`` / ``rollback`` / ``jump_forward`` change the cursor; every other method is a
+    pure query.
+    """
+
+    __slots__ = ("finished", "fsm", "_states", "_tokens")
+
+    def __init__(self, fsm: TokenFSM) -> None:
+        self.fsm = fsm
+        self._states = [fsm.initial]
+        self._tokens: list[int] = []
+        self.finished = False
+
+    @property
+    def state(self) -> int:
+        return self._states[-1]
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens advanced so far (EOS excluded)."""
+        return len(self._tokens)
+
+    def is_accepting(self) -> bool:
+        return self.fsm.is_accepting(self._states[-1])
+
+    def is_allowed(self, token_id: int) -> bool:
+        return not self.finished and self.fsm.next_state(self._states[-1], token_id) >= 0
+
+    @property
+    def mask_row(self) -> int:
+        """Row index (into ``fsm.mask_rows()``) of the current state's token bitmask."""
+        return self.fsm.mask_row_index(self._states[-1])
+
+    def is_stuck(self) -> bool:
+        """True when no token, not even EOS, can follow (finished or a dead end)."""
+        return self.finished
+
+    def advance(self, token_id: int) -> None:
+        """Consume ``token_id``.  EOS in an accepting state finishes the cursor.
+
+        Raises :class:`TokenRejectedError` if the token is not allowed (cursor unchanged).
+        """
+        if self.finished:
+            raise TokenRejectedError(f"token {token_id} after the FSM finished")
+        nxt = self.fsm.next_state(self._states[-1], token_id)
+        if nxt < 0:
+            raise TokenRejectedError(f"token {token_id} is not allowed in FSM state {self._states[-1]}")
+        if token_id in self.fsm.vocab.eos_token_ids:
+            self.finished = True
+            return
+        self._states.append(nxt)
+        self._tokens.append(token_id)
+
+    def rollback(self, n: int) -> None:
+        """Undo the last ``n`` advanced tokens (also un-finishes).  Raises ``ValueError`` if
+        fewer than ``n`` tokens were advanced."""
+        if n < 0 or n > len(self._tokens):
+            raise ValueError(f"cannot roll back {n} tokens; {len(self._tokens)} advanced")
+        self.finished = False
+        if n:
+            del self._states[-n:]
+            del self._tokens[-n:]
+
+    def jump_forward(self, recent_token_ids: Sequence[int] | None = None, *, max_rollback: int = 3) -> JumpForward | None:
+        """Apply jump-forward: roll back and append the forced tokens; None if nothing forced.
+
+        ``recent_token_ids``: the caller's last emitted ids (checked against the cursor's own
+        history; None uses the cursor's).  Up to ``max_rollback`` of them are re-tokenized
+        together with the forced bytes so the result is the tokenizer's canonical encoding:
+
+        1. decode the last k ≤ ``max_rollback`` tokens and append the forced bytes (cut to a
+           whole UTF-8 character);
+        2. re-tokenize with the tokenizer;
+        3. keep the longest prefix the FSM accepts from the state before those k tokens, which
+           must cover the k tokens' bytes;
+        4. drop a trailing token while some allowed token is a strict extension of it (it
+           could merge with what is generated next);
+        5. return (tokens to roll back, forced ids, new state).
+
+        Without a usable tokenizer encoding (e.g. bytes that are not UTF-8) it falls back to
+        greedy longest-match over the vocabulary with k = 0.
+        """
+        plan = self.peek_jump_forward(recent_token_ids, max_rollback=max_rollback)
+        if plan is not None:
+            self.rollback(plan.rollback)
+            for t in plan.token_ids:
+                self.advance(t)
+        return plan
+
+    def peek_jump_forward(self, recent_token_ids: Sequence[int] | None = None, *, max_rollback: int = 3) -> JumpForward | None:
+        """Like :meth:`jump_forward` but a pure query (the cursor is unchanged)."""
+        if self.finished:
+            return None
+        fsm = self.fsm
+        forced = fsm.forced_bytes(self._states[-1])
+        if not forced:
+            return None
+        if recent_token_ids is not None:
+            recent = list(recent_token_ids)
+            if recent and self._tokens[-len(recent):] != recent[-len(self._tokens):]:
+                raise ValueError("recent_token_ids do not match the tokens this cursor advanced")
+        k = min(max_rollback, len(self._tokens))
+        vocab = fsm.vocab
+        while k > 0 and vocab.token_bytes[self._tokens[-k]][:1] and 0x80 <= vocab.token_bytes[self._tokens[-k]][0] <= 0xBF:
+            k -= 1  # never start re-tokenization inside a UTF-8 sequence
+        for kk in (k, 0) if k else (0,):
+            plan = self._plan(kk, forced)
+            if plan is not None:
+                return plan
+        return self._plan_greedy(forced)
+
+    def _plan(self, k: int, forced: bytes) -> JumpForward | None:
+        fsm = self.fsm
+        vocab = fsm.vocab
+        old = self._tokens[len(self._tokens) - k :]
+        ctx = vocab.decode_bytes(old)
+        text = ctx + forced
+        cut = _utf8_complete_prefix(text)
+        if cut <= len(ctx):
+            return None
+        ids = vocab.encode_bytes(text[:cut])
+        if ids is None:
+            return None
+        start = self._states[len(self._states) - 1 - k]
+        states = [start]
+        kept: list[int] = []
+        for t in ids:
+            nxt = fsm.next_state(states[-1], t)
+            if nxt < 0 or t in vocab.special_ids:
+                break
+            kept.append(t)
+            states.append(nxt)
+        kept, states = self._back_off(kept, states)
+        covered = len(vocab.decode_bytes(kept))
+        if covered <= len(ctx):
+            return None
+        common = 0
+        while common < min(len(old), len(kept)) and old[common] == kept[common]:
+            common += 1
+        return JumpForward(rollback=k - common, token_ids=kept[common:], state=states[len(kept)])
+
+    def _back_off(self, kept: list[int], states: list[int]) -> tuple[list[int], list[int]]:
+        fsm = self.fsm
+        order, sorted_bytes = fsm.vocab.sorted_order
+        while kept:
+            last = fsm.vocab.token_bytes[kept[-1]]
+            lo = bisect_left(sorted_bytes, last)
+            succ = _prefix_successor(last)
+            hi = len(sorted_bytes) if succ is None else bisect_left(sorted_bytes, succ)
+            if lo < hi and sorted_bytes[lo] == last:
+                lo += 1
+            if lo >= hi:
+                break
+            before = states[len(kept) - 1]
+            row = fsm.mask_row(before)
+            cand = order[lo:hi]
+            bits = (row[cand >> 5] >> (cand & 31)) & 1
+            if not bits.any():
+                break
+            kept = kept[:-1]
+            states = states[: len(kept) + 1]
+        return kept, states
+
+    def _plan_greedy(self, forced: bytes) -> JumpForward | None:
+        fsm = self.fsm
+        vocab = fsm.vocab
+        order, sorted_bytes = vocab.sorted_order
+        state = self._states[-1]
+        states = [state]
+        kept: list[int] = []
+        pos = 0
+        while pos < len(forced):
+            best = -1
+            for end in range(min(len(forced), pos + 128), pos, -1):
+                piece = forced[pos:end]
+                j = bisect_left(sorted_bytes, piece)
+                if j < len(sorted_bytes) and sorted_bytes[j] == piece:
+                    t = int(order[j])
+                    if fsm.next_state(states[-1], t) >= 0:
+                        best = t
+                        pos = end
+                        break
+            if best < 0:
+                break
+            kept.append(best)
+            states.append(fsm.next_state(states[-1], best))
+        kept, states = self._back_off(kept, states)
+        if not kept:
+            return None
+        return JumpForward(rollback=0, token_ids=kept, state=states[-1])
+
+    def tokens(self) -> list[int]:
+        """Tokens advanced so far (copy)."""
+        return list(self._tokens)
+
+
+def walk_tokens(fsm: TokenFSM, token_ids: Iterable[int]) -> int:
+    """State after ``token_ids`` from the initial state, -1 as soon as one is rejected."""
+    s = fsm.initial
+    for t in token_ids:
+        s = fsm.next_state(s, t)
+        if s < 0:
+            return -1
+    return s

@@ -1,0 +1,70 @@
+"""Regexes for JSON Schema ``format`` values.
+
+Each is a subset of what ``jsonschema.FormatChecker`` (with the ``format-nongpl`` extras)
+accepts, so generated strings always validate; where an RFC allows more than the regex, the
+narrowing is listed in the comment.  Dates are exact: day-of-month by month, 29 February only
+in leap years, year 0000 excluded (``datetime.date.fromisoformat`` rejects it).
+"""
+
+from __future__ import annotations
+
+from .regex import Node, regex_to_ir
+
+_LEAP_YEAR = r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
+_YEAR = r"(?:[1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])"
+_DATE = (
+    rf"(?:{_YEAR}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
+    rf"|02-(?:0[1-9]|1[0-9]|2[0-8]))|{_LEAP_YEAR}-02-29)"
+)
+# RFC 3339 full-time; leap second 60 is narrowed away.
+_TIME = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+_HEX = "[0-9a-fA-F]"
+_IPV4_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_IPV4 = rf"{_IPV4_OCTET}(?:\.{_IPV4_OCTET}){{3}}"
+_H16 = f"{_HEX}{{1,4}}"
+
+
+def _ipv6() -> str:
+    # RFC 4291 text forms without an embedded IPv4 tail (narrowing): full, and "::" compressions.
+    forms = [f"(?:{_H16}:){{7}}{_H16}"]
+    for left in range(0, 8):
+        for right in range(0, 8 - left):
+            if left + right > 7:
+                continue
+            lhs = "" if left == 0 else f"(?:{_H16}:){{{left - 1}}}{_H16}"
+            rhs = "" if right == 0 else f"{_H16}(?::{_H16}){{{right - 1}}}"
+            forms.append(f"{lhs}::{rhs}")
+    return "(?:" + "|".join(forms) + ")"
+
+
+_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?"
+_TLD = r"[a-zA-Z](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?"
+# at most 3 labels of <= 63 characters: total length stays under RFC 1035's 253 (narrowing).
+_HOSTNAME = rf"(?:{_LABEL}\.){{0,2}}{_TLD}"
+# local part: dot-atom of RFC 5322 atext without quoting (narrowing); domain: hostname with a dot.
+_EMAIL = rf"[a-zA-Z0-9_+-]+(?:\.[a-zA-Z0-9_+-]+)*@(?:{_LABEL}\.){{1,2}}{_TLD}"
+# absolute URI: scheme "://" reg-name host, optional port, path of unreserved/sub-delim
+# characters, optional query and fragment; no percent-escapes or IP literals (narrowing).
+_PCHAR = r"[a-zA-Z0-9._~!$&'()*+,;=:@-]"
+_URI = (
+    rf"[a-zA-Z][a-zA-Z0-9+.-]*://{_HOSTNAME}(?::[0-9]{{1,5}})?(?:/{_PCHAR}*)*"
+    rf"(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
+)
+
+FORMAT_REGEXES: dict[str, str] = {
+    "date": _DATE,
+    "time": _TIME,
+    "date-time": rf"{_DATE}[Tt]{_TIME}",
+    "email": _EMAIL,
+    "uuid": rf"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}",
+    "uri": _URI,
+    "ipv4": _IPV4,
+    "ipv6": _ipv6(),
+    "hostname": _HOSTNAME,
+}
+
+
+def format_ir(name: str) -> Node | None:
+    """The IR of a supported format's *decoded* string (code points), or None if unsupported."""
+    rx = FORMAT_REGEXES.get(name)
+    return None if rx is None else regex_to_ir(rx)

@@ -1,0 +1,198 @@
+"""Exact regexes for bounded JSON numbers.
+
+Integers use the canonical form ``-?(0|[1-9][0-9]*)``; bounded numbers use the same plus an
+optional fraction and never an exponent (a documented narrowing).  Ranges are built digit by
+digit (the classic range-to-regex construction, as in ``to-regex-range`` or Hypothesis'
+``from_regex`` tests), and two-sided decimal bounds are the intersection (IR ``And``) of a
+lower-bound and an upper-bound language, so every accepted text satisfies the bounds exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal, InvalidOperation
+
+from .charset import CharSet
+from .regex import EPSILON, NOTHING, And, Node, alt, chars, lit, opt, rep, seq
+
+DIGIT = chars(CharSet.of_ranges([(0x30, 0x39)]))
+NONZERO = chars(CharSet.of_ranges([(0x31, 0x39)]))
+_ZERO = lit("0")
+UNSIGNED_INT = alt(lit("0"), seq(NONZERO, rep(DIGIT, 0, None)))
+INTEGER = seq(opt(lit("-")), UNSIGNED_INT)
+FRACTION = seq(lit("."), rep(DIGIT, 1, None))
+EXPONENT = seq(chars(CharSet.of_chars("eE")), opt(chars(CharSet.of_chars("+-"))), rep(DIGIT, 1, None))
+NUMBER = seq(INTEGER, opt(FRACTION), opt(EXPONENT))
+_OPT_FRACTION = opt(FRACTION)
+
+
+def _digits(lo: str, hi: str) -> Node:
+    return chars(CharSet.of_ranges([(ord(lo), ord(hi))]))
+
+
+def _same_length(x: str, y: str) -> Node:
+    """Digit strings of len(x) between x and y inclusive (x <= y, same length)."""
+    if x == y:
+        return lit(x)
+    n = len(x)
+    if n == 1:
+        return _digits(x, y)
+    if x[0] == y[0]:
+        return seq(lit(x[0]), _same_length(x[1:], y[1:]))
+    if set(x[1:]) == {"0"} and set(y[1:]) == {"9"}:
+        return seq(_digits(x[0], y[0]), rep(DIGIT, n - 1, n - 1))
+    parts = [seq(lit(x[0]), _same_length(x[1:], "9" * (n - 1)))]
+    if int(x[0]) + 1 <= int(y[0]) - 1:
+        parts.append(seq(_digits(str(int(x[0]) + 1), str(int(y[0]) - 1)), rep(DIGIT, n - 1, n - 1)))
+    parts.append(seq(lit(y[0]), _same_length("0" * (n - 1), y[1:])))
+    return alt(*parts)
+
+
+def unsigned_range(lo: int, hi: int | None) -> Node:
+    """Canonical unsigned integers n with lo <= n <= hi (hi None: unbounded); lo >= 0."""
+    if lo < 0:
+        raise ValueError("unsigned_range needs lo >= 0")
+    if hi is not None and hi < lo:
+        return NOTHING
+    parts: list[Node] = []
+    top_len = len(str(hi)) if hi is not None else len(str(lo))
+    for d in range(len(str(lo)), top_len + 1):
+        a = lo if d == len(str(lo)) else 10 ** (d - 1)
+        b = hi if (hi is not None and d == len(str(hi))) else 10**d - 1
+        if a <= b:
+            parts.append(_same_length(str(a), str(b)))
+    if hi is None:
+        parts.append(seq(NONZERO, rep(DIGIT, top_len, None)))
+    return alt(*parts) if parts else NOTHING
+
+
+def integer_range(lo: int | None, hi: int | None) -> Node:
+    """Canonical integers in [lo, hi] (None = unbounded).  Never emits ``-0``."""
+    if lo is not None and hi is not None and hi < lo:
+        return NOTHING
+    parts: list[Node] = []
+    if hi is None or hi >= 0:
+        parts.append(unsigned_range(max(lo, 0) if lo is not None else 0, hi))
+    if lo is None or lo < 0:
+        mag_lo = max(1, -hi) if hi is not None else 1
+        mag_hi = -lo if lo is not None else None
+        if mag_hi is None or mag_lo <= mag_hi:
+            parts.append(seq(lit("-"), unsigned_range(mag_lo, mag_hi)))
+    return alt(*parts) if parts else NOTHING
+
+
+def to_decimal(value: object) -> Decimal:
+    """A JSON number as an exact Decimal (floats via their shortest repr). ValueError if not a number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"not a number: {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"not a finite number: {value!r}")
+    try:
+        return Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    except InvalidOperation as e:  # pragma: no cover - repr of a finite float always parses
+        raise ValueError(f"not a number: {value!r}") from e
+
+
+def _split(d: Decimal) -> tuple[int, str]:
+    """Non-negative decimal → (integer part, fraction digits without trailing zeros)."""
+    text = format(d, "f")
+    ip, _, fp = text.partition(".")
+    return int(ip), fp.rstrip("0")
+
+
+def _frac_ge(fp: str, strict: bool) -> Node:
+    """Optional fraction text ('.' digits) whose value is >= 0.fp (> when strict)."""
+    parts: list[Node] = []
+    if fp == "" and not strict:
+        parts.append(EPSILON)
+    for i, ch in enumerate(fp):
+        if ch < "9":
+            parts.append(seq(lit("." + fp[:i]), _digits(chr(ord(ch) + 1), "9"), rep(DIGIT, 0, None)))
+    rest = seq(rep(DIGIT, 0, None), NONZERO, rep(DIGIT, 0, None)) if strict else rep(DIGIT, 0 if fp else 1, None)
+    parts.append(seq(lit("." + fp), rest))
+    return alt(*parts)
+
+
+def _frac_le(fp: str, strict: bool) -> Node:
+    """Optional fraction text whose value is <= 0.fp (< when strict)."""
+    parts: list[Node] = []
+    if not strict or fp:
+        parts.append(EPSILON)
+    for i, ch in enumerate(fp):
+        if ch > "0":
+            parts.append(seq(lit("." + fp[:i]), _digits("0", chr(ord(ch) - 1)), rep(DIGIT, 0, None)))
+        if i >= 1:
+            parts.append(lit("." + fp[:i]))
+    if not strict:
+        parts.append(seq(lit("." + fp), rep(_ZERO, 0 if fp else 1, None)))
+    return alt(*parts)
+
+
+def _magnitude_ge(d: Decimal, strict: bool) -> Node:
+    ip, fp = _split(d)
+    return alt(seq(unsigned_range(ip + 1, None), _OPT_FRACTION), seq(lit(str(ip)), _frac_ge(fp, strict)))
+
+
+def _magnitude_le(d: Decimal, strict: bool) -> Node:
+    ip, fp = _split(d)
+    below = seq(unsigned_range(0, ip - 1), _OPT_FRACTION) if ip >= 1 else NOTHING
+    return alt(below, seq(lit(str(ip)), _frac_le(fp, strict)))
+
+
+_ANY_MAGNITUDE = seq(UNSIGNED_INT, _OPT_FRACTION)
+
+
+def _number_ge(lo: Decimal, strict: bool) -> Node:
+    if lo > 0 or (lo == 0 and strict):
+        return _magnitude_ge(lo, strict)
+    if lo == 0:
+        return _ANY_MAGNITUDE
+    return alt(_ANY_MAGNITUDE, seq(lit("-"), _magnitude_le(-lo, strict)))
+
+
+def _number_le(hi: Decimal, strict: bool) -> Node:
+    if hi < 0 or (hi == 0 and strict):
+        return seq(lit("-"), _magnitude_ge(-hi, strict))
+    negatives = seq(lit("-"), _ANY_MAGNITUDE)
+    return alt(negatives, _magnitude_le(hi, strict))
+
+
+def number_range(lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_strict: bool) -> Node:
+    """Decimal numbers (no exponent) within the bounds; None = unbounded on that side."""
+    if lo is not None and hi is not None and (hi < lo or (hi == lo and (lo_strict or hi_strict))):
+        return NOTHING
+    if lo is None and hi is None:
+        return NUMBER
+    if hi is None:
+        assert lo is not None
+        return _number_ge(lo, lo_strict)
+    if lo is None:
+        return _number_le(hi, hi_strict)
+    return And((_number_ge(lo, lo_strict), _number_le(hi, hi_strict)))
+
+
+def integer_bounds(lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_strict: bool) -> tuple[int | None, int | None]:
+    """Integer [lo, hi] equivalent to possibly fractional, possibly exclusive bounds."""
+    ilo = None if lo is None else (math.floor(lo) + 1 if lo_strict else math.ceil(lo))
+    ihi = None if hi is None else (math.ceil(hi) - 1 if hi_strict else math.floor(hi))
+    return ilo, ihi
+
+
+def multiple_of_integer(m: int) -> Node | None:
+    """Canonical integers divisible by ``m`` when divisibility is decided by the last digits
+    (``m`` divides a power of ten: 2^a·5^b); otherwise None (the caller reports it)."""
+    if m <= 0:
+        return None
+    k = 0
+    while 10**k % m:
+        k += 1
+        if k > 6:
+            return None
+    if k == 0:
+        return INTEGER
+    endings = [str(x).zfill(k) for x in range(0, 10**k, m)]
+    # short numbers (fewer than k+1 digits) are enumerated, longer ones end with an allowed ending
+    small = [lit(str(x)) for x in range(0, 10**k, m)]
+    long_form = seq(NONZERO, rep(DIGIT, 0, None), alt(*[lit(e) for e in endings]))
+    mag = alt(*small, long_form)
+    return seq(opt(lit("-")), mag)

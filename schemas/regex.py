@@ -1,0 +1,588 @@
+"""The regex IR that every constraint compiles to, and a parser for regex text.
+
+Schemas, Pydantic models and user regexes all become a tree of :class:`Node` objects over
+bytes.  The IR is a regular-expression tree with two extensions that plain regex text cannot
+express but the automaton builder (``structgen.fsm.automaton``) compiles exactly:
+:class:`And` (intersection, e.g. ``pattern`` ∩ ``minLength``) and :class:`Minus`
+(difference, e.g. property names other than the declared ones).
+
+Leaves are :class:`Lit` (an exact byte string) and :class:`Chars` (one code point from a
+:class:`~structgen.schemas.charset.CharSet`, matched as its UTF-8 encoding).
+
+:func:`parse_regex` reads ECMA-262 / Python regex text.  Where the two dialects disagree the
+parser picks the reading that is a subset of both (``\\d`` is ``[0-9]``; ``[^\\d]`` excludes
+every Unicode digit), so what we generate is accepted by both ``re.search`` (which
+``jsonschema`` uses) and JavaScript validators.  Constructs that are not regular or whose
+meaning differs between dialects (look-around, back-references, ``\\b``, inline flags,
+possessive quantifiers, ``{,n}``) raise :class:`RegexError` with the position.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+from .charset import MAX_CODE_POINT, CharSet
+from .errors import RegexError
+
+
+class Node:
+    """Base class of the regex IR.  Nodes are immutable and compared by identity."""
+
+    __slots__ = ()
+
+    def to_regex(self) -> str:
+        """Render as regex text for display.  ``And``/``Minus`` use the non-standard
+        ``(?&…)`` / ``(?-…)`` notation; the result is not meant to be re-parsed."""
+        return _render(self)
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Lit(Node):
+    """The exact byte string ``data``."""
+
+    data: bytes
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Chars(Node):
+    """One code point of ``cs``, as UTF-8 (surrogates never match)."""
+
+    cs: CharSet
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Seq(Node):
+    """Concatenation of ``items`` (``Seq(())`` matches the empty string)."""
+
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Alt(Node):
+    """Union of ``items`` (``Alt(())`` matches nothing)."""
+
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Rep(Node):
+    """``item`` repeated ``lo`` to ``hi`` times (``hi=None``: unbounded)."""
+
+    item: Node
+    lo: int
+    hi: int | None
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class And(Node):
+    """Intersection of the languages of ``items``."""
+
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Minus(Node):
+    """Strings of ``left`` that are not strings of ``right``."""
+
+    left: Node
+    right: Node
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Anchor(Node):
+    """``^`` (``start=True``) or ``$`` as parsed; resolved by :func:`resolve_anchors`."""
+
+    start: bool
+    pos: int
+
+
+EPSILON = Seq(())
+NOTHING = Alt(())
+
+
+def lit(text: str | bytes) -> Node:
+    """A literal; ``str`` is encoded as UTF-8."""
+    return Lit(text.encode() if isinstance(text, str) else text)
+
+
+def seq(*items: Node) -> Node:
+    """Concatenation, flattening nested sequences and merging adjacent literals."""
+    flat: list[Node] = []
+    for it in items:
+        parts = it.items if isinstance(it, Seq) else (it,)
+        for p in parts:
+            if p is NOTHING or (isinstance(p, Alt) and not p.items):
+                return NOTHING
+            if isinstance(p, Lit) and flat and isinstance(flat[-1], Lit):
+                flat[-1] = Lit(flat[-1].data + p.data)
+            elif not (isinstance(p, Lit) and not p.data):
+                flat.append(p)
+    if len(flat) == 1:
+        return flat[0]
+    return Seq(tuple(flat))
+
+
+def alt(*items: Node) -> Node:
+    """Union, flattening nested unions and dropping ``NOTHING``."""
+    flat: list[Node] = []
+    for it in items:
+        for p in it.items if isinstance(it, Alt) else (it,):
+            flat.append(p)
+    if len(flat) == 1:
+        return flat[0]
+    return Alt(tuple(flat))
+
+
+def opt(item: Node) -> Node:
+    return Rep(item, 0, 1)
+
+
+def rep(item: Node, lo: int, hi: int | None) -> Node:
+    if hi is not None and hi < lo:
+        return NOTHING
+    if lo == hi == 1:
+        return item
+    if hi == 0:
+        return EPSILON
+    return Rep(item, lo, hi)
+
+
+def chars(cs: CharSet) -> Node:
+    return Chars(cs) if cs else NOTHING
+
+
+# ----------------------------------------------------------------------------- classes
+
+_ASCII_DIGIT = CharSet.of_ranges([(0x30, 0x39)])
+_ASCII_WORD = CharSet.of_ranges([(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)])
+_ASCII_SPACE = CharSet.of_chars("\t\n\v\f\r ")
+_ECMA_SPACE_EXTRA = CharSet.of_chars("\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff")
+ECMA_DOT = CharSet.of_chars("\n\r\u2028\u2029").complement()
+
+
+@functools.lru_cache(maxsize=None)
+def _python_class(escape: str) -> CharSet:
+    """The code points Python's ``re`` matches with ``escape`` (``\\d``, ``\\w``, ``\\s``)."""
+    rx = re.compile(escape)
+    out: list[tuple[int, int]] = []
+    start = -1
+    for cp in range(MAX_CODE_POINT + 2):
+        hit = cp <= MAX_CODE_POINT and not (0xD800 <= cp <= 0xDFFF) and rx.match(chr(cp)) is not None
+        if hit and start < 0:
+            start = cp
+        elif not hit and start >= 0:
+            out.append((start, cp - 1))
+            start = -1
+    return CharSet.of_ranges(out)
+
+
+def _narrow_class(letter: str) -> CharSet:
+    """``\\d \\w \\s`` read as a subset of both their ECMA and their Python meaning."""
+    return {"d": _ASCII_DIGIT, "w": _ASCII_WORD, "s": _ASCII_SPACE}[letter]
+
+
+@functools.lru_cache(maxsize=None)
+def _wide_class(letter: str) -> CharSet:
+    """``\\d \\w \\s`` read as a superset of both meanings (slow first call: scans Unicode)."""
+    extra = _ECMA_SPACE_EXTRA if letter == "s" else CharSet.empty()
+    return _narrow_class(letter).union(extra).union(_python_class("\\" + letter))
+
+
+class _ClassEscape:
+    """(narrow, wide) readings of a class escape; ``wide`` is computed only when needed."""
+
+    def __init__(self, letter: str) -> None:
+        self.letter = letter
+
+    @property
+    def narrow(self) -> CharSet:
+        low = self.letter.lower()
+        return _narrow_class(low) if self.letter == low else _wide_class(low).complement()
+
+    @property
+    def wide(self) -> CharSet:
+        low = self.letter.lower()
+        return _wide_class(low) if self.letter == low else _narrow_class(low).complement()
+
+
+# ----------------------------------------------------------------------------- parser
+
+_SIMPLE_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f", "v": "\v"}
+_MAX_REPEAT = 100_000
+
+
+class _Parser:
+    def __init__(self, pattern: str) -> None:
+        self.p = pattern
+        self.i = 0
+
+    def error(self, msg: str, pos: int | None = None) -> RegexError:
+        return RegexError(msg, self.p, self.i if pos is None else pos)
+
+    def peek(self, k: int = 0) -> str:
+        j = self.i + k
+        return self.p[j] if j < len(self.p) else ""
+
+    def parse(self) -> Node:
+        node = self.alternation()
+        if self.i < len(self.p):
+            raise self.error("unbalanced ')'")
+        return node
+
+    def alternation(self) -> Node:
+        branches = [self.concat()]
+        while self.peek() == "|":
+            self.i += 1
+            branches.append(self.concat())
+        return branches[0] if len(branches) == 1 else Alt(tuple(branches))
+
+    def concat(self) -> Node:
+        items: list[Node] = []
+        while self.i < len(self.p) and self.peek() not in "|)":
+            items.append(self.quantified())
+        return items[0] if len(items) == 1 else Seq(tuple(items))
+
+    def quantified(self) -> Node:
+        start = self.i
+        atom = self.atom()
+        while True:
+            c = self.peek()
+            qpos = self.i
+            if c in ("*", "+", "?"):
+                self.i += 1
+                lo, hi = {"*": (0, None), "+": (1, None), "?": (0, 1)}[c]
+            elif c == "{":
+                q = self.braces()
+                if q is None:
+                    return atom
+                lo, hi = q
+            else:
+                return atom
+            if isinstance(atom, Anchor):
+                raise self.error("nothing to repeat: quantifier after an anchor", qpos)
+            if self.peek() == "?":
+                self.i += 1  # lazy: same language
+            elif self.peek() == "+":
+                raise self.error("possessive quantifiers are not supported (not in ECMA-262)", self.i)
+            if self.peek() in ("*", "+", "?") or (self.peek() == "{" and self._is_quant_brace()):
+                raise self.error("multiple repeat", self.i)
+            if start == qpos:
+                raise self.error("nothing to repeat", qpos)
+            atom = Rep(atom, lo, hi)
+
+    def _is_quant_brace(self) -> bool:
+        return re.match(r"\{(\d+)(,(\d*))?\}", self.p[self.i :]) is not None
+
+    def braces(self) -> tuple[int, int | None] | None:
+        m = re.match(r"\{(\d*)(,(\d*))?\}", self.p[self.i :])
+        if not m or (m.group(1) == "" and m.group(2) is None):
+            return None  # a literal '{' in both dialects
+        if m.group(1) == "":
+            raise self.error("'{,n}' means {0,n} in Python but is literal text in ECMA-262")
+        lo = int(m.group(1))
+        hi: int | None = lo if m.group(2) is None else (int(m.group(3)) if m.group(3) else None)
+        if hi is not None and hi < lo:
+            raise self.error(f"min repeat greater than max repeat in '{m.group(0)}'")
+        if lo > _MAX_REPEAT or (hi is not None and hi > _MAX_REPEAT):
+            raise self.error(f"repeat count over {_MAX_REPEAT} in '{m.group(0)}'")
+        self.i += m.end()
+        return lo, hi
+
+    def atom(self) -> Node:
+        c = self.peek()
+        pos = self.i
+        if c == "(":
+            return self.group()
+        if c == "[":
+            return Chars(self.bracket())
+        if c == ".":
+            self.i += 1
+            return Chars(ECMA_DOT)
+        if c == "^":
+            self.i += 1
+            return Anchor(True, pos)
+        if c == "$":
+            self.i += 1
+            return Anchor(False, pos)
+        if c == "\\":
+            item = self.escape()
+            return Chars(item.narrow if isinstance(item, _ClassEscape) else item)
+        if c in "*+?":
+            raise self.error("nothing to repeat")
+        if c == "{" and self._is_quant_brace():
+            raise self.error("nothing to repeat")
+        self.i += 1
+        return Chars(CharSet.of_chars(c))
+
+    def group(self) -> Node:
+        open_pos = self.i
+        self.i += 1
+        if self.peek() == "?":
+            rest = self.p[self.i + 1 : self.i + 4]
+            if rest.startswith(":"):
+                self.i += 2
+            elif rest.startswith(("=", "!", "<=", "<!")):
+                raise self.error("look-around assertions are not supported (not regular in general)", open_pos)
+            elif rest.startswith(("<", "P<")):
+                end = self.p.find(">", self.i)
+                if end < 0:
+                    raise self.error("unterminated group name", open_pos)
+                self.i = end + 1
+            else:
+                raise self.error("inline flags and extension groups '(?...)' are not supported", open_pos)
+        node = self.alternation()
+        if self.peek() != ")":
+            raise self.error("missing ')', unterminated group", open_pos)
+        self.i += 1
+        return node
+
+    def bracket(self) -> CharSet:
+        open_pos = self.i
+        self.i += 1
+        negate = False
+        if self.peek() == "^":
+            negate = True
+            self.i += 1
+        if self.peek() == "]":
+            raise self.error("'[]' / '[^]' mean different things in ECMA-262 and Python", open_pos)
+        items: list[CharSet | _ClassEscape] = []
+        while True:
+            c = self.peek()
+            if c == "":
+                raise self.error("unterminated character set", open_pos)
+            if c == "]":
+                self.i += 1
+                break
+            lo_pos = self.i
+            lo, lo_cp = self.class_atom()
+            if self.peek() == "-" and self.peek(1) not in ("]", ""):
+                self.i += 1
+                _, hi_cp = self.class_atom()
+                if lo_cp is None or hi_cp is None:
+                    raise self.error("bad character range: a class escape cannot bound a range", lo_pos)
+                if hi_cp < lo_cp:
+                    raise self.error(f"bad character range {chr(lo_cp)!r}-{chr(hi_cp)!r}", lo_pos)
+                items.append(CharSet.of_ranges([(lo_cp, hi_cp)]))
+            else:
+                items.append(lo)
+        out = CharSet.empty()
+        for it in items:
+            if isinstance(it, _ClassEscape):
+                it = it.wide if negate else it.narrow
+            out = out.union(it)
+        return out.complement() if negate else out
+
+    def class_atom(self) -> tuple[CharSet | _ClassEscape, int | None]:
+        if self.peek() == "\\":
+            if self.peek(1) == "b":
+                self.i += 2
+                return CharSet.of_chars("\b"), 8
+            item = self.escape()
+            return item, (item.single() if isinstance(item, CharSet) else None)
+        c = self.peek()
+        if c == "[" and self.peek(1) in (":", "=", "."):
+            raise self.error("POSIX classes '[:...:]' are not supported")
+        self.i += 1
+        return CharSet.of_chars(c), ord(c)
+
+    def escape(self) -> CharSet | _ClassEscape:
+        pos = self.i
+        self.i += 1
+        c = self.peek()
+        if c == "":
+            raise self.error("pattern ends with a lone backslash", pos)
+        self.i += 1
+        if c in "dDwWsS":
+            return _ClassEscape(c)
+        if c in _SIMPLE_ESCAPES:
+            return self._one(ord(_SIMPLE_ESCAPES[c]))
+        if c == "0" and not self.peek().isdigit():
+            return self._one(0)
+        if c.isdigit():
+            raise self.error("back-references are not supported (not regular)", pos)
+        if c == "x":
+            m = re.match(r"[0-9a-fA-F]{2}", self.p[self.i :])
+            if not m:
+                raise self.error("'\\x' needs two hex digits", pos)
+            self.i += 2
+            return self._one(int(m.group(0), 16))
+        if c == "u":
+            return self._one(self.unicode_escape(pos))
+        if c == "c":
+            m = re.match(r"[A-Za-z]", self.p[self.i :])
+            if not m:
+                raise self.error("'\\c' needs a letter", pos)
+            self.i += 1
+            return self._one(ord(m.group(0)) % 32)
+        if c in "bB":
+            raise self.error("word-boundary assertions '\\b' / '\\B' are not supported", pos)
+        if c in "AZzG":
+            raise self.error(f"anchor '\\{c}' is not supported; use ^ and $", pos)
+        if c in "pP":
+            raise self.error("Unicode property escapes '\\p{...}' are not supported", pos)
+        if c == "k":
+            raise self.error("named back-references are not supported (not regular)", pos)
+        if c.isalnum():
+            raise self.error(f"bad escape '\\{c}'", pos)
+        return self._one(ord(c))
+
+    @staticmethod
+    def _one(cp: int) -> CharSet:
+        return CharSet.of_ranges([(cp, cp)])
+
+    def unicode_escape(self, pos: int) -> int:
+        if self.peek() == "{":
+            m = re.match(r"\{([0-9a-fA-F]{1,6})\}", self.p[self.i :])
+            if not m or int(m.group(1), 16) > MAX_CODE_POINT:
+                raise self.error("bad '\\u{...}' escape", pos)
+            self.i += m.end()
+            return int(m.group(1), 16)
+        m = re.match(r"[0-9a-fA-F]{4}", self.p[self.i :])
+        if not m:
+            raise self.error("'\\u' needs four hex digits", pos)
+        self.i += 4
+        cp = int(m.group(0), 16)
+        if 0xD800 <= cp <= 0xDBFF:
+            m2 = re.match(r"\\u(d[c-f][0-9a-f]{2})", self.p[self.i :], re.IGNORECASE)
+            if m2:
+                self.i += 6
+                low = int(m2.group(1), 16)
+                return 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00)
+        return cp
+
+
+def parse_regex(pattern: str) -> Node:
+    """Parse regex text into the IR (code-point leaves, :class:`Anchor` nodes kept).
+
+    Raises :class:`RegexError` with the 0-based position of the offending construct.
+    """
+    if not isinstance(pattern, str):
+        raise RegexError(f"a regex must be a string, got {type(pattern).__name__}", str(pattern), 0)
+    return _Parser(pattern).parse()
+
+
+def _strip_edge(node: Node, start: bool) -> tuple[Node, bool]:
+    """Remove a leading (``start``) / trailing anchor from ``node``; report whether found."""
+    if isinstance(node, Anchor) and node.start == start:
+        return EPSILON, True
+    if isinstance(node, Seq) and node.items:
+        items = list(node.items)
+        k = 0 if start else len(items) - 1
+        inner, found = _strip_edge(items[k], start)
+        if found:
+            items[k] = inner
+            return Seq(tuple(items)), True
+    if isinstance(node, Alt) and node.items:
+        stripped = [_strip_edge(b, start) for b in node.items]
+        if all(f for _, f in stripped):
+            return Alt(tuple(n for n, _ in stripped)), True
+    return node, False
+
+
+def _check_no_anchor(node: Node, pattern: str) -> None:
+    if isinstance(node, Anchor):
+        raise RegexError("anchor in an unsupported position (only at the start or end)", pattern, node.pos)
+    for child in _children(node):
+        _check_no_anchor(child, pattern)
+
+
+def _children(node: Node) -> tuple[Node, ...]:
+    if isinstance(node, (Seq, Alt, And)):
+        return node.items
+    if isinstance(node, Rep):
+        return (node.item,)
+    if isinstance(node, Minus):
+        return (node.left, node.right)
+    return ()
+
+
+def resolve_anchors(node: Node, pattern: str, *, search: bool) -> Node:
+    """Turn a parsed regex into an anchor-free IR node.
+
+    ``search=False`` (fullmatch, for user regexes): leading ``^`` / trailing ``$`` are dropped.
+    ``search=True`` (JSON Schema ``pattern``, which is unanchored): each top-level branch is
+    padded with "any characters" on a side that has no anchor.  Anchors anywhere else raise
+    :class:`RegexError`.
+    """
+    branches = node.items if isinstance(node, Alt) else (node,)
+    out: list[Node] = []
+    anything = Rep(Chars(CharSet.any()), 0, None)
+    for b in branches:
+        b, has_start = _strip_edge(b, True)
+        b, has_end = _strip_edge(b, False)
+        _check_no_anchor(b, pattern)
+        if search:
+            b = seq(EPSILON if has_start else anything, b, EPSILON if has_end else anything)
+        out.append(b)
+    return out[0] if len(out) == 1 else Alt(tuple(out))
+
+
+def regex_to_ir(pattern: str) -> Node:
+    """A user regex (fullmatch semantics) as anchor-free IR."""
+    return resolve_anchors(parse_regex(pattern), pattern, search=False)
+
+
+# ----------------------------------------------------------------------------- rendering
+
+_META = set("\\^$.|?*+()[]{}")
+
+
+def _render_cp(cp: int, in_class: bool) -> str:
+    c = chr(cp)
+    if cp < 0x20 or cp == 0x7F or 0xD800 <= cp <= 0xDFFF:
+        return f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}"
+    if in_class and c in "\\]^-":
+        return "\\" + c
+    if not in_class and c in _META:
+        return "\\" + c
+    return c
+
+
+def _render_charset(cs: CharSet) -> str:
+    single = cs.single()
+    if single is not None:
+        return _render_cp(single, False)
+    if cs.ranges == ((0, MAX_CODE_POINT),):
+        return "[\\s\\S]"
+    neg = cs.complement()
+    body_of = lambda s: "".join(  # noqa: E731
+        _render_cp(lo, True) if lo == hi else f"{_render_cp(lo, True)}-{_render_cp(hi, True)}" for lo, hi in s.ranges
+    )
+    if len(neg.ranges) < len(cs.ranges):
+        return f"[^{body_of(neg)}]"
+    return f"[{body_of(cs)}]"
+
+
+def _render(node: Node) -> str:
+    if isinstance(node, Lit):
+        text = node.data.decode("utf-8", errors="backslashreplace")
+        return "".join(_render_cp(ord(c), False) for c in text)
+    if isinstance(node, Chars):
+        return _render_charset(node.cs)
+    if isinstance(node, Seq):
+        return "".join(_group(i) if isinstance(i, Alt) else _render(i) for i in node.items)
+    if isinstance(node, Alt):
+        if not node.items:
+            return "[^\\s\\S]"
+        return "|".join(_render(i) for i in node.items)
+    if isinstance(node, Rep):
+        inner = _render(node.item)
+        if not (isinstance(node.item, Chars) or (isinstance(node.item, Lit) and len(node.item.data) == 1)):
+            inner = f"(?:{inner})"
+        q = {(0, None): "*", (1, None): "+", (0, 1): "?"}.get((node.lo, node.hi))
+        if q is None:
+            q = f"{{{node.lo},}}" if node.hi is None else (f"{{{node.lo}}}" if node.lo == node.hi else f"{{{node.lo},{node.hi}}}")
+        return inner + q
+    if isinstance(node, And):
+        return "(?&" + ")(?&".join(_render(i) for i in node.items) + ")"
+    if isinstance(node, Minus):
+        return f"(?:{_render(node.left)})(?-{_render(node.right)})"
+    if isinstance(node, Anchor):
+        return "^" if node.start else "$"
+    raise TypeError(f"not a regex IR node: {node!r}")
+
+
+def _group(node: Node) -> str:
+    return f"(?:{_render(node)})"
