@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from structgen.schemas.charset import utf8_sequences
-from structgen.schemas.regex import Alt, And, Anchor, Chars, Lit, Minus, Node, Rep, Seq
+from structgen.schemas.regex import NOTHING, Alt, And, Anchor, Chars, Join, Lit, Members, Minus, Node, Rep, Seq
 
 from .errors import GrammarCompileError, GrammarTimeoutError
 
@@ -103,12 +103,19 @@ class _NFA:
         self.eps: list[list[int]] = []
         self.edges: list[list[tuple[int, int, int]]] = []
         self.budget = budget
+        self.bounds: set[int] = {0, 256}
+
+    def edge(self, q: int, lo: int, hi: int, target: int) -> None:
+        self.edges[q].append((lo, hi, target))
+        self.bounds.add(lo)
+        self.bounds.add(hi + 1)
 
     def new(self) -> int:
-        self.eps.append([])
+        eps = self.eps
+        eps.append([])
         self.edges.append([])
-        n = len(self.eps)
-        if n % 4096 == 0:
+        n = len(eps)
+        if not n & 4095:
             if n > self.budget.max_nfa_states:
                 raise GrammarCompileError(f"automaton exceeds max_nfa_states={self.budget.max_nfa_states} NFA states")
             self.budget.check_time()
@@ -116,10 +123,55 @@ class _NFA:
 
 
 class _Builder:
-    def __init__(self, budget: Budget) -> None:
+    def __init__(self, budget: Budget, lazy: bool = False) -> None:
         self.budget = budget
         self.nfa = _NFA(budget)
         self.sub_dfas: dict[int, ByteDFA] = {}
+        self.lazy = lazy
+        self.pending: dict[int, tuple[Node, int]] = {}  # stub state -> (node to build, exit state)
+        self._nullable: dict[int, bool] = {}
+
+    def nullable(self, node: Node) -> bool:
+        """Whether ``node`` matches the empty string (memoized by identity)."""
+        got = self._nullable.get(id(node))
+        if got is not None:
+            return got
+        if isinstance(node, Lit):
+            out = not node.data
+        elif isinstance(node, Chars):
+            out = False
+        elif isinstance(node, Seq):
+            out = all(self.nullable(i) for i in node.items)
+        elif isinstance(node, Alt):
+            out = any(self.nullable(i) for i in node.items)
+        elif isinstance(node, Rep):
+            out = node.lo == 0 or self.nullable(node.item)
+        elif isinstance(node, Join):
+            out = self.nullable(node.item) and (node.lo <= 1 or self.nullable(node.sep))
+        elif isinstance(node, Members):
+            out = all(not req or self.nullable(m) for m, req in node.items)
+        elif isinstance(node, (And, Minus)):
+            dfa = self.sub_dfas.get(id(node))
+            if dfa is None:
+                dfa = self.product(node)
+                self.sub_dfas[id(node)] = dfa
+            out = not dfa.is_empty() and bool(dfa.accepting[dfa.initial])
+        else:
+            out = False
+        self._nullable[id(node)] = out
+        return out
+
+    def stub(self, node: Node) -> tuple[int, int]:
+        """A fragment for ``node`` built only when an epsilon closure first reaches it."""
+        q, x = self.nfa.new(), self.nfa.new()
+        self.pending[q] = (node, x)
+        return q, x
+
+    def expand_stub(self, q: int) -> None:
+        node, x = self.pending.pop(q)
+        s, e = self.build(node)
+        self.nfa.eps[q].append(s)
+        self.nfa.eps[e].append(x)
 
     def build(self, node: Node) -> tuple[int, int]:
         nfa = self.nfa
@@ -127,7 +179,7 @@ class _Builder:
             s = cur = nfa.new()
             for b in node.data:
                 nxt = nfa.new()
-                nfa.edges[cur].append((b, b, nxt))
+                nfa.edge(cur, b, b, nxt)
                 cur = nxt
             return s, cur
         if isinstance(node, Chars):
@@ -136,7 +188,7 @@ class _Builder:
                 cur = s
                 for k, (lo, hi) in enumerate(sq):
                     nxt = e if k == len(sq) - 1 else nfa.new()
-                    nfa.edges[cur].append((lo, hi, nxt))
+                    nfa.edge(cur, lo, hi, nxt)
                     cur = nxt
             return s, e
         if isinstance(node, Seq):
@@ -144,8 +196,13 @@ class _Builder:
                 s = nfa.new()
                 return s, s
             s, e = self.build(node.items[0])
-            for it in node.items[1:]:
-                s2, e2 = self.build(it)
+            for k in range(1, len(node.items)):
+                if self.lazy and not self.nullable(node.items[k - 1]):
+                    rest = node.items[k:]
+                    s2, e2 = self.stub(rest[0] if len(rest) == 1 else Seq(rest))
+                    nfa.eps[e].append(s2)
+                    return s, e2
+                s2, e2 = self.build(node.items[k])
                 nfa.eps[e].append(s2)
                 e = e2
             return s, e
@@ -158,6 +215,10 @@ class _Builder:
             return s, e
         if isinstance(node, Rep):
             return self.build_rep(node)
+        if isinstance(node, Members):
+            return self.build_members(node)
+        if isinstance(node, Join):
+            return self.build_join(node)
         if isinstance(node, (And, Minus)):
             dfa = self.sub_dfas.get(id(node))
             if dfa is None:
@@ -168,8 +229,78 @@ class _Builder:
             raise GrammarCompileError("regex IR still contains an anchor; resolve anchors before compiling")
         raise TypeError(f"not a regex IR node: {node!r}")
 
+    def build_members(self, node: Members) -> tuple[int, int]:
+        """Junction construction: J(i, F) / J(i, T) = before member i with nothing / something
+        emitted; each member is built once and entered from both junctions."""
+        nfa = self.nfa
+        n = len(node.items)
+        jf = [nfa.new() for _ in range(n + 1)]
+        jt = [nfa.new() for _ in range(n + 1)]
+        for i, (member, required) in enumerate(node.items):
+            s, e = self.build(member)
+            nfa.eps[jf[i]].append(s)
+            ss, se = self.build(node.sep)
+            nfa.eps[jt[i]].append(ss)
+            nfa.eps[se].append(s)
+            nfa.eps[e].append(jt[i + 1])
+            if not required:
+                nfa.eps[jf[i]].append(jf[i + 1])
+                nfa.eps[jt[i]].append(jt[i + 1])
+        end = nfa.new()
+        nfa.eps[jf[n]].append(end)
+        nfa.eps[jt[n]].append(end)
+        if node.extra is not None:
+            xs, xe = self.build(node.extra)
+            nfa.eps[jf[n]].append(xs)
+            ss, se = self.build(node.sep)
+            nfa.eps[jt[n]].append(ss)
+            nfa.eps[se].append(xs)
+            nfa.eps[xe].append(jt[n])
+        return jf[0], end
+
+    def build_join(self, node: Join) -> tuple[int, int]:
+        nfa = self.nfa
+        if self.lazy and (node.hi is not None or node.lo > 1) and not self.nullable(node.item):
+            # unroll one item: item (end if lo <= 1 | sep Join(lo-1, hi-1))
+            if node.hi == 1:
+                return self.build(node.item)
+            more = Join(node.item, node.sep, max(node.lo - 1, 1), None if node.hi is None else node.hi - 1)
+            tail = Seq((node.sep, more))
+            return self.build(Seq((node.item, Alt((Seq(()), tail)) if node.lo <= 1 else tail)))
+        s = e = nfa.new()
+        if node.hi is not None:
+            end = nfa.new()
+            for k in range(node.hi):
+                if k:
+                    ss, se = self.build(node.sep)
+                    nfa.eps[e].append(ss)
+                    e = se
+                s2, e2 = self.build(node.item)
+                nfa.eps[e].append(s2)
+                e = e2
+                if k + 1 >= node.lo:
+                    nfa.eps[e].append(end)
+            return s, end
+        for k in range(node.lo - 1):
+            s2, e2 = self.build(node.item)
+            nfa.eps[e].append(s2)
+            ss, se = self.build(node.sep)
+            nfa.eps[e2].append(ss)
+            e = se
+        s2, e2 = self.build(node.item)  # the loop copy
+        nfa.eps[e].append(s2)
+        ss, se = self.build(node.sep)
+        nfa.eps[e2].append(ss)
+        nfa.eps[se].append(s2)
+        return s, e2
+
     def build_rep(self, node: Rep) -> tuple[int, int]:
         nfa = self.nfa
+        if self.lazy and (node.hi is not None or node.lo > 0) and not self.nullable(node.item) and node.hi != 0:
+            # unroll one copy: item Rep(lo-1, hi-1), optional when lo == 0
+            more = Rep(node.item, max(node.lo - 1, 0), None if node.hi is None else node.hi - 1)
+            body = Seq((node.item, more)) if more.hi != 0 else node.item
+            return self.build(body if node.lo > 0 else Alt((Seq(()), body)))
         s = e = nfa.new()
         for _ in range(node.lo):
             s2, e2 = self.build(node.item)
@@ -220,7 +351,7 @@ class _Builder:
             if dfa.accepting[st]:
                 nfa.eps[q].append(s_out)
             for lo, hi, tgt in _runs(row):
-                nfa.edges[q].append((lo, hi, ids[tgt]))
+                nfa.edge(q, lo, hi, ids[tgt])
         return s_in, s_out
 
 
@@ -335,7 +466,7 @@ def _trim_and_minimize(
     acc_ext = np.concatenate([accepting & live, [False]])
     if not live[initial]:
         return _empty_dfa()
-    if minimize and n <= budget.max_states:
+    if minimize and n <= _MOORE_MAX_STATES:
         part = _moore(full, acc_ext, live_ext, n, budget)
     else:
         part = None
@@ -356,6 +487,10 @@ def _trim_and_minimize(
     return ByteDFA(table=np.ascontiguousarray(table), accepting=acc, initial=init, forced=_forced(table, acc))
 
 
+_MOORE_MAX_STATES = 20_000
+_MOORE_MAX_ITERATIONS = 256
+
+
 def _moore(full: np.ndarray, acc: np.ndarray, live: np.ndarray, sink: int, budget: Budget) -> np.ndarray | None:
     """Moore partition refinement with 128-bit signatures; sink block is 0.
 
@@ -368,16 +503,20 @@ def _moore(full: np.ndarray, acc: np.ndarray, live: np.ndarray, sink: int, budge
     k2 = rng.integers(1, 2**62, size=c + 1, dtype=np.uint64) | np.uint64(1)
     part = np.where(live, np.where(acc, 2, 1), 0).astype(np.int64)
     blocks = len(np.unique(part))
-    for it in range(4096):
+    for it in range(_MOORE_MAX_ITERATIONS):
         if it % 16 == 15:
             budget.check_time()
         nb = part[full].astype(np.uint64)  # [M, C]
         with np.errstate(over="ignore"):
             h1 = (nb * k1[1:]).sum(axis=1, dtype=np.uint64) + part.astype(np.uint64) * k1[0]
             h2 = (nb * k2[1:]).sum(axis=1, dtype=np.uint64) + part.astype(np.uint64) * k2[0]
-        keys = np.stack([h1, h2], axis=1)
-        _, inv = np.unique(keys, axis=0, return_inverse=True)
-        inv = inv.reshape(-1)
+        order = np.lexsort((h2, h1))
+        sh1, sh2 = h1[order], h2[order]
+        starts = np.empty(m, dtype=bool)
+        starts[0] = True
+        starts[1:] = (sh1[1:] != sh1[:-1]) | (sh2[1:] != sh2[:-1])
+        inv = np.empty(m, dtype=np.int64)
+        inv[order] = np.cumsum(starts) - 1
         new_blocks = int(inv.max()) + 1
         # make the sink's block 0
         sink_block = inv[sink]
@@ -476,3 +615,342 @@ def compile_dfa(node: Node, budget: Budget | None = None, *, minimize: bool = Tr
     start, end = builder.build(node)
     trans, accepting, class_of_byte = _determinize(builder.nfa, start, end, budget)
     return _trim_and_minimize(trans, accepting, class_of_byte, 0, budget, minimize=minimize)
+
+
+# ----------------------------------------------------------------------------- lazy determinization
+
+
+def _prune(node: Node, builder: _Builder, memo: dict[int, Node]) -> Node:
+    """Rewrite ``node`` without empty sub-languages (``NOTHING`` if the whole is empty).
+
+    After pruning every NFA state the builder makes can reach the final state, which is what
+    lets :class:`LazyDFA` discover states without a trimming pass: every non-empty state set
+    is live.  ``And`` / ``Minus`` are compiled here (eagerly, trimmed) and memoized.
+    """
+    got = memo.get(id(node))
+    if got is not None:
+        return got
+    out: Node
+    if isinstance(node, Lit):
+        out = node
+    elif isinstance(node, Chars):
+        out = node if utf8_sequences(node.cs) else NOTHING
+    elif isinstance(node, Seq):
+        items = [_prune(i, builder, memo) for i in node.items]
+        out = NOTHING if any(i is NOTHING for i in items) else Seq(tuple(items))
+    elif isinstance(node, Alt):
+        items = [i for i in (_prune(b, builder, memo) for b in node.items) if i is not NOTHING]
+        out = NOTHING if not items else items[0] if len(items) == 1 else Alt(tuple(items))
+    elif isinstance(node, Rep):
+        item = _prune(node.item, builder, memo)
+        if item is NOTHING:
+            out = Seq(()) if node.lo == 0 else NOTHING
+        else:
+            out = Rep(item, node.lo, node.hi)
+    elif isinstance(node, Join):
+        item = _prune(node.item, builder, memo)
+        sep = _prune(node.sep, builder, memo)
+        if item is NOTHING:
+            out = NOTHING
+        elif sep is NOTHING:
+            out = item if node.lo <= 1 else NOTHING
+        else:
+            out = Join(item, sep, node.lo, node.hi)
+    elif isinstance(node, Members):
+        kept: list[tuple[Node, bool]] = []
+        out = NOTHING
+        dead = False
+        for member, required in node.items:
+            m = _prune(member, builder, memo)
+            if m is NOTHING:
+                if required:
+                    dead = True
+                    break
+                continue
+            kept.append((m, required))
+        if not dead:
+            sep = _prune(node.sep, builder, memo)
+            extra = _prune(node.extra, builder, memo) if node.extra is not None else None
+            if sep is NOTHING:
+                raise GrammarCompileError("object member separator matches nothing")
+            out = Members(tuple(kept), sep, None if extra is NOTHING else extra)
+    elif isinstance(node, (And, Minus)):
+        dfa = builder.product(node)
+        builder.sub_dfas[id(node)] = dfa
+        out = NOTHING if dfa.is_empty() else node
+    elif isinstance(node, Anchor):
+        raise GrammarCompileError("regex IR still contains an anchor; resolve anchors before compiling")
+    else:
+        raise TypeError(f"not a regex IR node: {node!r}")
+    memo[id(node)] = out
+    return out
+
+
+class LazyDFA:
+    """A byte DFA whose states are built on demand by subset construction.
+
+    State 0 is the dead state; every other state is live (can reach acceptance) because the
+    NFA comes from a pruned IR.  ``table`` is ``int32 [capacity, C]`` over ``C`` byte classes
+    (``class_of_byte``: ``int32 [256]``), ``-1`` in the rows of states not expanded yet.
+    Expansion mutates the object but never changes the language or the meaning of a state id,
+    so all queries are deterministic; callers serialize expansions (``TokenFSM`` holds a lock).
+    Picklable.  ``max_states`` caps discovered states (:class:`GrammarCompileError`).
+    """
+
+    def __init__(self, builder: _Builder, start: int, final: int, max_states: int) -> None:
+        nfa = builder.nfa
+        self.builder = builder
+        # byte classes must be fixed before lazily built fragments add edges: take them from
+        # every byte range in the whole IR, not only from the part built so far
+        cuts = sorted(nfa.bounds)
+        class_of_byte = np.zeros(256, dtype=np.int32)
+        for c, (a, b) in enumerate(zip(cuts, cuts[1:])):
+            class_of_byte[a:b] = c
+        self.class_of_byte = class_of_byte
+        self._cob = class_of_byte.tolist()
+        self.class_first_byte = np.array(cuts[:-1], dtype=np.int32)
+        self.class_size = np.diff(np.array(cuts, dtype=np.int32))
+        self.num_classes = len(cuts) - 1
+        self.edges = nfa.edges
+        self.eps = nfa.eps
+        self.has_edges = [bool(e) for e in nfa.edges]
+        self.final = final
+        self.max_states = max_states
+        self.index: dict[tuple[frozenset[int], bool], int] = {(frozenset(), False): 0}
+        self.sets: list[frozenset[int]] = [frozenset()]
+        self.acc: list[bool] = [False]
+        self.table = np.full((64, self.num_classes), -1, dtype=np.int32)
+        self.table[0] = 0
+        self._forced: dict[int, bytes] = {0: b""}
+        self._nfa_dist: np.ndarray | None = None
+        self.initial = self._state_of(self._closure([start]))
+
+    @property
+    def num_states(self) -> int:
+        """States discovered so far (including the dead state 0)."""
+        return len(self.sets)
+
+    def is_empty(self) -> bool:
+        return self.initial == DEAD
+
+    def _closure(self, seeds: list[int]) -> tuple[frozenset[int], bool]:
+        eps = self.eps
+        pending = self.builder.pending
+        seen = set(seeds)
+        stack = list(seeds)
+        while stack:
+            q = stack.pop()
+            if q in pending:
+                self.builder.expand_stub(q)
+                self.has_edges.extend(bool(e) for e in self.edges[len(self.has_edges) :])
+            for r in eps[q]:
+                if r not in seen:
+                    seen.add(r)
+                    stack.append(r)
+        has = self.has_edges
+        return frozenset(q for q in seen if has[q]), self.final in seen
+
+    def _state_of(self, key: tuple[frozenset[int], bool]) -> int:
+        d = self.index.get(key)
+        if d is not None:
+            return d
+        d = len(self.sets)
+        if d >= self.max_states:
+            raise GrammarCompileError(f"automaton exceeds max_states={self.max_states} DFA states")
+        if d >= self.table.shape[0]:
+            grow = np.full((self.table.shape[0], self.num_classes), -1, dtype=np.int32)
+            self.table = np.concatenate([self.table, grow])
+        self.index[key] = d
+        self.sets.append(key[0])
+        self.acc.append(key[1])
+        return d
+
+    def expand(self, state: int) -> np.ndarray:
+        """The transition row of ``state`` (``int32 [C]``), computing it on first use."""
+        row = self.table[state]
+        if row[0] >= 0:
+            return row
+        moves: dict[int, list[int]] = {}
+        edges, cob = self.edges, self._cob
+        for q in self.sets[state]:
+            for lo, hi, t in edges[q]:
+                for c in range(cob[lo], cob[hi] + 1):
+                    lst = moves.get(c)
+                    if lst is None:
+                        moves[c] = [t]
+                    else:
+                        lst.append(t)
+        new = np.zeros(self.num_classes, dtype=np.int32)
+        by_targets: dict[tuple[int, ...], int] = {}
+        for c, targets in moves.items():
+            tkey = tuple(sorted(set(targets)))
+            d = by_targets.get(tkey)
+            if d is None:
+                d = self._state_of(self._closure(list(tkey)))
+                by_targets[tkey] = d
+            new[c] = d
+        self.table[state] = new
+        return self.table[state]
+
+    def is_accepting(self, state: int) -> bool:
+        return self.acc[state]
+
+    def next_state(self, state: int, byte: int) -> int:
+        return int(self.expand(state)[self.class_of_byte[byte]])
+
+    def walk(self, state: int, data: bytes) -> int:
+        """State after ``data`` from ``state`` (0 if it dies)."""
+        for b in data:
+            state = self.next_state(state, b)
+            if state == DEAD:
+                return DEAD
+        return state
+
+    def accepts(self, data: bytes) -> bool:
+        s = self.walk(self.initial, data)
+        return s != DEAD and self.acc[s]
+
+    def forced(self, state: int) -> bytes:
+        """The longest byte string every accepted continuation from ``state`` starts with."""
+        got = self._forced.get(state)
+        if got is not None:
+            return got
+        chain: list[tuple[int, int]] = []
+        cur = state
+        seen = set()
+        while cur not in self._forced and not self.acc[cur] and cur not in seen:
+            seen.add(cur)
+            row = self.expand(cur)
+            live = np.flatnonzero(row != DEAD)
+            if len(live) != 1 or self.class_size[live[0]] != 1:
+                break
+            chain.append((cur, int(self.class_first_byte[live[0]])))
+            cur = int(row[live[0]])
+        tail = self._forced.get(cur, b"")
+        self._forced.setdefault(cur, b"" if cur not in self._forced else self._forced[cur])
+        for st, b in reversed(chain):
+            tail = bytes([b]) + tail
+            self._forced[st] = tail
+        return self._forced.setdefault(state, b"")
+
+    def distance_to_accept(self, state: int) -> int:
+        """A lower bound on the bytes from ``state`` to acceptance (NFA shortest path; fragments
+        not built yet count their minimum length).  For steering samplers, not for soundness."""
+        if self._nfa_dist is None or len(self._nfa_dist) != len(self.eps):
+            self._nfa_dist = self._compute_nfa_dist()
+        if self.acc[state]:
+            return 0
+        members = self.sets[state]
+        return int(min((self._nfa_dist[q] for q in members), default=np.iinfo(np.int32).max))
+
+    def _compute_nfa_dist(self) -> np.ndarray:
+        n = len(self.eps)
+        rev_eps: list[list[int]] = [[] for _ in range(n)]
+        rev_edge: list[list[int]] = [[] for _ in range(n)]
+        stub_cost: dict[tuple[int, int], int] = {}
+        for q in range(n):
+            for r in self.eps[q]:
+                rev_eps[r].append(q)
+            for _, _, t in self.edges[q]:
+                rev_edge[t].append(q)
+        for q, (node, x) in self.builder.pending.items():
+            rev_edge[x].append(q)
+            stub_cost[(q, x)] = _min_len(node)
+        inf = np.iinfo(np.int32).max
+        dist = np.full(n, inf, dtype=np.int64)
+        from collections import deque
+
+        dq: deque[int] = deque([self.final])
+        dist[self.final] = 0
+        while dq:
+            q = dq.popleft()
+            d = dist[q]
+            for p in rev_eps[q]:
+                if dist[p] > d:
+                    dist[p] = d
+                    dq.appendleft(p)
+            for p in rev_edge[q]:
+                cost = stub_cost.get((p, q), 1)
+                if dist[p] > d + cost:
+                    dist[p] = d + cost
+                    dq.append(p)
+        return dist
+
+    def __getstate__(self) -> dict[str, object]:
+        state = dict(self.__dict__)
+        state["_nfa_dist"] = None
+        return state
+
+
+def compile_lazy(node: Node, budget: Budget | None = None) -> LazyDFA:
+    """Compile an anchor-free IR node into a :class:`LazyDFA` (only the initial state is built).
+
+    Sub-automata of ``And`` / ``Minus`` are built eagerly under ``budget``; the returned
+    automaton caps its discovered states at ``budget.max_states``.  The empty language gives
+    ``initial == 0``.
+    """
+    budget = budget or Budget()
+    builder = _Builder(budget, lazy=True)
+    pruned = _prune(node, builder, {})
+    if pruned is NOTHING:
+        pruned = Alt(())
+    for lo, hi in _byte_ranges(pruned, builder):
+        builder.nfa.bounds.add(lo)
+        builder.nfa.bounds.add(hi + 1)
+    start, end = builder.build(pruned)
+    budget.check_time()
+    dfa = LazyDFA(builder, start, end, budget.max_states)
+    builder.budget = Budget(timeout_s=1e9, max_states=budget.max_states, max_nfa_states=budget.max_nfa_states)
+    return dfa
+
+
+def _min_len(node: Node) -> int:
+    """A lower bound on the length of the shortest string of ``node`` (0 for And/Minus)."""
+    if isinstance(node, Lit):
+        return len(node.data)
+    if isinstance(node, Chars):
+        return 1
+    if isinstance(node, Seq):
+        return sum(_min_len(i) for i in node.items)
+    if isinstance(node, Alt):
+        return min((_min_len(i) for i in node.items), default=0)
+    if isinstance(node, Rep):
+        return node.lo * _min_len(node.item)
+    if isinstance(node, Join):
+        return node.lo * _min_len(node.item) + max(node.lo - 1, 0) * _min_len(node.sep)
+    if isinstance(node, Members):
+        return sum(_min_len(m) for m, req in node.items if req)
+    return 0
+
+
+def _byte_ranges(node: Node, builder: _Builder) -> set[tuple[int, int]]:
+    """Every byte range the NFA of ``node`` can ever use (sub-automata included)."""
+    out: set[tuple[int, int]] = set()
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, Lit):
+            out.update((b, b) for b in n.data)
+        elif isinstance(n, Chars):
+            for sq in utf8_sequences(n.cs):
+                out.update(sq)
+        elif isinstance(n, (And, Minus)):
+            dfa = builder.sub_dfas[id(n)]
+            for st in range(1, dfa.num_states):
+                out.update((lo, hi) for lo, hi, _ in _runs(dfa.table[st]))
+        elif isinstance(n, (Seq, Alt)):
+            stack.extend(n.items)
+        elif isinstance(n, Rep):
+            stack.append(n.item)
+        elif isinstance(n, Join):
+            stack.extend((n.item, n.sep))
+        elif isinstance(n, Members):
+            stack.extend(m for m, _ in n.items)
+            stack.append(n.sep)
+            if n.extra is not None:
+                stack.append(n.extra)
+    return out

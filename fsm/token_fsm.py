@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .automaton import DEAD, ByteDFA
+from .automaton import DEAD, LazyDFA
 from .vocab import Vocabulary
 
 
@@ -47,78 +47,87 @@ class JumpForward(NamedTuple):
 
 
 class TokenFSM:
-    """Immutable (logically) token FSM; thread-safe; picklable (mask rows computed so far travel).
+    """Logically immutable token FSM; thread-safe; picklable (rows computed so far travel).
 
-    Queries never change the language; mask rows and state→row entries are filled on demand.
+    Queries never change the language or the meaning of a state id; automaton states, mask
+    rows and state→row entries are filled in on demand (under a lock).
 
-    Attributes: ``dfa`` (:class:`ByteDFA`), ``vocab`` (:class:`Vocabulary`), ``initial`` (int),
-    ``num_states`` (S, DFA states including the dead state 0), ``mask_words`` (ceil(V/32)).
+    Attributes: ``dfa`` (:class:`LazyDFA`), ``vocab`` (:class:`Vocabulary`), ``initial``
+    (int), ``mask_words`` (ceil(V/32)).
     """
 
-    def __init__(self, dfa: ByteDFA, vocab: Vocabulary) -> None:
+    def __init__(self, dfa: LazyDFA, vocab: Vocabulary) -> None:
         self.dfa = dfa
         self.vocab = vocab
         self.initial = dfa.initial
-        self.num_states = dfa.num_states
         self.mask_words = (vocab.size + 31) // 32
+        self._state_to_row: dict[int, int] = {}
+        self._rows: list[np.ndarray] = []
+        self._row_bytes: list[bytes] = []
+        self._row_index: dict[bytes, int] = {}
         self._init_runtime()
 
     def _init_runtime(self) -> None:
-        self._lock = threading.Lock()
-        self._table_flat = self.dfa.table.reshape(-1).astype(np.int64)
-        self._accepting = self.dfa.accepting.tolist()
-        self._rows_py: dict[int, Any] = {}  # state -> list view of its table row (advance fast path)
-        if not hasattr(self, "_state_to_row"):
-            self._state_to_row = np.full(self.num_states, -1, dtype=np.int32)
-            self._rows: list[np.ndarray] = []
-            self._row_bytes: list[bytes] = []
-            self._row_index: dict[bytes, int] = {}
+        self._lock = threading.RLock()
+        self._byte_rows: dict[int, list[int]] = {}  # state -> next state per byte (advance fast path)
+        self._eos = set(self.vocab.eos_token_ids)
+        self._special = self.vocab.special_ids
 
     def __getstate__(self) -> dict[str, Any]:
-        return {
-            "dfa": self.dfa,
-            "vocab": self.vocab,
-            "initial": self.initial,
-            "num_states": self.num_states,
-            "mask_words": self.mask_words,
-            "_state_to_row": self._state_to_row,
-            "_rows": self._rows,
-            "_row_bytes": self._row_bytes,
-            "_row_index": self._row_index,
-        }
+        with self._lock:
+            return {
+                "dfa": self.dfa,
+                "vocab": self.vocab,
+                "initial": self.initial,
+                "mask_words": self.mask_words,
+                "_state_to_row": dict(self._state_to_row),
+                "_rows": list(self._rows),
+                "_row_bytes": list(self._row_bytes),
+                "_row_index": dict(self._row_index),
+            }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._init_runtime()
 
+    @property
+    def num_states(self) -> int:
+        """Automaton states discovered so far (the dead state 0 included)."""
+        return self.dfa.num_states
+
     # ------------------------------------------------------------------ per-state queries
 
     def is_accepting(self, state: int) -> bool:
-        return self._accepting[state]
+        return self.dfa.acc[state]
 
     def forced_bytes(self, state: int) -> bytes:
         """Bytes every accepted continuation from ``state`` starts with (b"" if none)."""
-        return self.dfa.forced[state]
+        with self._lock:
+            return self.dfa.forced(state)
+
+    def _byte_row(self, state: int) -> list[int]:
+        with self._lock:
+            row = self._byte_rows.get(state)
+            if row is None:
+                row = self.dfa.expand(state)[self.dfa.class_of_byte].tolist()
+                self._byte_rows[state] = row
+            return row
 
     def next_state(self, state: int, token_id: int) -> int:
         """State after ``token_id``, or -1 when it is not allowed.  EOS in an accepting state
         returns ``state`` (the caller marks the sequence finished).  Pure query."""
-        vocab = self.vocab
-        if token_id in vocab.special_ids:
-            if token_id in vocab.eos_token_ids and self._accepting[state]:
-                return state
+        if token_id in self._special:
+            return state if token_id in self._eos and self.dfa.acc[state] else -1
+        if not 0 <= token_id < self.vocab.size:
             return -1
-        if not 0 <= token_id < vocab.size:
-            return -1
-        data = vocab.token_bytes[token_id]
+        data = self.vocab.token_bytes[token_id]
         if not data:
             return -1
-        rows = self._rows_py
+        rows = self._byte_rows
         for b in data:
             row = rows.get(state)
             if row is None:
-                row = self.dfa.table[state].tolist()
-                rows[state] = row
+                row = self._byte_row(state)
             state = row[b]
             if state == DEAD:
                 return -1
@@ -126,10 +135,10 @@ class TokenFSM:
 
     def mask_row_index(self, state: int) -> int:
         """Index of ``state``'s row in :meth:`mask_rows`, computing it on first use."""
-        r = int(self._state_to_row[state])
-        if r < 0:
+        r = self._state_to_row.get(state)
+        if r is None:
             self._compute_rows(np.array([state], dtype=np.int64))
-            r = int(self._state_to_row[state])
+            r = self._state_to_row[state]
         return r
 
     def mask_row(self, state: int) -> np.ndarray:
@@ -154,23 +163,28 @@ class TokenFSM:
         return len(self._rows)
 
     def state_to_row(self) -> np.ndarray:
-        """``int32 [S]`` row index per state, -1 where not computed yet (copy)."""
-        return self._state_to_row.copy()
+        """``int32 [S]`` row index per discovered state, -1 where not computed yet (copy)."""
+        out = np.full(self.num_states, -1, dtype=np.int32)
+        with self._lock:
+            for s, r in self._state_to_row.items():
+                out[s] = r
+        return out
 
     def _compute_rows(self, states: np.ndarray) -> np.ndarray:
         """Compute rows for ``states`` (int64 [K]); returns their end-state matrix [K, V]."""
-        ends = self.vocab.trie.end_states(self._table_flat, states)  # [K, V] int32
-        allowed = ends != DEAD
-        for k, s in enumerate(states):
-            if self._accepting[int(s)]:
-                allowed[k, list(self.vocab.eos_token_ids)] = True
-        pad = self.mask_words * 32 - self.vocab.size
-        if pad:
-            allowed = np.concatenate([allowed, np.zeros((len(states), pad), dtype=bool)], axis=1)
-        packed = np.packbits(allowed, axis=1, bitorder="little").view("<i4")  # [K, W]
         with self._lock:
+            ends = self.vocab.trie.end_states(self.dfa, states)  # [K, V] int32
+            allowed = ends != DEAD
+            eos = list(self.vocab.eos_token_ids)
             for k, s in enumerate(states):
-                if self._state_to_row[s] >= 0:
+                if self.dfa.acc[int(s)]:
+                    allowed[k, eos] = True
+            pad = self.mask_words * 32 - self.vocab.size
+            if pad:
+                allowed = np.concatenate([allowed, np.zeros((len(states), pad), dtype=bool)], axis=1)
+            packed = np.ascontiguousarray(np.packbits(allowed, axis=1, bitorder="little")).view("<i4")  # [K, W]
+            for k, s in enumerate(states.tolist()):
+                if s in self._state_to_row:
                     continue
                 key = packed[k].tobytes()
                 r = self._row_index.get(key)
@@ -182,7 +196,7 @@ class TokenFSM:
                     self._row_bytes.append(key)
                     self._row_index[key] = r
                 self._state_to_row[s] = r
-        return ends
+            return ends
 
     def row_allows(self, row_index: int, token_id: int) -> bool:
         """Bit test on a computed row (pure query)."""
@@ -190,26 +204,24 @@ class TokenFSM:
 
     # ------------------------------------------------------------------ whole-FSM views
 
-    def materialize(self, max_states: int | None = None, batch: int = 16) -> int:
+    def materialize(self, max_states: int | None = None) -> int:
         """Compute mask rows for every state reachable by tokens from the initial state.
 
         Returns the number of token-reachable states.  Raises ``RuntimeError`` if more than
-        ``max_states`` are reachable.
+        ``max_states`` are reachable (the automaton's own cap raises ``GrammarCompileError``).
         """
         seen = {self.initial}
         frontier = [self.initial]
         while frontier:
             nxt: list[int] = []
-            for i in range(0, len(frontier), batch):
-                chunk = np.array(frontier[i : i + batch], dtype=np.int64)
-                ends = self._compute_rows(chunk)
-                for k in range(len(chunk)):
-                    for s in np.unique(ends[k]).tolist():
-                        if s != DEAD and s not in seen:
-                            seen.add(s)
-                            nxt.append(s)
-                            if max_states is not None and len(seen) > max_states:
-                                raise RuntimeError(f"more than max_states={max_states} token-reachable states")
+            for s in frontier:
+                ends = self._compute_rows(np.array([s], dtype=np.int64))
+                for t in np.unique(ends[0]).tolist():
+                    if t != DEAD and t not in seen:
+                        seen.add(t)
+                        nxt.append(t)
+                        if max_states is not None and len(seen) > max_states:
+                            raise RuntimeError(f"more than max_states={max_states} token-reachable states")
             frontier = nxt
         return len(seen)
 
@@ -221,12 +233,13 @@ class TokenFSM:
         ends the sequence).  Materializes the FSM; memory is O(E).
         """
         self.materialize()
-        states = sorted(s for s in range(self.num_states) if self._state_to_row[s] >= 0)
+        states = sorted(self._state_to_row)
         indptr = [0]
         toks: list[np.ndarray] = []
         nexts: list[np.ndarray] = []
         for s in states:
-            ends = self.vocab.trie.end_states(self._table_flat, np.array([s], dtype=np.int64))[0]
+            with self._lock:
+                ends = self.vocab.trie.end_states(self.dfa, np.array([s], dtype=np.int64))[0]
             ids = np.flatnonzero(ends != DEAD).astype(np.int32)
             toks.append(ids)
             nexts.append(ends[ids].astype(np.int32))

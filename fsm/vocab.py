@@ -296,19 +296,60 @@ class VocabTrie:
             valid[i] = True
         self.token_node = token_node
         self.valid = valid
+        # children of each node are contiguous in the next level (prefixes sorted within a level)
+        n = self.num_nodes
+        child_start = np.zeros(n, dtype=np.int64)
+        child_count = np.zeros(n, dtype=np.int64)
+        par = self.parent[1:]
+        np.add.at(child_count, par, 1)
+        firsts = np.ones(n - 1, dtype=bool)
+        firsts[1:] = par[1:] != par[:-1]
+        child_start[par[firsts]] = np.flatnonzero(firsts) + 1
+        self.child_start = child_start
+        self.child_count = child_count
+        self.byte32 = self.byte.astype(np.int32)
 
-    def end_states(self, table_flat: np.ndarray, states: np.ndarray) -> np.ndarray:
-        """Walk every token from each of ``states`` through a byte DFA.
+    def end_states(self, dfa: Any, states: np.ndarray) -> np.ndarray:
+        """Walk every token from each of ``states`` through a lazily built byte DFA.
 
-        ``table_flat``: ``int32 [S * 256]`` the DFA table, row-major; ``states``: ``int64 [K]``.
+        ``dfa``: a :class:`~structgen.fsm.automaton.LazyDFA` (``table [cap, C]`` with -1 rows
+        for unexpanded states, ``class_of_byte``, ``expand``); ``states``: ``int64 [K]``.
         Returns ``int32 [K, V]``: the state after each token (0 = rejected; excluded tokens 0).
+        Only live subtrees are expanded, so states that admit few tokens are cheap.
         """
-        k = len(states)
-        st = np.empty((k, self.num_nodes), dtype=np.int64)  # [K, N]
-        st[:, 0] = states
-        for lo, hi in self.levels:
-            par = st[:, self.parent[lo:hi]]  # [K, n_d]
-            st[:, lo:hi] = table_flat[par * 256 + self.byte[lo:hi]]
-        out = st[:, self.token_node].astype(np.int32)  # [K, V]
+        cls = dfa.class_of_byte[self.byte].astype(np.int64)  # [N] byte class of each trie edge
+        out = np.zeros((len(states), len(self.token_node)), dtype=np.int32)
+        for k, s in enumerate(states):
+            node_state = self._walk_one(dfa, cls, int(s))
+            out[k] = node_state[self.token_node]
         out[:, ~self.valid] = 0
         return out
+
+    def _walk_one(self, dfa: Any, cls: np.ndarray, state: int) -> np.ndarray:
+        node_state = np.zeros(self.num_nodes, dtype=np.int32)  # [N]
+        nodes = np.zeros(1, dtype=np.int64)
+        st = np.array([state], dtype=np.int64)
+        cs, cc = self.child_start, self.child_count
+        c = dfa.num_classes
+        while nodes.size:
+            counts = cc[nodes]
+            total = int(counts.sum())
+            if total == 0:
+                break
+            starts = cs[nodes]
+            # concatenate the child ranges [start, start + count) of all live nodes
+            offsets = np.repeat(starts - np.cumsum(counts) + counts, counts)
+            children = np.arange(total, dtype=np.int64) + offsets
+            parent_st = np.repeat(st, counts)
+            idx = parent_st * c + cls[children]
+            child_st = dfa.table.reshape(-1)[idx]
+            unknown = child_st < 0
+            if unknown.any():
+                for s in np.unique(parent_st[unknown]).tolist():
+                    dfa.expand(s)
+                child_st = dfa.table.reshape(-1)[idx]
+            live = child_st != 0
+            nodes = children[live]
+            st = child_st[live].astype(np.int64)
+            node_state[nodes] = st
+        return node_state

@@ -41,6 +41,7 @@ from .numbers import (
     NUMBER,
     integer_bounds,
     integer_range,
+    multiple_of_decimal,
     multiple_of_integer,
     number_range,
     to_decimal,
@@ -51,13 +52,16 @@ from .regex import (
     Alt,
     And,
     Chars,
+    Join,
     Lit,
+    Members,
     Minus,
     Node,
     Rep,
     Seq,
     alt,
     chars,
+    join,
     lit,
     opt,
     parse_regex,
@@ -176,6 +180,8 @@ def encode_json_string_content(node: Node) -> Node:
             out = And(tuple(enc(i) for i in n.items))
         elif isinstance(n, Minus):
             out = Minus(enc(n.left), enc(n.right))
+        elif isinstance(n, Join):
+            out = Join(enc(n.item), enc(n.sep), n.lo, n.hi)
         else:
             raise TypeError(f"cannot JSON-encode {n!r}")
         memo[id(n)] = out
@@ -185,12 +191,28 @@ def encode_json_string_content(node: Node) -> Node:
 
 
 def _encode_charset(cs: CharSet) -> Node:
+    """One code point of ``cs`` as JSON string text: raw UTF-8, or ``\\`` + a short escape
+    letter, or ``\\u00`` + two lowercase hex digits (the control characters without a short
+    escape), exactly as ``json.dumps(ensure_ascii=False)`` writes them."""
     raw = cs.difference(_JSON_SPECIAL)
     parts: list[Node] = [Chars(raw)] if raw else []
     special = cs.intersect(_JSON_SPECIAL)
+    letters: list[str] = []
+    by_high: dict[int, list[str]] = {}
     for lo, hi in special.ranges:
         for cp in range(lo, hi + 1):
-            parts.append(lit(_SHORT_ESCAPES.get(cp, f"\\u{cp:04x}")))
+            esc = _SHORT_ESCAPES.get(cp)
+            if esc is not None:
+                letters.append(esc[1])
+            else:
+                by_high.setdefault(cp >> 4, []).append(f"{cp & 15:x}")
+    after: list[Node] = []
+    if letters:
+        after.append(Chars(CharSet.of_chars("".join(letters))))
+    for high, lows in sorted(by_high.items()):
+        after.append(seq(lit(f"u00{high:x}"), Chars(CharSet.of_chars("".join(lows)))))
+    if after:
+        parts.append(seq(lit("\\"), alt(*after)))
     return alt(*parts) if parts else NOTHING
 
 
@@ -301,6 +323,8 @@ class _Converter:
                 if key == "dependencies" and not schema[key]:
                     continue
                 self.unsupported(key, ptr, f"'{key}' cannot be enforced by a regular grammar")
+        if not any(k in CONSTRAINTS for k in schema):
+            return self.any_value(self.opt.any_value_depth)  # {} (annotations only) is `true`
         if "$ref" in schema:
             return self.convert_ref(schema, ptr)
         if "allOf" in schema:
@@ -493,8 +517,13 @@ class _Converter:
                 raise SchemaError("enum must be an array", keyword="enum", pointer=ptr)
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
         keep = []
+        constraining = {k for k in rest if k in CONSTRAINTS}
         for v in values:
-            if any(k in CONSTRAINTS for k in rest):
+            if constraining == {"type"} and isinstance(rest["type"], (str, list)):
+                types = set(rest["type"]) if isinstance(rest["type"], list) else {rest["type"]}
+                vt = _json_type(v)
+                ok = vt in types or (vt == "integer" and "number" in types)
+            elif constraining:
                 try:
                     ok = self.validator(rest).is_valid(v)
                 except Exception as e:  # a malformed sibling keyword
@@ -608,7 +637,12 @@ class _Converter:
         lo = int(lo)
         hi = None if hi is None else int(hi)
         if lo > 0 or hi is not None:
-            parts.append(rep(Chars(_ANY_CHAR), lo, hi))
+            implied = False
+            if len(parts) == 1:
+                plo, phi = char_length_bounds(parts[0])
+                implied = plo >= lo and (hi is None or (phi is not None and phi <= hi))
+            if not implied:
+                parts.append(rep(Chars(_ANY_CHAR), lo, hi))
         if not parts:
             return ANY_STRING_CONTENT
         return parts[0] if len(parts) == 1 else And(tuple(parts))
@@ -668,14 +702,15 @@ class _Converter:
                 self.unsupported("multipleOf", ptr, f"multipleOf {mult} (only divisors of a power of ten are supported)")
                 return node
             return And((node, mo))
-        exp = -m.normalize().as_tuple().exponent  # type: ignore[operator]
-        if m == Decimal(1).scaleb(-exp) and not integer:
-            frac = seq(lit("."), rep(chars(CharSet.of_ranges([(0x30, 0x39)])), 1, exp), rep(lit("0"), 0, None))
-            shape = seq(INTEGER, opt(frac))
-            return And((node, shape))
         if integer:
-            return node if (Decimal(1) / m) == (Decimal(1) / m).to_integral_value() else self._unsup_mult(node, mult, ptr)
-        return self._unsup_mult(node, mult, ptr)
+            # an integer is a multiple of p/10^q iff it is a multiple of p / gcd(p, 10^q)
+            q = -int(m.normalize().as_tuple().exponent)  # type: ignore[arg-type]
+            p = int(m.scaleb(q))
+            k = p // math.gcd(p, 10**q)
+            mo = multiple_of_integer(k)
+            return And((node, mo)) if mo is not None else self._unsup_mult(node, mult, ptr)
+        shape = multiple_of_decimal(m)
+        return And((node, shape)) if shape is not None else self._unsup_mult(node, mult, ptr)
 
     def _unsup_mult(self, node: Node, mult: Any, ptr: str) -> Node:
         self.unsupported("multipleOf", ptr, f"multipleOf {mult} (supported: integer divisors of a power of ten, and 10^-k)")
@@ -706,17 +741,18 @@ class _Converter:
         lo = int(lo)
         hi = None if hi is None else int(hi)
         prefix_nodes: list[Node] = []
+        limit: _RecursionLimit | None = None
         for i, s in enumerate(prefix):
             try:
                 prefix_nodes.append(self.convert(s, f"{ptr}/{prefix_key}/{i}"))
-            except _RecursionLimit:
-                prefix_nodes.append(NOTHING)
+            except _RecursionLimit as e:
+                limit = e
                 break
         k = len(prefix_nodes)
         try:
-            rest_node = self.convert(rest, f"{ptr}/items") if rest is not False else NOTHING
-        except _RecursionLimit:
-            rest_node = NOTHING
+            rest_node = self.convert(rest, f"{ptr}/items") if rest is not False and limit is None else NOTHING
+        except _RecursionLimit as e:
+            rest_node, limit = NOTHING, e
         alts: list[Node] = []
         if lo == 0:
             alts.append(self.empty_arr)
@@ -740,22 +776,25 @@ class _Converter:
                 tail = rep(seq(sep, rest_node), more_lo, more_hi)
                 alts.append(seq(self.open_arr, *head, tail, self.close_arr))
             else:
-                tail = rep(seq(sep, rest_node), more_lo - 1, None if more_hi is None else more_hi - 1)
-                alts.append(seq(self.open_arr, rest_node, tail, self.close_arr))
+                alts.append(seq(self.open_arr, Join(rest_node, sep, more_lo, more_hi), self.close_arr))
         if not alts:
+            if limit is not None:
+                raise limit
             return NOTHING
         return alt(*alts)
 
     # ------------------------------------------------------------------ objects
 
     def convert_object(self, schema: dict[str, Any], ptr: str) -> Node:
-        props = schema.get("properties") or {}
+        props = schema.get("properties", {})
         if not isinstance(props, dict):
             raise SchemaError("properties must be an object", keyword="properties", pointer=ptr)
-        required = schema.get("required") or []
+        required = schema.get("required", [])
+        if required is None or isinstance(required, bool):
+            required = []  # draft-3 style booleans carry no constraint at the object level
         if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
             raise SchemaError("required must be an array of strings", keyword="required", pointer=ptr)
-        pattern_props = schema.get("patternProperties") or {}
+        pattern_props = schema.get("patternProperties", {})
         if not isinstance(pattern_props, dict):
             raise SchemaError("patternProperties must be an object", keyword="patternProperties", pointer=ptr)
         additional = schema.get("additionalProperties")
@@ -838,23 +877,9 @@ class _Converter:
         if max_p is not None and (max_p < len(items) or extras):
             self.unsupported("maxProperties", ptr, "maxProperties below the number of possible properties")
         extra = alt(*extras) if extras else None
-        sep = self.item_sep
-        if extra is not None:
-            tail_true: Node = rep(seq(sep, extra), 0, None)
-            tail_false: Node = opt(seq(extra, tail_true))
-        else:
-            tail_true = tail_false = EPSILON
-        for node, is_req in reversed(items):
-            if is_req:
-                new_true = seq(sep, node, tail_true)
-                new_false = seq(node, tail_true)
-            else:
-                new_true = seq(opt(seq(sep, node)), tail_true)
-                new_false = alt(seq(node, tail_true), tail_false)
-            tail_true, tail_false = new_true, new_false
         if not items and extra is None:
             return self.empty_obj
-        return seq(self.open_obj, tail_false, self.close_obj)
+        return seq(self.open_obj, Members(tuple(items), self.item_sep, extra), self.close_obj)
 
     # ------------------------------------------------------------------ any value
 
@@ -866,13 +891,40 @@ class _Converter:
         if depth > 0:
             inner = self.any_value(depth - 1)
             sep = self.item_sep
-            arr = alt(self.empty_arr, seq(self.open_arr, inner, rep(seq(sep, inner), 0, None), self.close_arr))
+            arr = alt(self.empty_arr, seq(self.open_arr, Join(inner, sep, 1, None), self.close_arr))
             member = seq(json_string(ANY_STRING_CONTENT), self.key_sep, inner)
-            obj = alt(self.empty_obj, seq(self.open_obj, member, rep(seq(sep, member), 0, None), self.close_obj))
+            obj = alt(self.empty_obj, seq(self.open_obj, Join(member, sep, 1, None), self.close_obj))
             scalars += [arr, obj]
         node = alt(*scalars)
         self.any_cache[depth] = node
         return node
+
+
+def char_length_bounds(node: Node) -> tuple[int, int | None]:
+    """(min, max) length in code points of the strings of a code-point IR node (max None:
+    unbounded or unknown).  Conservative for ``And`` / ``Minus`` (0, None)."""
+    if isinstance(node, Lit):
+        n = len(node.data.decode("utf-8"))
+        return n, n
+    if isinstance(node, Chars):
+        return 1, 1
+    if isinstance(node, Seq):
+        lo, hi = 0, 0
+        for it in node.items:
+            a, b = char_length_bounds(it)
+            lo += a
+            hi = None if hi is None or b is None else hi + b
+        return lo, hi
+    if isinstance(node, Alt):
+        if not node.items:
+            return 0, 0
+        bounds = [char_length_bounds(i) for i in node.items]
+        his = [b for _, b in bounds]
+        return min(a for a, _ in bounds), None if any(h is None for h in his) else max(h for h in his if h is not None)
+    if isinstance(node, Rep):
+        a, b = char_length_bounds(node.item)
+        return a * node.lo, None if node.hi is None or b is None else b * node.hi
+    return 0, None
 
 
 def declared_names_raw(names: list[str]) -> list[Node]:
@@ -921,8 +973,8 @@ def _merge_into(dst: dict[str, Any], src: dict[str, Any]) -> bool:
     (``dst`` is then unchanged)."""
     out = dict(dst)
     for k, v in src.items():
-        if k in ANNOTATIONS:
-            continue
+        if k not in CONSTRAINTS and k != "_patterns":
+            continue  # annotations and unknown keywords constrain nothing
         if k not in out:
             out[k] = v
             continue

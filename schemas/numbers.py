@@ -196,3 +196,24 @@ def multiple_of_integer(m: int) -> Node | None:
     long_form = seq(NONZERO, rep(DIGIT, 0, None), alt(*[lit(e) for e in endings]))
     mag = alt(*small, long_form)
     return seq(opt(lit("-")), mag)
+
+
+def multiple_of_decimal(m: Decimal, max_fraction_digits: int = 4) -> Node | None:
+    """Decimal numbers (no exponent) that are multiples of ``m = p / 10^q``, when ``p`` divides
+    ``10^q`` (0.25, 0.5, 0.01, 0.125, ...): then x is a multiple iff its first q fraction
+    digits, as an integer, are a multiple of p and the rest are zeros.  None otherwise."""
+    m = m.normalize()
+    exp = m.as_tuple().exponent
+    if not isinstance(exp, int) or exp >= 0:
+        return None
+    q = -exp
+    p = int(m.scaleb(q))
+    if q > max_fraction_digits or (10**q) % p:
+        return None
+    fractions: list[Node] = []
+    for value in range(p, 10**q, p):
+        digits = str(value).zfill(q).rstrip("0")
+        fractions.append(lit("." + digits))
+    zeros = rep(_ZERO, 0, None)
+    frac = seq(alt(*fractions), zeros) if fractions else NOTHING
+    return seq(INTEGER, opt(alt(frac, seq(lit("."), rep(_ZERO, 1, None)))))

@@ -91,6 +91,30 @@ class Minus(Node):
 
 
 @dataclass(frozen=True, eq=False, slots=True)
+class Join(Node):
+    """``item (sep item)*`` with ``lo``..``hi`` items in all (``lo >= 1``, ``hi=None``:
+    unbounded).  Unbounded joins compile with a single copy of ``item`` (a loop through
+    ``sep``), where ``item (sep item)*`` as a regex needs two."""
+
+    item: Node
+    sep: Node
+    lo: int
+    hi: int | None
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Members(Node):
+    """Object members in a fixed order: ``items`` are ``(member, required)`` pairs joined by
+    ``sep`` (optional ones may be skipped), followed by any number of ``extra`` members
+    (``None``: no extra members).  Compiles to O(n) automaton states, where the equivalent
+    plain regex needs O(n²) (SGLang/outlines build the latter)."""
+
+    items: tuple[tuple[Node, bool], ...]
+    sep: Node
+    extra: Node | None
+
+
+@dataclass(frozen=True, eq=False, slots=True)
 class Anchor(Node):
     """``^`` (``start=True``) or ``$`` as parsed; resolved by :func:`resolve_anchors`."""
 
@@ -147,6 +171,15 @@ def rep(item: Node, lo: int, hi: int | None) -> Node:
     if hi == 0:
         return EPSILON
     return Rep(item, lo, hi)
+
+
+def join(item: Node, sep: Node, lo: int, hi: int | None) -> Node:
+    """``lo``..``hi`` copies of ``item`` separated by ``sep`` (``lo`` may be 0)."""
+    if hi is not None and (hi < lo or hi == 0):
+        return EPSILON if hi == 0 and lo == 0 else NOTHING
+    if lo == 0:
+        return opt(Join(item, sep, 1, hi))
+    return Join(item, sep, lo, hi)
 
 
 def chars(cs: CharSet) -> Node:
@@ -495,6 +528,11 @@ def _children(node: Node) -> tuple[Node, ...]:
         return (node.item,)
     if isinstance(node, Minus):
         return (node.left, node.right)
+    if isinstance(node, Join):
+        return (node.item, node.sep)
+    if isinstance(node, Members):
+        kids = [n for n, _ in node.items] + [node.sep]
+        return tuple(kids + ([node.extra] if node.extra is not None else []))
     return ()
 
 
@@ -581,7 +619,26 @@ def _render(node: Node) -> str:
         return f"(?:{_render(node.left)})(?-{_render(node.right)})"
     if isinstance(node, Anchor):
         return "^" if node.start else "$"
+    if isinstance(node, Members):
+        return _render(members_as_regex(node))
+    if isinstance(node, Join):
+        return _render(seq(node.item, rep(seq(node.sep, node.item), node.lo - 1, None if node.hi is None else node.hi - 1)))
     raise TypeError(f"not a regex IR node: {node!r}")
+
+
+def members_as_regex(node: Members) -> Node:
+    """The plain-regex equivalent of a :class:`Members` node (O(n²) size; display and tests)."""
+    if node.extra is not None:
+        tail_true: Node = Rep(seq(node.sep, node.extra), 0, None)
+        tail_false: Node = opt(seq(node.extra, tail_true))
+    else:
+        tail_true = tail_false = EPSILON
+    for member, required in reversed(node.items):
+        if required:
+            tail_true, tail_false = seq(node.sep, member, tail_true), seq(member, tail_true)
+        else:
+            tail_true, tail_false = seq(opt(seq(node.sep, member)), tail_true), alt(seq(member, tail_true), tail_false)
+    return tail_false
 
 
 def _group(node: Node) -> str:

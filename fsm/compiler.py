@@ -1,0 +1,262 @@
+"""Compile service: constraint → :class:`TokenFSM`, with caches, limits and async compiles.
+
+- An in-memory LRU of compiled FSMs (and of failures, so a repeated bad constraint is
+  rejected at once), keyed by constraint kind, text, options, limits and the vocabulary
+  fingerprint;
+- an optional on-disk cache (``cache_dir``) of the pickled FSM (DFA plus the mask rows
+  computed when it was stored);
+- every compile runs under a :class:`~structgen.fsm.automaton.Budget` (``timeout_s``,
+  ``max_states``), so none runs past its limit or exhausts memory; :meth:`submit` runs
+  compiles on a worker thread and returns a ``Future``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from structgen.schemas.errors import ConstraintError
+from structgen.schemas.json_schema import SchemaOptions, pydantic_schema, schema_to_ir
+from structgen.schemas.regex import Node, regex_to_ir
+
+from .automaton import Budget, compile_lazy
+from .errors import GrammarCompileError
+from .token_fsm import TokenFSM
+from .vocab import Vocabulary
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """What a request must match: a JSON Schema (canonical JSON text) or a regex.
+
+    Build with :meth:`json_schema`, :meth:`pydantic`, :meth:`regex`.  Hashable; ``key`` is a
+    stable sha256 over kind, text and options.
+    """
+
+    kind: str
+    text: str
+    options: SchemaOptions = field(default_factory=SchemaOptions)
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("json_schema", "regex"):
+            raise ValueError(f"constraint kind must be 'json_schema' or 'regex', not {self.kind!r}")
+
+    @staticmethod
+    def json_schema(schema: dict[str, Any] | bool | str, options: SchemaOptions | None = None) -> Constraint:
+        """From a schema dict/bool or JSON text. Raises ``SchemaError`` on invalid JSON text."""
+        if isinstance(schema, str):
+            from structgen.schemas.errors import SchemaError
+
+            try:
+                schema = json.loads(schema)
+            except json.JSONDecodeError as e:
+                raise SchemaError(f"schema is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", keyword="(json)", pointer="#") from e
+        return Constraint("json_schema", json.dumps(schema, sort_keys=False, ensure_ascii=False), options or SchemaOptions())
+
+    @staticmethod
+    def pydantic(model: Any, options: SchemaOptions | None = None) -> Constraint:
+        return Constraint.json_schema(pydantic_schema(model), options)
+
+    @staticmethod
+    def regex(pattern: str) -> Constraint:
+        if not isinstance(pattern, str):
+            raise TypeError(f"a regex must be a str, got {type(pattern).__name__}")
+        return Constraint("regex", pattern)
+
+    @property
+    def key(self) -> str:
+        h = hashlib.sha256()
+        h.update(self.kind.encode())
+        h.update(b"\0")
+        h.update(self.text.encode())
+        h.update(b"\0")
+        h.update(repr(self.options).encode())
+        return h.hexdigest()
+
+    def to_ir(self) -> Node:
+        """The regex IR (raises ``ConstraintError`` subclasses on bad input)."""
+        if self.kind == "regex":
+            return regex_to_ir(self.text)
+        node, _ = schema_to_ir(json.loads(self.text), self.options)
+        return node
+
+    def schema(self) -> Any:
+        """The JSON Schema (``json_schema`` kind only)."""
+        if self.kind != "json_schema":
+            raise ValueError("not a JSON Schema constraint")
+        return json.loads(self.text)
+
+
+@dataclass(frozen=True)
+class CompilerConfig:
+    """Limits and caches of a :class:`GrammarCompiler`.
+
+    ``timeout_s`` (s) and ``max_states`` bound each compile; ``cache_size``: entries in the
+    in-memory LRU (successes and failures); ``cache_dir``: on-disk cache folder or None;
+    ``workers``: threads for :meth:`GrammarCompiler.submit`.
+    """
+
+    timeout_s: float = 10.0
+    max_states: int = 50_000
+    cache_size: int = 512
+    cache_dir: str | None = None
+    workers: int = 1
+
+    def __post_init__(self) -> None:
+        if self.timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
+        if self.max_states < 2:
+            raise ValueError(f"max_states must be >= 2, got {self.max_states}")
+        if self.cache_size < 0 or self.workers < 1:
+            raise ValueError("cache_size must be >= 0 and workers >= 1")
+
+
+class CompileStats(NamedTuple):
+    """Counters of a compiler: hits (memory / disk), misses, failures, total compile seconds."""
+
+    memory_hits: int
+    disk_hits: int
+    misses: int
+    failures: int
+    compile_s: float
+
+
+class GrammarCompiler:
+    """Compiles constraints for one vocabulary.  Thread-safe."""
+
+    def __init__(self, vocab: Vocabulary, config: CompilerConfig | None = None) -> None:
+        self.vocab = vocab
+        self.config = config or CompilerConfig()
+        self._lru: OrderedDict[str, TokenFSM | BaseException] = OrderedDict()
+        self._lock = threading.Lock()
+        self._inflight: dict[str, Future[TokenFSM]] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        self._counts = {"memory_hits": 0, "disk_hits": 0, "misses": 0, "failures": 0}
+        self._compile_s = 0.0
+
+    def cache_key(self, constraint: Constraint) -> str:
+        c = self.config
+        return hashlib.sha256(
+            f"{constraint.key}|{self.vocab.fingerprint}|{c.timeout_s}|{c.max_states}".encode()
+        ).hexdigest()
+
+    def compile(self, constraint: Constraint) -> TokenFSM:
+        """Compile (or fetch) ``constraint``; the initial state's mask row is ready on return.
+
+        Raises ``ConstraintError`` subclasses (bad schema / regex), ``GrammarCompileError``
+        (state cap, empty language) or ``GrammarTimeoutError``; failures are cached too.
+        """
+        key = self.cache_key(constraint)
+        with self._lock:
+            got = self._lru.get(key)
+            if got is not None:
+                self._lru.move_to_end(key)
+                self._counts["memory_hits"] += 1
+        if got is not None:
+            if isinstance(got, BaseException):
+                raise got
+            return got
+        fsm_or_err = self._load_disk(key)
+        if fsm_or_err is None:
+            t0 = time.perf_counter()
+            try:
+                fsm_or_err = self._compile_uncached(constraint)
+            except (ConstraintError, GrammarCompileError) as e:
+                fsm_or_err = e
+            self._compile_s += time.perf_counter() - t0
+            with self._lock:
+                self._counts["misses"] += 1
+                if isinstance(fsm_or_err, BaseException):
+                    self._counts["failures"] += 1
+            if not isinstance(fsm_or_err, BaseException):
+                self._store_disk(key, fsm_or_err)
+        else:
+            with self._lock:
+                self._counts["disk_hits"] += 1
+        with self._lock:
+            if self.config.cache_size:
+                self._lru[key] = fsm_or_err
+                while len(self._lru) > self.config.cache_size:
+                    self._lru.popitem(last=False)
+        if isinstance(fsm_or_err, BaseException):
+            raise fsm_or_err
+        return fsm_or_err
+
+    def _compile_uncached(self, constraint: Constraint) -> TokenFSM:
+        budget = Budget(timeout_s=self.config.timeout_s, max_states=self.config.max_states)
+        node = constraint.to_ir()
+        budget.check_time()
+        dfa = compile_lazy(node, budget)
+        if dfa.is_empty():
+            raise GrammarCompileError("the constraint matches nothing (empty language): no output can satisfy it")
+        fsm = TokenFSM(dfa, self.vocab)
+        fsm.mask_row_index(fsm.initial)
+        return fsm
+
+    def submit(self, constraint: Constraint) -> Future[TokenFSM]:
+        """Compile on a worker thread; concurrent submits of one constraint share a Future."""
+        key = self.cache_key(constraint)
+        with self._lock:
+            fut = self._inflight.get(key)
+            if fut is not None:
+                return fut
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.config.workers, thread_name_prefix="structgen-compile")
+            fut = self._pool.submit(self.compile, constraint)
+            self._inflight[key] = fut
+        fut.add_done_callback(lambda _f, k=key: self._forget(k))
+        return fut
+
+    def _forget(self, key: str) -> None:
+        with self._lock:
+            self._inflight.pop(key, None)
+
+    def stats(self) -> CompileStats:
+        with self._lock:
+            return CompileStats(compile_s=self._compile_s, **self._counts)
+
+    def close(self) -> None:
+        """Stop the worker threads (pending compiles finish first)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    # ------------------------------------------------------------------ disk cache
+
+    def _disk_path(self, key: str) -> str | None:
+        d = self.config.cache_dir
+        return None if d is None else os.path.join(d, key[:2], key + ".pkl")
+
+    def _load_disk(self, key: str) -> TokenFSM | None:
+        path = self._disk_path(key)
+        if path is None or not os.path.exists(path):
+            return None
+        try:
+            with open(path, "rb") as f:
+                state = pickle.load(f)
+            fsm = TokenFSM.__new__(TokenFSM)
+            fsm.__setstate__({**state, "vocab": self.vocab})
+            return fsm
+        except Exception:  # a corrupt or stale entry is recompiled
+            return None
+
+    def _store_disk(self, key: str, fsm: TokenFSM) -> None:
+        path = self._disk_path(key)
+        if path is None:
+            return
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        state = fsm.__getstate__()
+        state.pop("vocab")
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path))
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)

@@ -1,0 +1,264 @@
+from __future__ import annotations
+
+import json
+import random
+from enum import Enum
+from typing import Any, Literal, Optional, Union
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis_jsonschema import from_schema
+from pydantic import BaseModel, Field
+
+from structgen.conformance import _Orderer, sample_strings
+from structgen.fsm.automaton import LazyDFA, compile_lazy
+from structgen.schemas.errors import SchemaError, UnsupportedSchemaError
+from structgen.schemas.json_schema import SchemaOptions, pydantic_schema, schema_to_ir
+
+CANON = SchemaOptions()
+
+
+def compile_schema(schema: Any, options: SchemaOptions = CANON) -> LazyDFA:
+    node, report = schema_to_ir(schema, options)
+    assert not report.dropped
+    return compile_lazy(node)
+
+
+def accepts(dfa: LazyDFA, value: Any, options: SchemaOptions = CANON) -> bool:
+    return dfa.accepts(options.dumps(value).encode())
+
+
+def assert_sound(schema: Any, dfa: LazyDFA, n: int = 40, seed: int = 0) -> None:
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+    samples = sample_strings(dfa, n, random.Random(seed))
+    assert samples, "the sampler found no string"
+    for s in samples:
+        value = json.loads(s.decode("utf-8"))
+        errors = list(validator.iter_errors(value))
+        assert not errors, (s, errors[0].message)
+
+
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 12},
+        "age": {"type": "integer", "minimum": 0, "maximum": 150},
+        "email": {"type": "string", "format": "email"},
+        "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}, "maxItems": 3},
+        "score": {"type": "number", "exclusiveMinimum": 0, "maximum": 10.5},
+        "ok": {"type": ["boolean", "null"]},
+    },
+    "required": ["name", "age"],
+}
+
+CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
+    ("person", PERSON,
+     [{"name": "Jo", "age": 3}, {"name": "J\"o\n\u0001é", "age": 150, "email": "a.b@ex.com", "tags": ["a", "c"], "score": 10.5, "ok": None}],
+     [{"name": "", "age": 3}, {"name": "Jo", "age": 151}, {"name": "Jo"}, {"name": "Jo", "age": 1, "score": 0}, {"name": "Jo", "age": 1, "tags": ["a", "b", "c", "a"]},
+      {"name": "Jo", "age": 1, "extra": 1}]),
+    ("enum-any", {"enum": [1, "x", None, [1, 2], {"k": True}]}, [1, "x", None, [1, 2], {"k": True}], [2, "y", [2, 1]]),
+    ("const", {"const": {"a": [1, "b"]}}, [{"a": [1, "b"]}], [{"a": [1]}]),
+    ("pattern+length", {"type": "string", "pattern": "^[a-z]+[0-9]*$", "minLength": 3, "maxLength": 5}, ["abc", "ab1", "a1234"], ["ab", "abc123", "1ab", "ABC"]),
+    ("pattern-unanchored", {"type": "string", "pattern": "x[0-9]"}, ["x1", "aax9bb"], ["x", "aab"]),
+    ("formats", {"type": "array", "prefixItems": [{"format": "date", "type": "string"}, {"format": "uuid", "type": "string"}, {"format": "ipv4", "type": "string"},
+                                                   {"format": "date-time", "type": "string"}, {"format": "ipv6", "type": "string"}, {"format": "hostname", "type": "string"}],
+                 "items": False, "minItems": 6},
+     [["2024-02-29", "123e4567-e89b-12d3-a456-426614174000", "10.0.0.1", "2023-01-31T23:59:59Z", "fe80::1", "ex-ample.com"]],
+     [["2023-02-29", "123e4567-e89b-12d3-a456-426614174000", "10.0.0.1", "2023-01-31T23:59:59Z", "fe80::1", "example.com"],
+      ["2024-02-29", "123e4567-e89b-12d3-a456-426614174000", "256.0.0.1", "2023-01-31T23:59:59Z", "fe80::1", "example.com"]]),
+    ("integer-bounds", {"type": "integer", "exclusiveMinimum": -3, "maximum": 1000, "multipleOf": 5}, [-0, 5, 1000, 995], [-3, 1005, 7, 1.5]),
+    ("number-decimal", {"type": "number", "minimum": -1.25, "maximum": 2, "multipleOf": 0.25}, [-1.25, 0, 1.75, 2], [-1.5, 2.25, 0.1]),
+    ("array-bounds", {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 3}, [[1, 2], [1, 2, 3]], [[1], [1, 2, 3, 4], [1, "a"]]),
+    ("tuple", {"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": {"type": "boolean"}}, [[], ["a"], ["a", 1, True, False]], [[1], ["a", "b"], ["a", 1, 2]]),
+    ("anyOf", {"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 2}]}, [1, "ab"], ["abc", True]),
+    ("oneOf-discriminated", {"oneOf": [
+        {"type": "object", "properties": {"kind": {"const": "cat"}, "lives": {"type": "integer"}}, "required": ["kind", "lives"], "additionalProperties": False},
+        {"type": "object", "properties": {"kind": {"const": "dog"}, "good": {"type": "boolean"}}, "required": ["kind", "good"], "additionalProperties": False}]},
+     [{"kind": "cat", "lives": 9}, {"kind": "dog", "good": True}], [{"kind": "cat", "good": True}, {"kind": "bird", "lives": 1}]),
+    ("allOf-merge", {"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                               {"properties": {"b": {"type": "string"}, "a": {"minimum": 2}}}]},
+     [{"a": 2}, {"a": 5, "b": "x"}], [{"a": 1}, {"b": "x"}]),
+    ("ref-recursive", {"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"}, "next": {"$ref": "#/$defs/node"}}, "required": ["v"]}},
+                       "$ref": "#/$defs/node"},
+     [{"v": 1}, {"v": 1, "next": {"v": 2, "next": {"v": 3}}}], [{"v": 1, "next": {}}]),
+    ("additionalProperties-schema", {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"], "additionalProperties": {"type": "string"}},
+     [{"id": 1}, {"id": 1, "x": "y", "z": "w"}], [{"id": 1, "x": 1}, {"id": 1, "id2": 3}]),
+    ("patternProperties", {"type": "object", "patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": False},
+     [{}, {"x-a": 1, "x-b": 2}], [{"y": 1}, {"x-a": "s"}]),
+    ("not-type", {"not": {"type": ["string", "null"]}, "type": ["string", "integer", "null"]}, [1], ["a", None]),
+    ("not-enum", {"type": "string", "not": {"enum": ["a", "b"]}, "maxLength": 1}, ["c", ""], ["a", "b"]),
+    ("any", {}, [1, "x", None, [1, {"a": [True]}], {"k": {"j": 1.5e3}}], []),
+    ("nested", {"type": "object", "properties": {"o": {"type": "object", "properties": {"p": {"type": "array", "items": {"type": "object", "properties": {"q": {"type": "null"}}}}}}}},
+     [{}, {"o": {}}, {"o": {"p": [{}, {"q": None}]}}], [{"o": {"p": [{"q": 1}]}}]),
+    ("escapes", {"type": "string", "pattern": "^[\"\\\\/\\n]+$"}, ["\"\\/\n", "\n"], ["a"]),
+    ("draft4-exclusive", {"$schema": "http://json-schema.org/draft-04/schema#", "type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": 1, "exclusiveMaximum": True}, [0.5, 0.001], [0, 1]),
+    ("draft7-items-array", {"$schema": "http://json-schema.org/draft-07/schema#", "type": "array", "items": [{"type": "integer"}], "additionalItems": False}, [[], [1]], [[1, 2], ["a"]]),
+]
+
+
+@pytest.mark.parametrize("name,schema,valid,invalid", CASES, ids=[c[0] for c in CASES])
+def test_schema_cases(name: str, schema: Any, valid: list[Any], invalid: list[Any]) -> None:
+    dfa = compile_schema(schema)
+    for v in valid:
+        assert jsonschema.validate(v, schema) is None
+        assert accepts(dfa, v), (name, v)
+    for v in invalid:
+        assert accepts(dfa, v) is False, (name, v)
+    assert_sound(schema, dfa)
+
+
+@pytest.mark.parametrize("ws,text,ok", [
+    ("compact", '{"a":1,"b":[1,2]}', True), ("compact", '{"a": 1}', False),
+    ("flexible", '{ "a" :1 ,\n "b": [ 1,2 ] }', True), ("flexible", '{"a":   1}', False),
+])
+def test_whitespace_policies(ws: str, text: str, ok: bool) -> None:
+    opts = SchemaOptions(whitespace=ws, max_ws=2)
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "array", "items": {"type": "integer"}}}, "required": ["a"]}
+    node, _ = schema_to_ir(schema, opts)
+    assert compile_lazy(node).accepts(text.encode()) == ok
+
+
+@pytest.mark.parametrize("schema,keyword,pointer", [
+    ({"type": "array", "uniqueItems": True}, "uniqueItems", "#"),
+    ({"properties": {"a": {"if": {"type": "string"}, "then": {"maxLength": 2}}}}, "if", "#/properties/a"),
+    ({"$ref": "https://example.com/s.json"}, "$ref", "#/$ref"),
+    ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "oneOf", "#"),
+    ({"type": "string", "format": "credit-card"}, "format", "#"),
+    ({"type": "integer", "multipleOf": 3}, "multipleOf", "#"),
+    ({"type": "object", "dependentRequired": {"a": ["b"]}}, "dependentRequired", "#"),
+    ({"type": "object", "properties": {"a/b": {"type": "string", "pattern": "(?<=x)y"}}}, "pattern", "#/properties/a~1b"),
+    ({"$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}, "minItems": 1}}, "$ref": "#/$defs/n"}, "$ref", None),
+])
+def test_unsupported_keywords_are_named(schema: Any, keyword: str, pointer: str | None) -> None:
+    with pytest.raises(UnsupportedSchemaError) as ei:
+        schema_to_ir(schema)
+    assert ei.value.keyword == keyword
+    if pointer is not None:
+        assert ei.value.pointer == pointer
+    assert keyword in str(ei.value)
+
+
+@pytest.mark.parametrize("schema,keyword", [
+    ({"$ref": "#/$defs/missing"}, "$ref"),
+    ({"type": "strnig"}, "type"),
+    ({"type": "string", "minLength": -1}, "minLength"),
+    ('{"type": "string",}', "(json)"),
+    ({"enum": "abc"}, "enum"),
+    ({"properties": []}, "properties"),
+    ({"allOf": []}, "allOf"),
+])
+def test_malformed_schemas_are_named(schema: Any, keyword: str) -> None:
+    with pytest.raises(SchemaError) as ei:
+        schema_to_ir(schema)
+    assert ei.value.keyword == keyword
+
+
+def test_non_strict_drops_and_reports() -> None:
+    node, report = schema_to_ir({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, SchemaOptions(strict=False))
+    assert report.dropped == [("uniqueItems", "#")]
+    assert compile_lazy(node).accepts(b"[1, 1]")  # not enforced: the caller must post-validate
+
+
+class Color(str, Enum):
+    red = "red"
+    blue = "blue"
+
+
+class Address(BaseModel):
+    street: str
+    zip: str = Field(pattern=r"^\d{5}$")
+
+
+class Person(BaseModel):
+    name: str = Field(min_length=1, max_length=20)
+    age: int = Field(ge=0, le=130)
+    color: Color
+    kind: Literal["a", "b"] = "a"
+    address: Optional[Address] = None
+    tags: list[str] = Field(default_factory=list, max_length=4)
+    either: Union[int, str] = 0
+    children: list["Person"] = Field(default_factory=list)
+
+
+def test_pydantic_model_roundtrip() -> None:
+    schema = pydantic_schema(Person)
+    dfa = compile_schema(schema)
+    p = Person(name="Ann", age=30, color=Color.red, address=Address(street="Main", zip="12345"), tags=["x"], either="q",
+               children=[Person(name="Kid", age=3, color=Color.blue)])
+    text = CANON.dumps(p.model_dump(mode="json"))
+    assert dfa.accepts(text.encode())
+    assert not dfa.accepts(text.replace("12345", "1234").encode())
+    for s in sample_strings(dfa, 25, random.Random(1)):
+        Person.model_validate_json(s)  # raises on any invalid sample
+
+
+def test_pydantic_rejects_non_models() -> None:
+    with pytest.raises(TypeError):
+        pydantic_schema(dict)
+
+
+# ---- hypothesis: random small schemas; valid instances accepted, mutated-invalid rejected, samples sound
+
+_leaf = st.one_of(
+    st.builds(lambda lo, span: {"type": "integer", "minimum": lo, "maximum": lo + span}, st.integers(-50, 50), st.integers(0, 100)),
+    st.builds(lambda lo, span: {"type": "string", "minLength": lo, "maxLength": lo + span}, st.integers(0, 3), st.integers(0, 4)),
+    st.builds(lambda vals: {"enum": vals}, st.lists(st.text(alphabet="abé\"\\", max_size=3), min_size=1, max_size=3, unique=True)),
+    st.just({"type": "boolean"}),
+    st.just({"type": "null"}),
+)
+
+
+def _object(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), children, min_size=1, max_size=3).flatmap(
+        lambda props: st.builds(
+            lambda req: {"type": "object", "properties": props, "required": sorted(req), "additionalProperties": False},
+            st.sets(st.sampled_from(sorted(props))),
+        )
+    )
+
+
+_schemas = st.recursive(
+    _leaf,
+    lambda children: st.one_of(
+        _object(children),
+        st.builds(lambda it, lo, span: {"type": "array", "items": it, "minItems": lo, "maxItems": lo + span}, children, st.integers(0, 2), st.integers(0, 2)),
+        st.builds(lambda a, b: {"anyOf": [a, b]}, children, children),
+    ),
+    max_leaves=5,
+)
+
+
+def _mutate(value: Any, rng: random.Random) -> Any:
+    choices = [1.5, "zz", None, True, [0], {"q": 1}, -99999]
+    if isinstance(value, dict) and value and rng.random() < 0.6:
+        k = rng.choice(sorted(value))
+        out = dict(value)
+        if rng.random() < 0.5:
+            out[k] = _mutate(value[k], rng)
+        else:
+            del out[k]
+        return out
+    if isinstance(value, list) and value and rng.random() < 0.6:
+        i = rng.randrange(len(value))
+        return value[:i] + [_mutate(value[i], rng)] + value[i + 1 :]
+    return rng.choice(choices)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(_schemas, st.data())
+def test_random_schemas(schema: Any, data: st.DataObject) -> None:
+    dfa = compile_schema(schema)
+    rng = random.Random(0)
+    validator = jsonschema.Draft202012Validator(schema)
+    orderer = _Orderer(schema)
+    for _ in range(3):
+        value = orderer.order(schema, data.draw(from_schema(schema)))  # our layout: keys in schema order
+        assert accepts(dfa, value), (schema, value)
+        bad = _mutate(value, rng)
+        if not validator.is_valid(bad):
+            assert not accepts(dfa, bad), (schema, bad)
+            assert not accepts(dfa, orderer.order(schema, bad)), (schema, bad)
+    assert_sound(schema, dfa, n=10)

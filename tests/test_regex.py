@@ -1,0 +1,116 @@
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from structgen.fsm.automaton import compile_dfa, compile_lazy
+from structgen.schemas.charset import CharSet, utf8_sequences
+from structgen.schemas.errors import RegexError
+from structgen.schemas.regex import parse_regex, regex_to_ir, resolve_anchors
+
+
+def test_charset_normalises_and_complements() -> None:
+    cs = CharSet.of_ranges([(5, 9), (1, 3), (4, 4), (20, 30)])
+    assert cs.ranges == ((1, 9), (20, 30))
+    assert cs.complement().complement() == cs
+    assert 7 in cs and 15 not in cs
+    assert cs.intersect(CharSet.of_ranges([(8, 25)])).ranges == ((8, 9), (20, 25))
+
+
+@pytest.mark.parametrize(
+    "lo,hi", [(0, 0x7F), (0x80, 0x7FF), (0x800, 0xFFFF), (0x10000, 0x10FFFF), (0x61, 0x20AC), (0xD000, 0xE100), (0x3B1, 0x3C9)]
+)
+def test_utf8_sequences_cover_exactly(lo: int, hi: int) -> None:
+    seqs = utf8_sequences(CharSet.of_ranges([(lo, hi)]))
+
+    def matches(b: bytes) -> bool:
+        return any(len(s) == len(b) and all(a <= x <= z for x, (a, z) in zip(b, s)) for s in seqs)
+
+    step = max(1, (hi - lo) // 5000)
+    for cp in list(range(lo, hi + 1, step)) + [hi]:
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        assert matches(chr(cp).encode()), hex(cp)
+    for cp in (lo - 1, hi + 1):
+        if 0 <= cp <= 0x10FFFF and not 0xD800 <= cp <= 0xDFFF:
+            assert not matches(chr(cp).encode())
+
+
+@pytest.mark.parametrize(
+    "pattern,pos,fragment",
+    [
+        ("ab(?=c)", 2, "look-around"),
+        ("(a)\\1", 3, "back-references"),
+        ("a\\bb", 1, "word-boundary"),
+        ("(?i)abc", 0, "inline flags"),
+        ("a{,3}", 1, "{0,n}"),
+        ("a**", 2, "multiple repeat"),
+        ("[b-a]", 1, "bad character range"),
+        ("(abc", 0, "missing ')'"),
+        ("abc)", 3, "unbalanced"),
+        ("a++", 2, "possessive"),
+        ("\\p{L}", 0, "property"),
+        ("[abc", 0, "unterminated"),
+    ],
+)
+def test_regex_errors_name_position(pattern: str, pos: int, fragment: str) -> None:
+    with pytest.raises(RegexError) as ei:
+        regex_to_ir(pattern)
+    assert ei.value.position == pos
+    assert fragment in str(ei.value)
+
+
+def test_anchor_in_middle_is_an_error() -> None:
+    with pytest.raises(RegexError) as ei:
+        regex_to_ir("a^b")
+    assert ei.value.position == 1
+
+
+def test_search_semantics_for_schema_patterns() -> None:
+    node = resolve_anchors(parse_regex("^ab|cd$"), "^ab|cd$", search=True)
+    dfa = compile_dfa(node)
+    assert dfa.accepts(b"abxx") and dfa.accepts(b"xxcd")
+    assert not dfa.accepts(b"xabx") and not dfa.accepts(b"cdx")
+
+
+def test_class_escapes_are_subsets_of_both_dialects() -> None:
+    dfa = compile_dfa(regex_to_ir(r"\d\w\s"))
+    assert dfa.accepts(b"1a ") and not dfa.accepts("٣a ".encode())  # ECMA \d is ASCII only
+    neg = compile_dfa(regex_to_ir(r"[^\d]"))
+    assert neg.accepts(b"x") and not neg.accepts("٣".encode())  # Python's [^\d] excludes Arabic digits
+    assert compile_dfa(regex_to_ir(r"\D")).accepts(b"x")
+
+
+def test_unicode_escapes_and_surrogate_pairs() -> None:
+    dfa = compile_dfa(regex_to_ir(r"\u00e9\uD83D\uDE00\x41\u{1F600}"))
+    assert dfa.accepts("é😀A😀".encode())
+
+
+# Generated regexes over a small alphabet: our automaton must agree with Python's re.fullmatch.
+_atoms = st.sampled_from(["a", "b", "c", "[ab]", "[^a]", ".", "\\d", "é", "(?:ab|c)", "[a-c]"])
+
+
+@st.composite
+def _regex(draw: st.DrawFn, depth: int = 0) -> str:
+    if depth > 2 or draw(st.booleans()):
+        r = draw(_atoms)
+    else:
+        parts = draw(st.lists(_regex(depth + 1), min_size=1, max_size=3))
+        r = "(?:" + ("|" if draw(st.booleans()) else "").join(parts) + ")"
+    q = draw(st.sampled_from(["", "", "*", "+", "?", "{2}", "{0,2}", "{1,}"]))
+    return r + q
+
+
+@settings(max_examples=150, deadline=None)
+@given(_regex(), st.lists(st.text(alphabet="abcé1\n", max_size=6), min_size=1, max_size=12))
+def test_automata_agree_with_python_re(pattern: str, samples: list[str]) -> None:
+    eager = compile_dfa(regex_to_ir(pattern))
+    lazy = compile_lazy(regex_to_ir(pattern))
+    rx = re.compile(pattern)
+    for s in samples:
+        expected = rx.fullmatch(s) is not None
+        assert eager.accepts(s.encode()) == expected, (pattern, s)
+        assert lazy.accepts(s.encode()) == expected, (pattern, s)
