@@ -451,28 +451,44 @@ class Cursor:
         return kept, states
 
     def _plan_greedy(self, forced: bytes) -> JumpForward | None:
+        """Tokenize ``forced`` without the tokenizer: a shortest-path DP over byte offsets.
+
+        Every token that spells ``forced[i:j]`` is allowed at offset ``i`` (the forced bytes
+        are the only continuation), so the DP covers the longest coverable prefix with the
+        fewest tokens; then the back-off rule applies.
+        """
         fsm = self.fsm
         vocab = fsm.vocab
         order, sorted_bytes = vocab.sorted_order
-        state = self._states[-1]
-        states = [state]
+        n = len(forced)
+        best: list[tuple[int, int, int] | None] = [None] * (n + 1)  # (tokens, prev offset, token id)
+        best[0] = (0, -1, -1)
+        for i in range(n):
+            if best[i] is None:
+                continue
+            cost = best[i][0] + 1  # type: ignore[index]
+            for j in range(i + 1, min(n, i + 128) + 1):
+                piece = forced[i:j]
+                k = bisect_left(sorted_bytes, piece)
+                if k >= len(sorted_bytes) or not sorted_bytes[k].startswith(piece):
+                    break  # no token starts with this piece: longer pieces cannot match either
+                if sorted_bytes[k] == piece:
+                    cur = best[j]
+                    if cur is None or cost < cur[0]:
+                        best[j] = (cost, i, int(order[k]))
+        end = max(j for j in range(n + 1) if best[j] is not None)
+        if end == 0:
+            return None
         kept: list[int] = []
-        pos = 0
-        while pos < len(forced):
-            best = -1
-            for end in range(min(len(forced), pos + 128), pos, -1):
-                piece = forced[pos:end]
-                j = bisect_left(sorted_bytes, piece)
-                if j < len(sorted_bytes) and sorted_bytes[j] == piece:
-                    t = int(order[j])
-                    if fsm.next_state(states[-1], t) >= 0:
-                        best = t
-                        pos = end
-                        break
-            if best < 0:
-                break
-            kept.append(best)
-            states.append(fsm.next_state(states[-1], best))
+        j = end
+        while j > 0:
+            _, i, t = best[j]  # type: ignore[misc]
+            kept.append(t)
+            j = i
+        kept.reverse()
+        states = [self._states[-1]]
+        for t in kept:
+            states.append(fsm.next_state(states[-1], t))
         kept, states = self._back_off(kept, states)
         if not kept:
             return None

@@ -24,6 +24,7 @@ generation instead and the caller must post-validate (``structgen`` does).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -359,11 +360,18 @@ class _Converter:
         parts: list[Any] = [rest] if any(k in CONSTRAINTS for k in rest) else []
         parts.extend(items)
         merged, residue = self.merge_all(parts, ptr + "/allOf")
-        node = self.convert(merged, ptr)
-        if residue:
-            nodes = [node] + [self.convert(r, ptr + "/allOf") for r in residue]
-            return And(tuple(nodes))
-        return node
+        if not residue:
+            return self.convert(merged, ptr)
+        # intersected branches each constrain only what they declare: inside them undeclared
+        # properties must be allowed, or a property declared by one branch would be rejected
+        # by the others (the intersection itself still honours additionalProperties: false)
+        saved = self.opt
+        self.opt = dataclasses.replace(saved, allow_undeclared_properties=True)
+        try:
+            nodes = [self.convert(merged, ptr)] + [self.convert(r, ptr + "/allOf") for r in residue]
+        finally:
+            self.opt = saved
+        return And(tuple(nodes))
 
     def merge_all(self, parts: list[Any], ptr: str) -> tuple[Any, list[Any]]:
         """Merge schemas keyword by keyword; what cannot be merged is returned as residue
@@ -490,6 +498,10 @@ class _Converter:
     def convert_not(self, schema: dict[str, Any], ptr: str) -> Node:
         neg = schema["not"]
         rest = {k: v for k, v in schema.items() if k != "not"}
+        if neg is True or (isinstance(neg, dict) and not any(k in CONSTRAINTS for k in neg)):
+            return NOTHING  # `not` of "anything" allows nothing
+        if neg is False:
+            return self.convert(rest, ptr) if rest else self.any_value(self.opt.any_value_depth)
         if isinstance(neg, dict) and set(neg) - ANNOTATIONS <= {"type"}:
             excluded = neg.get("type")
             excluded_set = set(excluded) if isinstance(excluded, list) else {excluded}
@@ -646,6 +658,30 @@ class _Converter:
         if not parts:
             return ANY_STRING_CONTENT
         return parts[0] if len(parts) == 1 else And(tuple(parts))
+
+    def key_language(self, names: Any, ptr: str) -> Node | None:
+        """Code-point IR of the property names ``propertyNames`` allows (None: any name)."""
+        if names is None or names is True:
+            return None
+        if names is False:
+            return NOTHING
+        if not isinstance(names, dict):
+            raise SchemaError("propertyNames must be a schema", keyword="propertyNames", pointer=ptr)
+        allowed = {"type", "enum", "const", "minLength", "maxLength", "pattern", "format"}
+        extra = [k for k in names if k in CONSTRAINTS and k not in allowed]
+        if extra:
+            self.unsupported("propertyNames", ptr, f"propertyNames with {extra[0]!r} is not supported")
+        t = names.get("type")
+        if t is not None and "string" not in (t if isinstance(t, list) else [t]):
+            return NOTHING
+        content = self.string_content(names, ptr)
+        if "enum" in names or "const" in names:
+            values = [names["const"]] if "const" in names else names["enum"]
+            if not isinstance(values, list):
+                raise SchemaError("enum must be an array", keyword="enum", pointer=ptr)
+            lits = alt(*[lit(v) for v in values if isinstance(v, str)])
+            content = And((content, lits)) if content is not ANY_STRING_CONTENT else lits
+        return content
 
     def convert_string(self, schema: dict[str, Any], ptr: str) -> Node:
         return json_string(self.string_content(schema, ptr))
@@ -845,7 +881,7 @@ class _Converter:
             items.append((seq(key, self.key_sep, value), is_req))
         # additional properties
         extras: list[Node] = []
-        names_content = self.string_content(names_schema, f"{ptr}/propertyNames") if isinstance(names_schema, dict) else None
+        names_content = self.key_language(names_schema, f"{ptr}/propertyNames")
         if names_schema is False:
             return self.empty_obj if not any(r for _, r in items) else NOTHING
         pattern_irs = [ir for _, _, ir in compiled_patterns]
@@ -971,6 +1007,15 @@ _MERGE_MAX = {"maximum", "maxLength", "maxItems", "maxProperties"}
 def _merge_into(dst: dict[str, Any], src: dict[str, Any]) -> bool:
     """Merge schema ``src`` into ``dst`` in place; False if some keyword cannot be merged
     (``dst`` is then unchanged)."""
+    # additionalProperties / items only see the properties / prefixItems of their own schema
+    # object: merging those across schema objects would change what they apply to
+    obj_keys, arr_keys = {"properties", "patternProperties", "additionalProperties"}, {"prefixItems", "items", "additionalItems"}
+    for keys, only in ((obj_keys, "additionalProperties"), (arr_keys, "items")):
+        if keys & dst.keys() and keys & src.keys() and (only in dst or only in src):
+            if not (only in dst and only in src and _json_equal(dst, src)):
+                return False
+    if ("additionalItems" in dst or "additionalItems" in src) and arr_keys & dst.keys() and arr_keys & src.keys():
+        return False
     out = dict(dst)
     for k, v in src.items():
         if k not in CONSTRAINTS and k != "_patterns":

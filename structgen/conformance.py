@@ -26,6 +26,7 @@ import signal
 import subprocess
 import time
 from collections import Counter
+from decimal import Decimal
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -319,8 +320,29 @@ def run_item(item: Item) -> ItemResult:
         signal.signal(signal.SIGALRM, old)
 
 
-def check(item: Item, fsm: TokenFSM, options: SchemaOptions, res: ItemResult) -> None:
+def exact_validator(schema: Any) -> Any:
+    """A ``jsonschema`` validator (format checking on) whose ``multipleOf`` uses exact decimal
+    arithmetic, as the JSON Schema spec defines it; stock ``jsonschema`` divides floats and
+    rejects e.g. 0.073 as a multiple of 0.0001 (0.073 / 0.0001 = 729.9999999999999)."""
     import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+
+    def multiple_of(validator: Any, m: Any, instance: Any, _schema: Any) -> Any:
+        if not validator.is_type(instance, "number") or isinstance(m, bool) or not isinstance(m, (int, float)) or m <= 0:
+            return
+        try:
+            q = Decimal(repr(instance) if isinstance(instance, float) else instance) / Decimal(repr(m) if isinstance(m, float) else m)
+        except (ArithmeticError, ValueError):
+            return
+        if q != q.to_integral_value():
+            yield jsonschema.ValidationError(f"{instance!r} is not a multiple of {m!r}")
+
+    exact = jsonschema.validators.extend(cls, {"multipleOf": multiple_of})
+    return exact(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def check(item: Item, fsm: TokenFSM, options: SchemaOptions, res: ItemResult) -> None:
 
     vocab = fsm.vocab
     orderer = _Orderer(item.schema)
@@ -361,8 +383,7 @@ def check(item: Item, fsm: TokenFSM, options: SchemaOptions, res: ItemResult) ->
     res.passing = passing
     n = _STATE["samples"]
     if n:
-        cls = jsonschema.validators.validator_for(item.schema, default=jsonschema.Draft202012Validator)
-        validator = cls(item.schema, format_checker=cls.FORMAT_CHECKER)
+        validator = exact_validator(item.schema)
         rng = random.Random(hash(item.name) & 0xFFFF)
         for s in sample_strings(fsm.dfa, n, rng):
             res.sample_total += 1

@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from structgen.fsm.compiler import CompilerConfig, Constraint, GrammarCompiler
+from structgen.fsm.errors import GrammarCompileError, GrammarTimeoutError
+from structgen.fsm.vocab import Vocabulary
+from structgen.schemas.errors import RegexError, UnsupportedSchemaError
+from structgen.schemas.json_schema import SchemaOptions
+
+SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string", "maxLength": 4}}, "required": ["a"]}
+
+
+def test_memory_cache_hit_returns_same_fsm(tiny_vocab: Vocabulary) -> None:
+    c = GrammarCompiler(tiny_vocab)
+    f1 = c.compile(Constraint.json_schema(SCHEMA))
+    f2 = c.compile(Constraint.json_schema(SCHEMA))
+    assert f1 is f2
+    s = c.stats()
+    assert (s.misses, s.memory_hits) == (1, 1)
+
+
+def test_options_are_part_of_the_key(tiny_vocab: Vocabulary) -> None:
+    c = GrammarCompiler(tiny_vocab)
+    a = c.compile(Constraint.json_schema(SCHEMA))
+    b = c.compile(Constraint.json_schema(SCHEMA, SchemaOptions(whitespace="compact")))
+    assert a is not b and c.stats().misses == 2
+
+
+def test_failures_are_cached(tiny_vocab: Vocabulary) -> None:
+    c = GrammarCompiler(tiny_vocab)
+    bad = Constraint.json_schema({"type": "array", "uniqueItems": True})
+    with pytest.raises(UnsupportedSchemaError) as e1:
+        c.compile(bad)
+    with pytest.raises(UnsupportedSchemaError) as e2:
+        c.compile(bad)
+    assert e1.value is e2.value
+    s = c.stats()
+    assert (s.misses, s.failures, s.memory_hits) == (1, 1, 1)
+
+
+def test_regex_error_propagates(tiny_vocab: Vocabulary) -> None:
+    with pytest.raises(RegexError) as ei:
+        GrammarCompiler(tiny_vocab).compile(Constraint.regex("ab(?=c)"))
+    assert ei.value.position == 2
+
+
+def test_disk_cache(tiny_vocab: Vocabulary, tmp_path: object) -> None:
+    cfg = CompilerConfig(cache_dir=str(tmp_path))
+    f1 = GrammarCompiler(tiny_vocab, cfg).compile(Constraint.json_schema(SCHEMA))
+    c2 = GrammarCompiler(tiny_vocab, cfg)
+    f2 = c2.compile(Constraint.json_schema(SCHEMA))
+    assert c2.stats().disk_hits == 1
+    assert (f2.mask_row(f2.initial) == f1.mask_row(f1.initial)).all()
+
+
+def test_state_cap_names_the_limit(tiny_vocab: Vocabulary) -> None:
+    c = GrammarCompiler(tiny_vocab, CompilerConfig(max_states=40))
+    fsm = c.compile(Constraint.regex("[ab]{0,60}1"))  # lazy: only the start is built here
+    with pytest.raises(GrammarCompileError, match="max_states=40"):
+        fsm.materialize()  # discovering more than 40 states while serving raises too
+
+
+def test_timeout_names_the_limit(tiny_vocab: Vocabulary) -> None:
+    c = GrammarCompiler(tiny_vocab, CompilerConfig(timeout_s=0.05))
+    heavy = {"type": "string", "pattern": "^(?:[a-z]+[0-9]){0,60}$", "maxLength": 400}
+    with pytest.raises(GrammarTimeoutError, match="timeout_s=0.05"):
+        c.compile(Constraint.json_schema(heavy))
+
+
+def test_empty_language_is_an_error(tiny_vocab: Vocabulary) -> None:
+    with pytest.raises(GrammarCompileError, match="empty language"):
+        GrammarCompiler(tiny_vocab).compile(Constraint.json_schema({"type": "integer", "minimum": 5, "maximum": 1}))
+
+
+def test_submit_runs_off_thread_and_shares_futures(tiny_vocab: Vocabulary) -> None:
+    c = GrammarCompiler(tiny_vocab, CompilerConfig(workers=2))
+    main = threading.get_ident()
+    seen: list[int] = []
+    con = Constraint.regex("[ab]{1,8}")
+    orig = c._compile_uncached
+
+    def spy(constraint: Constraint):  # type: ignore[no-untyped-def]
+        seen.append(threading.get_ident())
+        return orig(constraint)
+
+    c._compile_uncached = spy  # type: ignore[method-assign]
+    futs = [c.submit(con) for _ in range(4)]
+    fsms = {id(f.result(timeout=30)) for f in futs}
+    assert len(fsms) == 1 and seen and all(t != main for t in seen)
+    c.close()
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ValueError):
+        CompilerConfig(timeout_s=0)
+    with pytest.raises(ValueError):
+        CompilerConfig(max_states=1)
+    with pytest.raises(ValueError):
+        Constraint("grammar", "x")
+    with pytest.raises(ValueError):
+        SchemaOptions(whitespace="loose")

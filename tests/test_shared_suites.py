@@ -1,0 +1,77 @@
+"""Tests on ../shared fixtures (real tokenizers, MaskBench, JSON-Schema-Test-Suite); skipped when absent."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from structgen import conformance as conf
+from structgen.fsm.automaton import compile_lazy
+from structgen.fsm.token_fsm import TokenFSM
+from structgen.fsm.vocab import Vocabulary
+from structgen.schemas.json_schema import schema_to_ir
+
+from .conftest import GPT2_DIR, shared_path
+from .test_token_fsm import _simulate
+
+pytestmark = pytest.mark.shared
+
+CHARACTER = {"type": "object", "properties": {
+    "name": {"type": "string", "maxLength": 16}, "house": {"enum": ["Gryffindor", "Slytherin"]},
+    "wand": {"type": "object", "properties": {"wood": {"type": "string"}, "length": {"type": "number"}}, "required": ["wood", "length"]}},
+    "required": ["name", "house", "wand"]}
+
+
+def _load_llama2() -> Any:
+    """The Llama-2 folder holds only ``tokenizer.model``; transformers converts it."""
+    shared_path("tokenizers", "llama2", "tokenizer.model")
+    pytest.importorskip("sentencepiece")
+    return shared_path("tokenizers", "llama2")
+
+
+def test_sentencepiece_vocabulary() -> None:
+    vocab = Vocabulary.from_tokenizer(_load_llama2())
+    assert vocab.kind == "sentencepiece" and vocab.size == 32000
+    by_bytes = {b: i for i, b in enumerate(vocab.token_bytes)}
+    assert b" the" in by_bytes and b"\n" in by_bytes  # '▁the' and the <0x0A> byte-fallback token
+    for text in ['{"a": 1}', ' x y', 'é中😀']:
+        ids = vocab.encode_bytes(text.encode())
+        assert ids is not None and vocab.decode_bytes(ids) == text.encode()
+
+
+@pytest.mark.parametrize("name", ["llama2", "llama3", "qwen2"])
+def test_jump_forward_multibyte_real_tokenizers(name: str) -> None:
+    vocab = Vocabulary.from_tokenizer(_load_llama2() if name == "llama2" else shared_path("tokenizers", name))
+    node, _ = schema_to_ir(CHARACTER)
+    fsm = TokenFSM(compile_lazy(node), vocab)
+    text = json.dumps({"name": "Hé中 😀", "house": "Slytherin", "wand": {"wood": "ébène", "length": 10.25}},
+                      ensure_ascii=False, separators=(", ", ": ")).encode()
+    ids_on, fwd_on, forced = _simulate(fsm, text, jump=True)
+    ids_off, fwd_off, _ = _simulate(fsm, text, jump=False)
+    assert vocab.decode_bytes(ids_on) == vocab.decode_bytes(ids_off) == text
+    assert forced > 0 and fwd_on < fwd_off
+
+
+def _run(items: list[conf.Item]) -> list[conf.ItemResult]:
+    conf._init_worker(GPT2_DIR, 10.0, 50_000, 3)
+    return [conf.run_item(it) for it in items]
+
+
+def test_maskbench_sample_is_sound_and_mostly_passing() -> None:
+    items = list(conf.load_maskbench(shared_path("maskbench", "data"), limit=200, seed=1))
+    results = _run(items)
+    s = conf.summarize(results)
+    assert s["soundness_violations_instances"] == 0, s["violation_examples"]
+    assert s["soundness_violations_samples"] == 0, s["violation_examples"]
+    assert s["passing_pct"] >= 80.0, s
+
+
+def test_json_schema_test_suite_is_sound() -> None:
+    items = list(conf.load_test_suite(shared_path("json-schema-test-suite")))
+    results = _run(items)
+    s = conf.summarize(results)
+    assert s["soundness_violations_instances"] == 0, s["violation_examples"]
+    assert s["soundness_violations_samples"] == 0, s["violation_examples"]
+    assert s["compiled"] > 0

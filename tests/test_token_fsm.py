@@ -1,0 +1,206 @@
+from __future__ import annotations
+
+import json
+import pickle
+import random
+
+import numpy as np
+import pytest
+
+from structgen.fsm.automaton import DEAD, compile_dfa, compile_lazy
+from structgen.fsm.token_fsm import TokenFSM, TokenRejectedError
+from structgen.fsm.vocab import Vocabulary
+from structgen.schemas.json_schema import SchemaOptions, schema_to_ir
+from structgen.schemas.regex import regex_to_ir
+
+
+def fsm_for_regex(pattern: str, vocab: Vocabulary) -> TokenFSM:
+    return TokenFSM(compile_lazy(regex_to_ir(pattern)), vocab)
+
+
+def brute_force_allowed(pattern: str, vocab: Vocabulary, prefix: bytes) -> set[int]:
+    """Independent oracle: the eager DFA, token by token."""
+    dfa = compile_dfa(regex_to_ir(pattern))
+    s = dfa.walk(dfa.initial, prefix)
+    out = {t for t, b in enumerate(vocab.token_bytes) if b and t not in vocab.special_ids and dfa.walk(s, b) != DEAD}
+    if dfa.accepting[s]:
+        out |= set(vocab.eos_token_ids)
+    return out
+
+
+def test_tiny_vocab_exact_masks(tiny_vocab: Vocabulary) -> None:
+    pattern = r'\{"a": (1|12|é)\}'
+    fsm = fsm_for_regex(pattern, tiny_vocab)
+    cur = fsm.cursor()
+    names = {b: i for i, b in enumerate(tiny_vocab.token_bytes)}
+    assert set(fsm.allowed_token_ids(cur.state).tolist()) == {names[b"{"], names[b'{"']}
+    prefix = b""
+    for tok in [b'{"', b"a", b'": ', b"\xc3", b"\xa9", b"}"]:
+        assert set(fsm.allowed_token_ids(cur.state).tolist()) == brute_force_allowed(pattern, tiny_vocab, prefix)
+        cur.advance(names[tok])
+        prefix += tok
+    assert cur.is_accepting()
+    assert set(fsm.allowed_token_ids(cur.state).tolist()) == {0}  # only EOS
+    cur.advance(0)
+    assert cur.finished
+
+
+def test_cursor_rejects_and_rolls_back(tiny_vocab: Vocabulary) -> None:
+    fsm = fsm_for_regex(r"ab(a|b)*", tiny_vocab)
+    cur = fsm.cursor()
+    names = {b: i for i, b in enumerate(tiny_vocab.token_bytes)}
+    with pytest.raises(TokenRejectedError):
+        cur.advance(names[b"b"])
+    assert cur.num_tokens == 0
+    cur.advance(names[b"ab"])
+    cur.advance(names[b"ba"])
+    s = cur.state
+    cur.advance(names[b"a"])
+    cur.rollback(1)
+    assert cur.state == s and cur.tokens() == [names[b"ab"], names[b"ba"]]
+    with pytest.raises(ValueError):
+        cur.rollback(5)
+    with pytest.raises(TokenRejectedError):
+        cur.advance(0) if not cur.is_accepting() else (cur.advance(0), cur.advance(names[b"a"]))
+
+
+def test_masks_agree_with_advance_on_gpt2(gpt2_vocab: Vocabulary) -> None:
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8}, "n": {"type": "integer", "minimum": -5, "maximum": 300},
+                                                "t": {"enum": ["x y", "é"]}}, "required": ["name", "n"]}
+    node, _ = schema_to_ir(schema)
+    fsm = TokenFSM(compile_lazy(node), gpt2_vocab)
+    text = SchemaOptions().dumps({"name": "Jé \"q\"", "n": 299, "t": "é"})
+    ids = gpt2_vocab.encode_bytes(text.encode())
+    assert ids is not None
+    cur = fsm.cursor()
+    rng = np.random.default_rng(0)
+    for t in ids:
+        allowed = fsm.allowed_token_ids(cur.state)
+        probe = np.concatenate([allowed[rng.integers(0, len(allowed), 50)], rng.integers(0, gpt2_vocab.size, 200)])
+        for p in probe.tolist():
+            assert (p in set(allowed.tolist())) == (fsm.next_state(cur.state, p) >= 0)
+        assert fsm.row_allows(cur.mask_row, t)
+        cur.advance(t)
+    assert cur.is_accepting()
+
+
+def test_mask_rows_shape_and_dedup(gpt2_vocab: Vocabulary) -> None:
+    fsm = fsm_for_regex(r"[a-z]{0,3}", gpt2_vocab)
+    n = fsm.materialize()
+    rows = fsm.mask_rows()
+    assert rows.dtype == np.int32 and rows.shape[1] == (gpt2_vocab.size + 31) // 32
+    assert len(np.unique(rows, axis=0)) == len(rows) <= n
+    states, indptr, tok, nxt = fsm.csr()
+    assert len(indptr) == len(states) + 1 and len(tok) == len(nxt) == indptr[-1]
+    for i, s in enumerate(states.tolist()):
+        ids = tok[indptr[i] : indptr[i + 1]]
+        assert list(ids) == sorted(ids)
+        expected = set(fsm.allowed_token_ids(s).tolist()) - set(gpt2_vocab.eos_token_ids)
+        assert set(ids.tolist()) == expected
+
+
+def test_pickle_roundtrip(gpt2_vocab: Vocabulary) -> None:
+    fsm = fsm_for_regex(r'\{"k": [0-9]+\}', gpt2_vocab)
+    row = fsm.mask_row(fsm.initial).copy()
+    clone = pickle.loads(pickle.dumps(fsm))
+    assert np.array_equal(clone.mask_row(clone.initial), row)
+    assert clone.vocab.fingerprint == gpt2_vocab.fingerprint
+    ids = gpt2_vocab.encode_bytes(b'{"k": 42}')
+    cur = clone.cursor()
+    for t in ids:
+        cur.advance(t)
+    assert cur.is_accepting()
+
+
+def test_forced_bytes_and_greedy_jump_forward(tiny_vocab: Vocabulary) -> None:
+    fsm = fsm_for_regex(r'\{"a": (1|2)\}', tiny_vocab)
+    assert fsm.forced_bytes(fsm.initial) == b'{"a": '
+    cur = fsm.cursor()
+    plan = cur.jump_forward()
+    assert plan is not None and plan.rollback == 0
+    assert tiny_vocab.decode_bytes(plan.token_ids) == b'{"a": '
+    assert fsm.forced_bytes(cur.state) == b""
+
+
+def test_jump_forward_back_off_keeps_mergeable_token(tiny_vocab: Vocabulary) -> None:
+    # after the forced '{"a": ', "1" could continue as "12": the trailing forced token must not
+    # swallow a byte that a longer token could take; here '1' is not forced at all.
+    fsm = fsm_for_regex(r'\{"a": 12?\}', tiny_vocab)
+    cur = fsm.cursor()
+    plan = cur.jump_forward()
+    assert plan is not None
+    assert tiny_vocab.decode_bytes(plan.token_ids) in (b'{"a": ', b'{"a":')
+
+
+def _simulate(fsm: TokenFSM, text: bytes, jump: bool) -> tuple[list[int], int, int]:
+    """Decode ``text`` (a string of the language) token by token: sampled tokens follow the
+    tokenizer's encoding of the remaining text; with ``jump`` forced runs use jump-forward.
+    Returns (ids, forwards, forced tokens)."""
+    vocab = fsm.vocab
+    cur = fsm.cursor()
+    ids: list[int] = []
+    forwards = forced = 0
+    while True:
+        done = vocab.decode_bytes(ids)
+        assert text.startswith(done)
+        if jump:
+            plan = cur.jump_forward(ids)
+            if plan is not None:
+                ctx_ids = ids[len(ids) - plan.rollback :] if plan.rollback else []
+                ids = ids[: len(ids) - plan.rollback] + plan.token_ids
+                forced += len(plan.token_ids)
+                assert text.startswith(vocab.decode_bytes(ids))
+                # canonical: some window that ends with the forced ids (and starts at most
+                # max_rollback tokens before them) re-encodes to exactly itself
+                n = len(plan.token_ids)
+                assert any(vocab.encode_bytes(vocab.decode_bytes(ids[-m:])) == ids[-m:] for m in range(n, min(len(ids), n + 3) + 1))
+                assert len(ctx_ids) <= 3
+                forwards += 1
+                continue
+        done = vocab.decode_bytes(ids)
+        if done == text:
+            assert cur.is_accepting()
+            return ids, forwards + 1, forced
+        rest = vocab.encode_bytes(text[len(done) :])
+        if rest is None:  # the remainder starts inside a UTF-8 character (after a byte token)
+            remaining = text[len(done) :]
+            cands = [t for t, b in enumerate(vocab.token_bytes) if b and remaining.startswith(b) and cur.is_allowed(t)]
+            rest = [max(cands, key=lambda t: len(vocab.token_bytes[t]))]
+        cur.advance(rest[0])
+        ids.append(rest[0])
+        forwards += 1
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_jump_forward_properties_gpt2(gpt2_vocab: Vocabulary, seed: int) -> None:
+    rng = random.Random(seed)
+    schema = {"type": "object", "properties": {"first_name": {"type": "string"}, "last_name": {"type": "string"},
+                                                "house": {"enum": ["Gryffindor", "Slytherin", "Ravenclaw", "Hufflepuff"]},
+                                                "age": {"type": "integer"}, "wand": {"type": "object", "properties": {"wood": {"type": "string"}, "length": {"type": "number"}},
+                                                                                      "required": ["wood", "length"]}},
+              "required": ["first_name", "last_name", "house", "age", "wand"]}
+    node, _ = schema_to_ir(schema)
+    fsm = TokenFSM(compile_lazy(node), gpt2_vocab)
+    value = {"first_name": rng.choice(["Harry", "Hermione", "Ron"]), "last_name": rng.choice(["Potter", "Granger", "Wé"]),
+             "house": rng.choice(["Gryffindor", "Slytherin"]), "age": rng.randrange(11, 18), "wand": {"wood": "holly", "length": 11.5}}
+    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": ")).encode()
+    ids_on, fwd_on, forced = _simulate(fsm, text, jump=True)
+    ids_off, fwd_off, _ = _simulate(fsm, text, jump=False)
+    assert gpt2_vocab.decode_bytes(ids_on) == gpt2_vocab.decode_bytes(ids_off) == text
+    assert forced > 0 and fwd_on < fwd_off
+
+
+def test_unsupported_tokenizer_is_rejected(tmp_path: object) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordPiece({"[UNK]": 0, "a": 1, "[SEP]": 2}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="[SEP]")
+    with pytest.raises(ValueError, match="supported are byte-level BPE"):
+        Vocabulary.from_tokenizer(fast)
+
+
+def test_missing_tokenizer_folder() -> None:
+    with pytest.raises(FileNotFoundError):
+        Vocabulary.from_tokenizer("/nonexistent/tokenizer")
