@@ -51,6 +51,13 @@ _URI = (
     rf"(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
 )
 
+_SEG_NC = r"[a-zA-Z0-9._~!$&'()*+,;=@-]+"
+# relative reference: path-noscheme / path-absolute (no colon in the first segment), query, fragment
+_RELATIVE_REF = rf"(?:/?{_SEG_NC}(?:/{_PCHAR}*)*|/)?(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
+_JSON_POINTER = r"(?:/(?:[^~/]|~[01])*)*"
+# ISO 8601 durations, one component (narrowing)
+_DURATION = r"P(?:[0-9]+[YMWD]|T[0-9]+[HMS])"
+
 FORMAT_REGEXES: dict[str, str] = {
     "date": _DATE,
     "time": _TIME,
@@ -61,7 +68,22 @@ FORMAT_REGEXES: dict[str, str] = {
     "ipv4": _IPV4,
     "ipv6": _ipv6(),
     "hostname": _HOSTNAME,
+    "uri-reference": rf"(?:{_URI}|{_RELATIVE_REF})",
+    "json-pointer": _JSON_POINTER,
+    "relative-json-pointer": rf"(?:0|[1-9][0-9]*)(?:#|{_JSON_POINTER})",
+    "duration": _DURATION,
+    # ASCII subsets of the internationalized forms
+    "idn-email": _EMAIL,
+    "idn-hostname": _HOSTNAME,
+    "iri": _URI,
+    "iri-reference": rf"(?:{_URI}|{_RELATIVE_REF})",
 }
+
+# formats defined by JSON Schema 2020-12 (validation spec §7.3); others are annotations only
+STANDARD_FORMATS = frozenset(
+    {"date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6", "uri",
+     "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer", "relative-json-pointer", "regex"}
+)
 
 
 def format_ir(name: str) -> Node | None:

@@ -36,7 +36,7 @@ from urllib.parse import unquote
 
 from .charset import CharSet
 from .errors import RegexError, SchemaError, UnsupportedSchemaError
-from .formats import format_ir
+from .formats import STANDARD_FORMATS, format_ir
 from .numbers import (
     INTEGER,
     NUMBER,
@@ -144,9 +144,12 @@ class _RecursionLimit(Exception):
 
 @dataclass
 class ConversionReport:
-    """What the conversion dropped (``strict=False`` only): (keyword, pointer) pairs."""
+    """What the conversion did not enforce: ``dropped`` (keyword, pointer) pairs (``strict=False``
+    only) and ``ignored_formats`` (format, pointer): formats JSON Schema does not define, which
+    are annotations that no validator checks (e.g. OpenAPI's ``int32``)."""
 
     dropped: list[tuple[str, str]] = field(default_factory=list)
+    ignored_formats: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _escape_pointer(token: str) -> str:
@@ -424,8 +427,12 @@ class _Converter:
         if not isinstance(branches, list) or not branches:
             raise SchemaError(f"{key} must be a non-empty array", keyword=key, pointer=ptr)
         rest = {k: v for k, v in schema.items() if k != key}
-        if key == "oneOf" and len(branches) > 1 and not self.provably_disjoint(branches, ptr):
-            self.unsupported("oneOf", ptr, "oneOf branches are not provably disjoint (use anyOf if overlap is fine)")
+        if key == "oneOf" and len(branches) > 1:
+            plan = self.disjoint_plan(branches, ptr)
+            if plan is None:
+                self.unsupported("oneOf", ptr, "oneOf branches are not provably disjoint (use anyOf if overlap is fine)")
+            else:
+                branches = plan
         has_rest = any(k in CONSTRAINTS for k in rest)
         nodes: list[Node] = []
         last_limit: _RecursionLimit | None = None
@@ -442,58 +449,72 @@ class _Converter:
             raise last_limit
         return alt(*nodes) if nodes else NOTHING
 
-    def provably_disjoint(self, branches: list[Any], ptr: str) -> bool:
-        """Sound sufficient test: pairwise disjoint JSON types, or a shared property whose
-        const/enum values differ (a discriminator), or disjoint const/enum sets."""
-        infos = []
+    def disjoint_plan(self, branches: list[Any], ptr: str) -> list[Any] | None:
+        """Branches of a ``oneOf`` rewritten so that no value generated from one validates
+        another, or None when that cannot be shown.
+
+        Sound sufficient tests, checked in both directions (what A generates vs what B accepts):
+        disjoint JSON types, disjoint const/enum values, a property A requires that B forbids,
+        or a shared property whose const/enum values differ (a discriminator); a discriminator
+        A does not require is made required in A's generation (a narrowing).
+        """
+        infos: list[Any] = []
         for b in branches:
             seen: set[str] = set()
-            while isinstance(b, dict) and "$ref" in b and len(b) == 1 and b["$ref"] not in seen:
+            while isinstance(b, dict) and "$ref" in b and not (set(b) - ANNOTATIONS - {"$ref"}) and b["$ref"] not in seen:
                 seen.add(b["$ref"])
                 b, _ = self.resolve_ref(b["$ref"], ptr)
             infos.append(b)
+        forced: list[set[str]] = [set() for _ in infos]
+        for i in range(len(infos)):
+            for j in range(len(infos)):
+                if i != j and not self._excludes(infos[i], infos[j], forced[i]):
+                    return None
+        out = []
+        for b, f in zip(branches, forced):
+            out.append({"allOf": [b, {"required": sorted(f)}]} if f else b)
+        return out
 
-        def types_of(s: Any) -> set[str] | None:
-            if not isinstance(s, dict):
-                return None
-            if "const" in s:
-                return {_json_type(s["const"])}
-            if "enum" in s and isinstance(s["enum"], list):
-                return {_json_type(v) for v in s["enum"]}
-            t = s.get("type")
-            if t is None:
-                return None
-            ts = set(t) if isinstance(t, list) else {t}
-            if "integer" in ts:
-                ts.add("number")
-            if "number" in ts:
-                ts.add("integer")
-            return ts
-
-        def values_of(s: Any) -> list[Any] | None:
-            if isinstance(s, dict) and "const" in s:
-                return [s["const"]]
-            if isinstance(s, dict) and isinstance(s.get("enum"), list):
-                return s["enum"]
-            return None
-
-        def disjoint(a: Any, b: Any) -> bool:
-            ta, tb = types_of(a), types_of(b)
-            if ta is not None and tb is not None and not (ta & tb):
-                return True
-            va, vb = values_of(a), values_of(b)
-            if va is not None and vb is not None and not any(_json_equal(x, y) for x in va for y in vb):
-                return True
-            if isinstance(a, dict) and isinstance(b, dict):
-                pa, pb = a.get("properties") or {}, b.get("properties") or {}
-                ra, rb = set(a.get("required") or []), set(b.get("required") or [])
-                for name in set(pa) & set(pb) & ra & rb:
-                    xa, xb = values_of(pa[name]), values_of(pb[name])
-                    if xa is not None and xb is not None and not any(_json_equal(x, y) for x in xa for y in xb):
-                        return True
+    def _excludes(self, a: Any, b: Any, force: set[str]) -> bool:
+        """True if no value generated from ``a`` (with ``force`` made required) validates ``b``."""
+        if b is False or a is False:
+            return True
+        if not isinstance(a, dict) or not isinstance(b, dict):
             return False
+        gen_types = self._generated_types(a)
+        sem_types = _declared_types(b)
+        if gen_types is not None and not (gen_types & sem_types):
+            return True
+        va, vb = _values_of(a), _values_of(b)
+        if va is not None and vb is not None and not any(_json_equal(x, y) for x in va for y in vb):
+            return True
+        if gen_types is None or gen_types - {"object"}:
+            return False
+        req_a = set(a.get("required") or []) | force
+        props_a = a.get("properties") or {}
+        props_b = b.get("properties") or {}
+        closed_b = b.get("additionalProperties") is False and not b.get("patternProperties")
+        for k in req_a:
+            if (closed_b and k not in props_b) or props_b.get(k) is False:
+                return True
+        for name in sorted(set(props_a) & set(props_b)):
+            xa, xb = _values_of(props_a[name]), _values_of(props_b[name])
+            if xa is not None and xb is not None and not any(_json_equal(x, y) for x in xa for y in xb):
+                force.add(name)  # generate the discriminator even where a does not require it
+                return True
+        return False
 
-        return all(disjoint(infos[i], infos[j]) for i in range(len(infos)) for j in range(i + 1, len(infos)))
+    def _generated_types(self, s: dict[str, Any]) -> set[str] | None:
+        """JSON types our grammar generates for ``s`` (None: unknown, e.g. nested applicators)."""
+        if "const" in s or "enum" in s:
+            vals = _values_of(s)
+            return None if vals is None else {_json_type(v) for v in vals} | ({"number"} if any(_json_type(v) == "integer" for v in vals) else set())
+        if any(k in s for k in ("anyOf", "oneOf", "allOf", "$ref", "not")):
+            return None
+        types = self.types_of(s)
+        if "integer" in types or "number" in types:
+            types = types | {"integer", "number"}
+        return types
 
     def convert_not(self, schema: dict[str, Any], ptr: str) -> Node:
         neg = schema["not"]
@@ -627,10 +648,12 @@ class _Converter:
         fmt = schema.get("format")
         if fmt is not None:
             f_ir = format_ir(fmt) if isinstance(fmt, str) else None
-            if f_ir is None:
-                self.unsupported("format", ptr, f"format {fmt!r} is not supported")
-            else:
+            if f_ir is not None:
                 parts.append(f_ir)
+            elif isinstance(fmt, str) and fmt not in STANDARD_FORMATS:
+                self.report.ignored_formats.append((fmt, ptr))  # not defined by JSON Schema: an annotation
+            else:
+                self.unsupported("format", ptr, f"format {fmt!r} is not supported")
         pats = schema.get("pattern")
         for pat in ([pats] if pats is not None else []) + list(schema.get("_patterns", [])):
             if not isinstance(pat, str):
@@ -970,6 +993,25 @@ def declared_names_raw(names: list[str]) -> list[Node]:
 
 def _minus_strings(lang: Node, excluded: list[Node]) -> Node:
     return Minus(lang, alt(*excluded)) if excluded else lang
+
+
+def _declared_types(s: dict[str, Any]) -> set[str]:
+    """JSON types a schema accepts by its ``type`` keyword alone (all when absent)."""
+    t = s.get("type")
+    if t is None:
+        return set(TYPES)
+    ts = set(t) if isinstance(t, list) else {t}
+    if "number" in ts or "integer" in ts:
+        ts |= {"number", "integer"}
+    return ts
+
+
+def _values_of(s: Any) -> list[Any] | None:
+    if isinstance(s, dict) and "const" in s:
+        return [s["const"]]
+    if isinstance(s, dict) and isinstance(s.get("enum"), list):
+        return s["enum"]
+    return None
 
 
 def _json_type(v: Any) -> str:
