@@ -18,9 +18,8 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from structgen.schemas.charset import utf8_sequences
-from structgen.schemas.regex import NOTHING, Alt, And, Anchor, Chars, Join, Lit, Members, Minus, Node, Rep, Seq
+from structgen.schemas.regex import NOTHING, Alt, Anchor, And, Chars, Join, Lit, Members, Minus, Node, Rep, Seq
 
 from .errors import GrammarCompileError, GrammarTimeoutError
 
@@ -281,7 +280,7 @@ class _Builder:
                 if k + 1 >= node.lo:
                     nfa.eps[e].append(end)
             return s, end
-        for k in range(node.lo - 1):
+        for _ in range(node.lo - 1):
             s2, e2 = self.build(node.item)
             nfa.eps[e].append(s2)
             ss, se = self.build(node.sep)
@@ -545,8 +544,9 @@ def _forced(table: np.ndarray, accepting: np.ndarray) -> tuple[bytes, ...]:
         while forced[cur] is None and single[cur] and len(chain) <= n:
             chain.append(cur)
             cur = int(table[cur, first_live[cur]])
-        tail = forced[cur] if forced[cur] is not None else b""
-        if forced[cur] is None:
+        known = forced[cur]
+        tail: bytes = known if known is not None else b""
+        if known is None:
             forced[cur] = b""
         for st in reversed(chain):
             tail = bytes([int(first_live[st])]) + tail
@@ -555,9 +555,7 @@ def _forced(table: np.ndarray, accepting: np.ndarray) -> tuple[bytes, ...]:
 
 
 def _empty_dfa() -> ByteDFA:
-    return ByteDFA(
-        table=np.zeros((1, 256), dtype=np.int32), accepting=np.zeros(1, dtype=bool), initial=DEAD, forced=(b"",)
-    )
+    return ByteDFA(table=np.zeros((1, 256), dtype=np.int32), accepting=np.zeros(1, dtype=bool), initial=DEAD, forced=(b"",))
 
 
 def _product(a: ByteDFA, b: ByteDFA, budget: Budget, *, minus: bool) -> ByteDFA:
@@ -598,9 +596,7 @@ def _product(a: ByteDFA, b: ByteDFA, budget: Budget, *, minus: bool) -> ByteDFA:
         rows.append(row)
         i += 1
     trans = np.stack(rows)
-    acc = np.array(
-        [bool(a.accepting[p]) and (not bool(b.accepting[q]) if minus else bool(b.accepting[q])) for p, q in order]
-    )
+    acc = np.array([bool(a.accepting[p]) and (not bool(b.accepting[q]) if minus else bool(b.accepting[q])) for p, q in order])
     return _trim_and_minimize(trans, acc, class_of_byte, 0, budget, minimize=True)
 
 

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -59,7 +60,9 @@ class Constraint:
             try:
                 schema = json.loads(schema)
             except json.JSONDecodeError as e:
-                raise SchemaError(f"schema is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", keyword="(json)", pointer="#") from e
+                raise SchemaError(
+                    f"schema is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", keyword="(json)", pointer="#"
+                ) from e
         return Constraint("json_schema", json.dumps(schema, sort_keys=False, ensure_ascii=False), options or SchemaOptions())
 
     @staticmethod
@@ -145,9 +148,7 @@ class GrammarCompiler:
 
     def cache_key(self, constraint: Constraint) -> str:
         c = self.config
-        return hashlib.sha256(
-            f"{constraint.key}|{self.vocab.fingerprint}|{c.timeout_s}|{c.max_states}".encode()
-        ).hexdigest()
+        return hashlib.sha256(f"{constraint.key}|{self.vocab.fingerprint}|{c.timeout_s}|{c.max_states}".encode()).hexdigest()
 
     def compile(self, constraint: Constraint) -> TokenFSM:
         """Compile (or fetch) ``constraint``; the initial state's mask row is ready on return.
@@ -165,7 +166,7 @@ class GrammarCompiler:
             if isinstance(got, BaseException):
                 raise got
             return got
-        fsm_or_err = self._load_disk(key)
+        fsm_or_err: TokenFSM | BaseException | None = self._load_disk(key)
         if fsm_or_err is None:
             t0 = time.perf_counter()
             try:
@@ -182,6 +183,7 @@ class GrammarCompiler:
         else:
             with self._lock:
                 self._counts["disk_hits"] += 1
+        assert fsm_or_err is not None
         with self._lock:
             if self.config.cache_size:
                 self._lru[key] = fsm_or_err
@@ -189,6 +191,7 @@ class GrammarCompiler:
                     self._lru.popitem(last=False)
         if isinstance(fsm_or_err, BaseException):
             raise fsm_or_err
+        assert fsm_or_err is not None
         return fsm_or_err
 
     def _compile_uncached(self, constraint: Constraint) -> TokenFSM:
@@ -213,8 +216,11 @@ class GrammarCompiler:
                 self._pool = ThreadPoolExecutor(self.config.workers, thread_name_prefix="structgen-compile")
             fut = self._pool.submit(self.compile, constraint)
             self._inflight[key] = fut
-        fut.add_done_callback(lambda _f, k=key: self._forget(k))
+        fut.add_done_callback(functools.partial(self._forget_future, key))
         return fut
+
+    def _forget_future(self, key: str, _fut: Future[TokenFSM]) -> None:
+        self._forget(key)
 
     def _forget(self, key: str) -> None:
         with self._lock:

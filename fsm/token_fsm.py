@@ -292,7 +292,7 @@ class Cursor:
     pure query.
     """
 
-    __slots__ = ("finished", "fsm", "_states", "_tokens")
+    __slots__ = ("_states", "_tokens", "finished", "fsm")
 
     def __init__(self, fsm: TokenFSM) -> None:
         self.fsm = fsm
@@ -386,7 +386,7 @@ class Cursor:
             return None
         if recent_token_ids is not None:
             recent = list(recent_token_ids)
-            if recent and self._tokens[-len(recent):] != recent[-len(self._tokens):]:
+            if recent and self._tokens[-len(recent) :] != recent[-len(self._tokens) :]:
                 raise ValueError("recent_token_ids do not match the tokens this cursor advanced")
         k = min(max_rollback, len(self._tokens))
         vocab = fsm.vocab

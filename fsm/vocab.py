@@ -15,7 +15,7 @@ import re
 import threading
 from collections.abc import Iterable, Sequence
 from functools import cached_property
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -72,8 +72,8 @@ class Vocabulary:
     longest-match.
     """
 
-    _cache: dict[str, Vocabulary] = {}
-    _cache_lock = threading.Lock()
+    _cache: ClassVar[dict[str, Vocabulary]] = {}
+    _cache_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(
         self,

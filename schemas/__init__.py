@@ -1,0 +1,21 @@
+"""Constraints → regex IR: JSON Schema / Pydantic converter, regex parser, numeric ranges, formats."""
+
+from __future__ import annotations
+
+from .errors import ConstraintError, RegexError, SchemaError, UnsupportedSchemaError
+from .json_schema import ConversionReport, SchemaOptions, pydantic_schema, schema_to_ir
+from .regex import Node, parse_regex, regex_to_ir
+
+__all__ = [
+    "ConstraintError",
+    "ConversionReport",
+    "Node",
+    "RegexError",
+    "SchemaError",
+    "SchemaOptions",
+    "UnsupportedSchemaError",
+    "parse_regex",
+    "pydantic_schema",
+    "regex_to_ir",
+    "schema_to_ir",
+]

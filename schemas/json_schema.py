@@ -62,9 +62,7 @@ from .regex import (
     Seq,
     alt,
     chars,
-    join,
     lit,
-    opt,
     parse_regex,
     rep,
     resolve_anchors,
@@ -73,20 +71,80 @@ from .regex import (
 
 ANNOTATIONS = frozenset(
     {
-        "title", "description", "default", "examples", "$schema", "$id", "id", "$comment", "deprecated",
-        "readOnly", "writeOnly", "$defs", "definitions", "$anchor", "$dynamicAnchor", "$vocabulary",
-        "contentEncoding", "contentMediaType", "contentSchema", "discriminator", "nullable", "xml",
-        "externalDocs", "example", "markdownDescription", "deprecationMessage", "errorMessage",
+        "title",
+        "description",
+        "default",
+        "examples",
+        "$schema",
+        "$id",
+        "id",
+        "$comment",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "$defs",
+        "definitions",
+        "$anchor",
+        "$dynamicAnchor",
+        "$vocabulary",
+        "contentEncoding",
+        "contentMediaType",
+        "contentSchema",
+        "discriminator",
+        "nullable",
+        "xml",
+        "externalDocs",
+        "example",
+        "markdownDescription",
+        "deprecationMessage",
+        "errorMessage",
     }
 )
 CONSTRAINTS = frozenset(
     {
-        "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
-        "maxLength", "minLength", "pattern", "format", "items", "prefixItems", "additionalItems", "contains",
-        "minContains", "maxContains", "maxItems", "minItems", "uniqueItems", "properties", "patternProperties",
-        "additionalProperties", "propertyNames", "required", "maxProperties", "minProperties",
-        "dependentRequired", "dependentSchemas", "dependencies", "allOf", "anyOf", "oneOf", "not", "if", "then",
-        "else", "$ref", "$dynamicRef", "$recursiveRef", "unevaluatedItems", "unevaluatedProperties",
+        "type",
+        "enum",
+        "const",
+        "multipleOf",
+        "maximum",
+        "exclusiveMaximum",
+        "minimum",
+        "exclusiveMinimum",
+        "maxLength",
+        "minLength",
+        "pattern",
+        "format",
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "contains",
+        "minContains",
+        "maxContains",
+        "maxItems",
+        "minItems",
+        "uniqueItems",
+        "properties",
+        "patternProperties",
+        "additionalProperties",
+        "propertyNames",
+        "required",
+        "maxProperties",
+        "minProperties",
+        "dependentRequired",
+        "dependentSchemas",
+        "dependencies",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "if",
+        "then",
+        "else",
+        "$ref",
+        "$dynamicRef",
+        "$recursiveRef",
+        "unevaluatedItems",
+        "unevaluatedProperties",
     }
 )
 TYPES = ("null", "boolean", "object", "array", "string", "number", "integer")
@@ -94,8 +152,17 @@ _TYPE_KEYWORDS = {
     "string": {"minLength", "maxLength", "pattern", "format"},
     "number": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"},
     "array": {"items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains"},
-    "object": {"properties", "required", "additionalProperties", "patternProperties", "minProperties",
-               "maxProperties", "propertyNames", "dependentRequired", "dependencies"},
+    "object": {
+        "properties",
+        "required",
+        "additionalProperties",
+        "patternProperties",
+        "minProperties",
+        "maxProperties",
+        "propertyNames",
+        "dependentRequired",
+        "dependencies",
+    },
 }
 _ANY_CHAR = CharSet.any()
 _JSON_SPECIAL = CharSet.of_ranges([(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)])
@@ -317,8 +384,17 @@ class _Converter:
             return NOTHING
         if not isinstance(schema, dict):
             raise SchemaError(f"a schema must be an object or a boolean, got {type(schema).__name__}", keyword="(schema)", pointer=ptr)
-        for key in ("$dynamicRef", "$recursiveRef", "unevaluatedItems", "unevaluatedProperties", "if", "contains",
-                    "dependentSchemas", "dependentRequired", "dependencies"):
+        for key in (
+            "$dynamicRef",
+            "$recursiveRef",
+            "unevaluatedItems",
+            "unevaluatedProperties",
+            "if",
+            "contains",
+            "dependentSchemas",
+            "dependentRequired",
+            "dependencies",
+        ):
             if key in schema:
                 if key == "if" and "then" not in schema and "else" not in schema:
                     continue
@@ -508,7 +584,11 @@ class _Converter:
         """JSON types our grammar generates for ``s`` (None: unknown, e.g. nested applicators)."""
         if "const" in s or "enum" in s:
             vals = _values_of(s)
-            return None if vals is None else {_json_type(v) for v in vals} | ({"number"} if any(_json_type(v) == "integer" for v in vals) else set())
+            return (
+                None
+                if vals is None
+                else {_json_type(v) for v in vals} | ({"number"} if any(_json_type(v) == "integer" for v in vals) else set())
+            )
         if any(k in s for k in ("anyOf", "oneOf", "allOf", "$ref", "not")):
             return None
         types = self.types_of(s)
@@ -662,7 +742,9 @@ class _Converter:
                 parts.append(resolve_anchors(parse_regex(pat), pat, search=True))
             except RegexError as e:
                 if self.opt.strict:
-                    raise UnsupportedSchemaError(f"pattern: {e.reason} at position {e.position} of {pat!r}", keyword="pattern", pointer=ptr) from e
+                    raise UnsupportedSchemaError(
+                        f"pattern: {e.reason} at position {e.position} of {pat!r}", keyword="pattern", pointer=ptr
+                    ) from e
                 self.report.dropped.append(("pattern", ptr))
         lo = schema.get("minLength", 0)
         hi = schema.get("maxLength")
@@ -968,7 +1050,8 @@ def char_length_bounds(node: Node) -> tuple[int, int | None]:
     if isinstance(node, Chars):
         return 1, 1
     if isinstance(node, Seq):
-        lo, hi = 0, 0
+        lo = 0
+        hi: int | None = 0
         for it in node.items:
             a, b = char_length_bounds(it)
             lo += a
@@ -1121,7 +1204,9 @@ def schema_to_ir(schema: Any, options: SchemaOptions | None = None) -> tuple[Nod
         try:
             schema = json.loads(schema)
         except json.JSONDecodeError as e:
-            raise SchemaError(f"schema is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", keyword="(json)", pointer="#") from e
+            raise SchemaError(
+                f"schema is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", keyword="(json)", pointer="#"
+            ) from e
     report = ConversionReport()
     conv = _Converter(schema, options, report)
     try:

@@ -191,11 +191,13 @@ def chars(cs: CharSet) -> Node:
 _ASCII_DIGIT = CharSet.of_ranges([(0x30, 0x39)])
 _ASCII_WORD = CharSet.of_ranges([(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)])
 _ASCII_SPACE = CharSet.of_chars("\t\n\v\f\r ")
-_ECMA_SPACE_EXTRA = CharSet.of_chars("\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff")
+_ECMA_SPACE_EXTRA = CharSet.of_chars(
+    "\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
 ECMA_DOT = CharSet.of_chars("\n\r\u2028\u2029").complement()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _python_class(escape: str) -> CharSet:
     """The code points Python's ``re`` matches with ``escape`` (``\\d``, ``\\w``, ``\\s``)."""
     rx = re.compile(escape)
@@ -216,7 +218,7 @@ def _narrow_class(letter: str) -> CharSet:
     return {"d": _ASCII_DIGIT, "w": _ASCII_WORD, "s": _ASCII_SPACE}[letter]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _wide_class(letter: str) -> CharSet:
     """``\\d \\w \\s`` read as a superset of both meanings (slow first call: scans Unicode)."""
     extra = _ECMA_SPACE_EXTRA if letter == "s" else CharSet.empty()

@@ -26,9 +26,9 @@ import signal
 import subprocess
 import time
 from collections import Counter
-from decimal import Decimal
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -69,6 +69,7 @@ class ItemResult:
     first_mask_ms: float = 0.0
     cache_hit_ms: float = 0.0
     states: int = 0
+    states_after: int = 0
     rows: int = 0
     token_ns_cold: list[int] = field(default_factory=list)
     token_ns_warm: list[int] = field(default_factory=list)
@@ -182,9 +183,7 @@ class _Orderer:
                     prefix = p["prefixItems"]
                 if isinstance(p.get("items"), dict):
                     items.append(p["items"])
-            return [
-                self.order(prefix[i] if i < len(prefix) else {"allOf": items}, v) for i, v in enumerate(inst)
-            ]
+            return [self.order(prefix[i] if i < len(prefix) else {"allOf": items}, v) for i, v in enumerate(inst)]
         return inst
 
 
@@ -273,7 +272,6 @@ def _alarm(_sig: int, _frame: Any) -> None:
 
 def run_item(item: Item) -> ItemResult:
     """Compile and check one schema (in a worker initialised by ``_init_worker``)."""
-    vocab: Vocabulary = _STATE["vocab"]
     compiler: GrammarCompiler = _STATE["compiler"]
     res = ItemResult(item.suite, item.name, "error")
     options = SchemaOptions(allow_undeclared_properties=True)
@@ -305,6 +303,7 @@ def run_item(item: Item) -> ItemResult:
         res.states = fsm.num_states
         check(item, fsm, options, res)
         res.rows = fsm.num_rows
+        res.states_after = fsm.num_states
         return res
     except _HardTimeout:
         res.outcome, res.detail = "error", "hard-timeout"
@@ -409,7 +408,9 @@ def summarize(results: list[ItemResult]) -> dict[str, Any]:
     total = len(results)
     compiled = [r for r in results if r.outcome == "compiled"]
     unsupported = Counter(r.detail for r in results if r.outcome == "unsupported")
-    errors = Counter(r.detail.split(":")[0] if r.detail.startswith(("crash", "schema-error")) else r.detail for r in results if r.outcome == "error")
+    errors = Counter(
+        r.detail.split(":")[0] if r.detail.startswith(("crash", "schema-error")) else r.detail for r in results if r.outcome == "error"
+    )
     first = [r.first_mask_ms for r in compiled]
     hits = [r.cache_hit_ms for r in compiled]
     cold = np.array([x for r in compiled for x in r.token_ns_cold], dtype=np.float64) / 1000
@@ -433,9 +434,23 @@ def summarize(results: list[ItemResult]) -> dict[str, Any]:
         "first_mask_ms": {q: _pct(first, p) for q, p in (("p50", 50), ("p90", 90), ("p99", 99), ("max", 100))},
         "cache_hit_ms": {q: _pct(hits, p) for q, p in (("p50", 50), ("p99", 99), ("max", 100))},
         "states": {"p50": _pct([r.states for r in compiled], 50), "max": max((r.states for r in compiled), default=0)},
+        "states_after": {
+            "p50": _pct([r.states_after for r in compiled], 50),
+            "max": max((r.states_after for r in compiled), default=0),
+        },
         "mask_rows": {"p50": _pct([r.rows for r in compiled], 50), "max": max((r.rows for r in compiled), default=0)},
-        "token_us_cold": {"p50": _pct(cold, 50), "p99": _pct(cold, 99), "mean": float(cold.mean()) if cold.size else float("nan"), "n": int(cold.size)},
-        "token_us_warm": {"p50": _pct(warm, 50), "p99": _pct(warm, 99), "mean": float(warm.mean()) if warm.size else float("nan"), "n": int(warm.size)},
+        "token_us_cold": {
+            "p50": _pct(cold, 50),
+            "p99": _pct(cold, 99),
+            "mean": float(cold.mean()) if cold.size else float("nan"),
+            "n": int(cold.size),
+        },
+        "token_us_warm": {
+            "p50": _pct(warm, 50),
+            "p99": _pct(warm, 99),
+            "mean": float(warm.mean()) if warm.size else float("nan"),
+            "n": int(warm.size),
+        },
         "violation_examples": [(r.name, e) for r in compiled for e in r.violation_examples][:20],
     }
 
@@ -456,21 +471,32 @@ def render_markdown(meta: dict[str, Any], suites: dict[str, dict[str, Any]]) -> 
         f"- commit: {meta['commit']}, date: {meta['date']}",
         f"- limits: timeout_s={meta['timeout_s']}, max_states={meta['max_states']}; {meta['samples']} random samples per compiled schema",
         "",
-        "| suite | schemas | compiled | passing | unsupported | errors | unsound (instances) | unsound (samples) | first mask p50 / p90 / p99 / max (ms) | cache hit p50 (ms) | token µs cold p50 / mean | token µs warm p50 / p99 / mean |",
+        "| suite | schemas | compiled | passing | unsupported | errors | unsound (instances) | unsound (samples) "
+        "| first mask p50 / p90 / p99 / max (ms) | cache hit p50 (ms) | token µs cold p50 / mean | token µs warm p50 / p99 / mean |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, s in suites.items():
         fm, ch, tc, tw = s["first_mask_ms"], s["cache_hit_ms"], s["token_us_cold"], s["token_us_warm"]
         lines.append(
-            f"| {name} | {s['schemas']} | {s['compiled_pct']:.1f}% | **{s['passing_pct']:.1f}%** ({s['passing']}) | {s['unsupported']} | {s['errors']} | "
+            f"| {name} | {s['schemas']} | {s['compiled_pct']:.1f}% | **{s['passing_pct']:.1f}%** ({s['passing']}) "
+            f"| {s['unsupported']} | {s['errors']} | "
             f"{s['soundness_violations_instances']} / {s['invalid_instances']} | {s['soundness_violations_samples']} / {s['samples']} | "
-            f"{fm['p50']:.1f} / {fm['p90']:.1f} / {fm['p99']:.1f} / {fm['max']:.1f} | {ch['p50']:.3f} | {tc['p50']:.2f} / {tc['mean']:.1f} | "
+            f"{fm['p50']:.1f} / {fm['p90']:.1f} / {fm['p99']:.1f} / {fm['max']:.1f} | {ch['p50']:.3f} | "
+            f"{tc['p50']:.2f} / {tc['mean']:.1f} | "
             f"{tw['p50']:.2f} / {tw['p99']:.2f} / {tw['mean']:.2f} |"
         )
     for name, s in suites.items():
-        lines += ["", f"## {name}", "", f"- unsupported by keyword: {s['unsupported_by_keyword']}", f"- errors by kind: {s['errors_by_kind']}",
-                  f"- DFA states p50 {s['states']['p50']:.0f}, max {s['states']['max']}; mask rows per schema p50 {s['mask_rows']['p50']:.0f}, max {s['mask_rows']['max']}",
-                  f"- valid instances accepted: {s['valid_accepted']} / {s['valid_instances']}"]
+        lines += [
+            "",
+            f"## {name}",
+            "",
+            f"- unsupported by keyword: {s['unsupported_by_keyword']}",
+            f"- errors by kind: {s['errors_by_kind']}",
+            f"- automaton states built by the first mask p50 {s['states']['p50']:.0f}, max {s['states']['max']}; "
+            f"after the walks p50 {s['states_after']['p50']:.0f}, max {s['states_after']['max']}; "
+            f"mask rows per schema p50 {s['mask_rows']['p50']:.0f}, max {s['mask_rows']['max']}",
+            f"- valid instances accepted: {s['valid_accepted']} / {s['valid_instances']}",
+        ]
         if s["violation_examples"]:
             lines.append("- soundness violation examples:")
             lines += [f"  - `{n}`: {e}" for n, e in s["violation_examples"][:10]]
@@ -536,9 +562,14 @@ def run(
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, f"conformance-{tok_name}.json"), "w", encoding="utf-8") as f:
         json.dump(
-            {"meta": meta, "suites": summaries,
-             "items": [{k: v for k, v in asdict(r).items() if not k.startswith("token_ns")} for r in results]},
-            f, indent=1, ensure_ascii=False,
+            {
+                "meta": meta,
+                "suites": summaries,
+                "items": [{k: v for k, v in asdict(r).items() if not k.startswith("token_ns")} for r in results],
+            },
+            f,
+            indent=1,
+            ensure_ascii=False,
         )
     with open(os.path.join(out_dir, f"conformance-{tok_name}.md"), "w", encoding="utf-8") as f:
         f.write(render_markdown(meta, summaries))

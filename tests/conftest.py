@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from structgen.fsm.vocab import Vocabulary
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -26,8 +25,33 @@ def gpt2_vocab() -> Vocabulary:
     return Vocabulary.from_tokenizer(GPT2_DIR)
 
 
-TINY_TOKENS = [b"<eos>", b"{", b"}", b'"', b'{"', b'":', b'": ', b" ", b"a", b"b", b"ab", b"ba", b"1", b"12", b"2",
-               b",", b", ", b'"a', b'a"', b"\xc3", b"\xa9", b"\xc3\xa9", b"[", b"]", b'", "']
+TINY_TOKENS = [
+    b"<eos>",
+    b"{",
+    b"}",
+    b'"',
+    b'{"',
+    b'":',
+    b'": ',
+    b" ",
+    b"a",
+    b"b",
+    b"ab",
+    b"ba",
+    b"1",
+    b"12",
+    b"2",
+    b",",
+    b", ",
+    b'"a',
+    b'a"',
+    b"\xc3",
+    b"\xa9",
+    b"\xc3\xa9",
+    b"[",
+    b"]",
+    b'", "',
+]
 
 
 @pytest.fixture(scope="session")

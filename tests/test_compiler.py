@@ -3,7 +3,6 @@ from __future__ import annotations
 import threading
 
 import pytest
-
 from structgen.fsm.compiler import CompilerConfig, Constraint, GrammarCompiler
 from structgen.fsm.errors import GrammarCompileError, GrammarTimeoutError
 from structgen.fsm.vocab import Vocabulary
@@ -66,7 +65,7 @@ def test_state_cap_names_the_limit(tiny_vocab: Vocabulary) -> None:
 def test_timeout_names_the_limit(tiny_vocab: Vocabulary) -> None:
     c = GrammarCompiler(tiny_vocab, CompilerConfig(timeout_s=0.05))
     heavy = {"type": "string", "pattern": "^(?:[a-z]+[0-9]){0,60}$", "maxLength": 400}
-    with pytest.raises(GrammarTimeoutError, match="timeout_s=0.05"):
+    with pytest.raises(GrammarTimeoutError, match=r"timeout_s=0\.05"):
         c.compile(Constraint.json_schema(heavy))
 
 

@@ -11,11 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
 from pydantic import BaseModel, Field
-
-from structgen.conformance import _Orderer, exact_validator, sample_strings
 from structgen.fsm.automaton import LazyDFA, compile_lazy
 from structgen.schemas.errors import SchemaError, UnsupportedSchemaError
 from structgen.schemas.json_schema import SchemaOptions, pydantic_schema, schema_to_ir
+
+from structgen.conformance import _Orderer, exact_validator, sample_strings
 
 CANON = SchemaOptions()
 
@@ -54,54 +54,191 @@ PERSON = {
 }
 
 CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
-    ("person", PERSON,
-     [{"name": "Jo", "age": 3}, {"name": "J\"o\n\u0001é", "age": 150, "email": "a.b@ex.com", "tags": ["a", "c"], "score": 10.5, "ok": None}],
-     [{"name": "", "age": 3}, {"name": "Jo", "age": 151}, {"name": "Jo"}, {"name": "Jo", "age": 1, "score": 0}, {"name": "Jo", "age": 1, "tags": ["a", "b", "c", "a"]},
-      {"name": "Jo", "age": 1, "extra": 1}]),
+    (
+        "person",
+        PERSON,
+        [
+            {"name": "Jo", "age": 3},
+            {"name": 'J"o\n\u0001é', "age": 150, "email": "a.b@ex.com", "tags": ["a", "c"], "score": 10.5, "ok": None},
+        ],
+        [
+            {"name": "", "age": 3},
+            {"name": "Jo", "age": 151},
+            {"name": "Jo"},
+            {"name": "Jo", "age": 1, "score": 0},
+            {"name": "Jo", "age": 1, "tags": ["a", "b", "c", "a"]},
+            {"name": "Jo", "age": 1, "extra": 1},
+        ],
+    ),
     ("enum-any", {"enum": [1, "x", None, [1, 2], {"k": True}]}, [1, "x", None, [1, 2], {"k": True}], [2, "y", [2, 1]]),
     ("const", {"const": {"a": [1, "b"]}}, [{"a": [1, "b"]}], [{"a": [1]}]),
-    ("pattern+length", {"type": "string", "pattern": "^[a-z]+[0-9]*$", "minLength": 3, "maxLength": 5}, ["abc", "ab1", "a1234"], ["ab", "abc123", "1ab", "ABC"]),
+    (
+        "pattern+length",
+        {"type": "string", "pattern": "^[a-z]+[0-9]*$", "minLength": 3, "maxLength": 5},
+        ["abc", "ab1", "a1234"],
+        ["ab", "abc123", "1ab", "ABC"],
+    ),
     ("pattern-unanchored", {"type": "string", "pattern": "x[0-9]"}, ["x1", "aax9bb"], ["x", "aab"]),
-    ("formats", {"type": "array", "prefixItems": [{"format": "date", "type": "string"}, {"format": "uuid", "type": "string"}, {"format": "ipv4", "type": "string"},
-                                                   {"format": "date-time", "type": "string"}, {"format": "ipv6", "type": "string"}, {"format": "hostname", "type": "string"}],
-                 "items": False, "minItems": 6},
-     [["2024-02-29", "123e4567-e89b-12d3-a456-426614174000", "10.0.0.1", "2023-01-31T23:59:59Z", "fe80::1", "ex-ample.com"]],
-     [["2023-02-29", "123e4567-e89b-12d3-a456-426614174000", "10.0.0.1", "2023-01-31T23:59:59Z", "fe80::1", "example.com"],
-      ["2024-02-29", "123e4567-e89b-12d3-a456-426614174000", "256.0.0.1", "2023-01-31T23:59:59Z", "fe80::1", "example.com"]]),
-    ("integer-bounds", {"type": "integer", "exclusiveMinimum": -3, "maximum": 1000, "multipleOf": 5}, [-0, 5, 1000, 995], [-3, 1005, 7, 1.5]),
+    (
+        "formats",
+        {
+            "type": "array",
+            "prefixItems": [
+                {"format": "date", "type": "string"},
+                {"format": "uuid", "type": "string"},
+                {"format": "ipv4", "type": "string"},
+                {"format": "date-time", "type": "string"},
+                {"format": "ipv6", "type": "string"},
+                {"format": "hostname", "type": "string"},
+            ],
+            "items": False,
+            "minItems": 6,
+        },
+        [["2024-02-29", "123e4567-e89b-12d3-a456-426614174000", "10.0.0.1", "2023-01-31T23:59:59Z", "fe80::1", "ex-ample.com"]],
+        [
+            ["2023-02-29", "123e4567-e89b-12d3-a456-426614174000", "10.0.0.1", "2023-01-31T23:59:59Z", "fe80::1", "example.com"],
+            ["2024-02-29", "123e4567-e89b-12d3-a456-426614174000", "256.0.0.1", "2023-01-31T23:59:59Z", "fe80::1", "example.com"],
+        ],
+    ),
+    (
+        "integer-bounds",
+        {"type": "integer", "exclusiveMinimum": -3, "maximum": 1000, "multipleOf": 5},
+        [-0, 5, 1000, 995],
+        [-3, 1005, 7, 1.5],
+    ),
     ("number-decimal", {"type": "number", "minimum": -1.25, "maximum": 2, "multipleOf": 0.25}, [-1.25, 0, 1.75, 2], [-1.5, 2.25, 0.1]),
-    ("array-bounds", {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 3}, [[1, 2], [1, 2, 3]], [[1], [1, 2, 3, 4], [1, "a"]]),
-    ("tuple", {"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": {"type": "boolean"}}, [[], ["a"], ["a", 1, True, False]], [[1], ["a", "b"], ["a", 1, 2]]),
+    (
+        "array-bounds",
+        {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 3},
+        [[1, 2], [1, 2, 3]],
+        [[1], [1, 2, 3, 4], [1, "a"]],
+    ),
+    (
+        "tuple",
+        {"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": {"type": "boolean"}},
+        [[], ["a"], ["a", 1, True, False]],
+        [[1], ["a", "b"], ["a", 1, 2]],
+    ),
     ("anyOf", {"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 2}]}, [1, "ab"], ["abc", True]),
-    ("oneOf-discriminated", {"oneOf": [
-        {"type": "object", "properties": {"kind": {"const": "cat"}, "lives": {"type": "integer"}}, "required": ["kind", "lives"], "additionalProperties": False},
-        {"type": "object", "properties": {"kind": {"const": "dog"}, "good": {"type": "boolean"}}, "required": ["kind", "good"], "additionalProperties": False}]},
-     [{"kind": "cat", "lives": 9}, {"kind": "dog", "good": True}], [{"kind": "cat", "good": True}, {"kind": "bird", "lives": 1}]),
-    ("allOf-merge", {"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
-                               {"properties": {"b": {"type": "string"}, "a": {"minimum": 2}}}]},
-     [{"a": 2}, {"a": 5, "b": "x"}], [{"a": 1}, {"b": "x"}]),
-    ("ref-recursive", {"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"}, "next": {"$ref": "#/$defs/node"}}, "required": ["v"]}},
-                       "$ref": "#/$defs/node"},
-     [{"v": 1}, {"v": 1, "next": {"v": 2, "next": {"v": 3}}}], [{"v": 1, "next": {}}]),
-    ("additionalProperties-schema", {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"], "additionalProperties": {"type": "string"}},
-     [{"id": 1}, {"id": 1, "x": "y", "z": "w"}], [{"id": 1, "x": 1}, {"id": 1, "id2": 3}]),
-    ("patternProperties", {"type": "object", "patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": False},
-     [{}, {"x-a": 1, "x-b": 2}], [{"y": 1}, {"x-a": "s"}]),
+    (
+        "oneOf-discriminated",
+        {
+            "oneOf": [
+                {
+                    "type": "object",
+                    "properties": {"kind": {"const": "cat"}, "lives": {"type": "integer"}},
+                    "required": ["kind", "lives"],
+                    "additionalProperties": False,
+                },
+                {
+                    "type": "object",
+                    "properties": {"kind": {"const": "dog"}, "good": {"type": "boolean"}},
+                    "required": ["kind", "good"],
+                    "additionalProperties": False,
+                },
+            ]
+        },
+        [{"kind": "cat", "lives": 9}, {"kind": "dog", "good": True}],
+        [{"kind": "cat", "good": True}, {"kind": "bird", "lives": 1}],
+    ),
+    (
+        "oneOf-forced-discriminator",
+        {
+            "oneOf": [
+                {"type": "object", "properties": {"id": {"enum": ["a"]}, "x": {"type": "integer"}}},
+                {"type": "object", "properties": {"id": {"const": "b"}}},
+                {"type": "string"},
+            ]
+        },
+        [{"id": "a"}, {"id": "a", "x": 1}, {"id": "b"}, "s"],
+        [{}, {"x": 1}, {"id": "c"}],
+    ),
+    (
+        "allOf-merge",
+        {
+            "allOf": [
+                {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                {"properties": {"b": {"type": "string"}, "a": {"minimum": 2}}},
+            ]
+        },
+        [{"a": 2}, {"a": 5, "b": "x"}],
+        [{"a": 1}, {"b": "x"}],
+    ),
+    (
+        "ref-recursive",
+        {
+            "$defs": {
+                "node": {"type": "object", "properties": {"v": {"type": "integer"}, "next": {"$ref": "#/$defs/node"}}, "required": ["v"]}
+            },
+            "$ref": "#/$defs/node",
+        },
+        [{"v": 1}, {"v": 1, "next": {"v": 2, "next": {"v": 3}}}],
+        [{"v": 1, "next": {}}],
+    ),
+    (
+        "additionalProperties-schema",
+        {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"], "additionalProperties": {"type": "string"}},
+        [{"id": 1}, {"id": 1, "x": "y", "z": "w"}],
+        [{"id": 1, "x": 1}, {"id": 1, "id2": 3}],
+    ),
+    (
+        "patternProperties",
+        {"type": "object", "patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": False},
+        [{}, {"x-a": 1, "x-b": 2}],
+        [{"y": 1}, {"x-a": "s"}],
+    ),
     ("not-type", {"not": {"type": ["string", "null"]}, "type": ["string", "integer", "null"]}, [1], ["a", None]),
     ("not-enum", {"type": "string", "not": {"enum": ["a", "b"]}, "maxLength": 1}, ["c", ""], ["a", "b"]),
     ("any", {}, [1, "x", None, [1, {"a": [True]}], {"k": {"j": 1.5e3}}], []),
-    ("nested", {"type": "object", "properties": {"o": {"type": "object", "properties": {"p": {"type": "array", "items": {"type": "object", "properties": {"q": {"type": "null"}}}}}}}},
-     [{}, {"o": {}}, {"o": {"p": [{}, {"q": None}]}}], [{"o": {"p": [{"q": 1}]}}]),
-    ("escapes", {"type": "string", "pattern": "^[\"\\\\/\\n]+$"}, ["\"\\/\n", "\n"], ["a"]),
-    ("draft4-exclusive", {"$schema": "http://json-schema.org/draft-04/schema#", "type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": 1, "exclusiveMaximum": True}, [0.5, 0.001], [0, 1]),
-    ("allOf-keeps-additionalProperties-scope", {"allOf": [{"properties": {"foo": {}}}], "properties": {"bar": {"type": "integer"}}, "additionalProperties": {"type": "boolean"}},
-     [{"bar": 1}], [{"foo": 1, "bar": 1}, {"bar": 1, "baz": 2}]),
+    (
+        "nested",
+        {
+            "type": "object",
+            "properties": {
+                "o": {
+                    "type": "object",
+                    "properties": {"p": {"type": "array", "items": {"type": "object", "properties": {"q": {"type": "null"}}}}},
+                }
+            },
+        },
+        [{}, {"o": {}}, {"o": {"p": [{}, {"q": None}]}}],
+        [{"o": {"p": [{"q": 1}]}}],
+    ),
+    ("escapes", {"type": "string", "pattern": '^["\\\\/\\n]+$'}, ['"\\/\n', "\n"], ["a"]),
+    (
+        "draft4-exclusive",
+        {
+            "$schema": "http://json-schema.org/draft-04/schema#",
+            "type": "number",
+            "minimum": 0,
+            "exclusiveMinimum": True,
+            "maximum": 1,
+            "exclusiveMaximum": True,
+        },
+        [0.5, 0.001],
+        [0, 1],
+    ),
+    (
+        "allOf-keeps-additionalProperties-scope",
+        {"allOf": [{"properties": {"foo": {}}}], "properties": {"bar": {"type": "integer"}}, "additionalProperties": {"type": "boolean"}},
+        [{"bar": 1}],
+        [{"foo": 1, "bar": 1}, {"bar": 1, "baz": 2}],
+    ),
     ("allOf-keeps-items-scope", {"allOf": [{"prefixItems": [{"minimum": 3}]}], "items": {"minimum": 5}}, [[5, 6]], [[3, 5], [5, 4]]),
-    ("propertyNames-enum", {"type": "object", "propertyNames": {"enum": ["foo", "bar"]}, "additionalProperties": {"type": "integer"}},
-     [{}, {"foo": 1, "bar": 2}], [{"baz": 1}]),
+    (
+        "propertyNames-enum",
+        {"type": "object", "propertyNames": {"enum": ["foo", "bar"]}, "additionalProperties": {"type": "integer"}},
+        [{}, {"foo": 1, "bar": 2}],
+        [{"baz": 1}],
+    ),
     ("not-anything", {"anyOf": [{"not": {}}, {"type": "null"}]}, [None], [1, "a"]),
     ("multipleOf-small", {"type": "number", "multipleOf": 0.0001, "maximum": 1}, [0.073, 0.5, 1], [0.00005]),
-    ("draft7-items-array", {"$schema": "http://json-schema.org/draft-07/schema#", "type": "array", "items": [{"type": "integer"}], "additionalItems": False}, [[], [1]], [[1, 2], ["a"]]),
+    (
+        "draft7-items-array",
+        {"$schema": "http://json-schema.org/draft-07/schema#", "type": "array", "items": [{"type": "integer"}], "additionalItems": False},
+        [[], [1]],
+        [[1, 2], ["a"]],
+    ),
 ]
 
 
@@ -117,28 +254,40 @@ def test_schema_cases(name: str, schema: Any, valid: list[Any], invalid: list[An
     assert_sound(schema, dfa)
 
 
-@pytest.mark.parametrize("ws,text,ok", [
-    ("compact", '{"a":1,"b":[1,2]}', True), ("compact", '{"a": 1}', False),
-    ("flexible", '{ "a" :1 ,\n "b": [ 1,2 ] }', True), ("flexible", '{"a":   1}', False),
-])
+@pytest.mark.parametrize(
+    "ws,text,ok",
+    [
+        ("compact", '{"a":1,"b":[1,2]}', True),
+        ("compact", '{"a": 1}', False),
+        ("flexible", '{ "a" :1 ,\n "b": [ 1,2 ] }', True),
+        ("flexible", '{"a":   1}', False),
+    ],
+)
 def test_whitespace_policies(ws: str, text: str, ok: bool) -> None:
     opts = SchemaOptions(whitespace=ws, max_ws=2)
-    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "array", "items": {"type": "integer"}}}, "required": ["a"]}
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "array", "items": {"type": "integer"}}},
+        "required": ["a"],
+    }
     node, _ = schema_to_ir(schema, opts)
     assert compile_lazy(node).accepts(text.encode()) == ok
 
 
-@pytest.mark.parametrize("schema,keyword,pointer", [
-    ({"type": "array", "uniqueItems": True}, "uniqueItems", "#"),
-    ({"properties": {"a": {"if": {"type": "string"}, "then": {"maxLength": 2}}}}, "if", "#/properties/a"),
-    ({"$ref": "https://example.com/s.json"}, "$ref", "#/$ref"),
-    ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "oneOf", "#"),
-    ({"type": "string", "format": "uri-template"}, "format", "#"),
-    ({"type": "integer", "multipleOf": 3}, "multipleOf", "#"),
-    ({"type": "object", "dependentRequired": {"a": ["b"]}}, "dependentRequired", "#"),
-    ({"type": "object", "properties": {"a/b": {"type": "string", "pattern": "(?<=x)y"}}}, "pattern", "#/properties/a~1b"),
-    ({"$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}, "minItems": 1}}, "$ref": "#/$defs/n"}, "$ref", None),
-])
+@pytest.mark.parametrize(
+    "schema,keyword,pointer",
+    [
+        ({"type": "array", "uniqueItems": True}, "uniqueItems", "#"),
+        ({"properties": {"a": {"if": {"type": "string"}, "then": {"maxLength": 2}}}}, "if", "#/properties/a"),
+        ({"$ref": "https://example.com/s.json"}, "$ref", "#/$ref"),
+        ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "oneOf", "#"),
+        ({"type": "string", "format": "uri-template"}, "format", "#"),
+        ({"type": "integer", "multipleOf": 3}, "multipleOf", "#"),
+        ({"type": "object", "dependentRequired": {"a": ["b"]}}, "dependentRequired", "#"),
+        ({"type": "object", "properties": {"a/b": {"type": "string", "pattern": "(?<=x)y"}}}, "pattern", "#/properties/a~1b"),
+        ({"$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}, "minItems": 1}}, "$ref": "#/$defs/n"}, "$ref", None),
+    ],
+)
 def test_unsupported_keywords_are_named(schema: Any, keyword: str, pointer: str | None) -> None:
     with pytest.raises(UnsupportedSchemaError) as ei:
         schema_to_ir(schema)
@@ -148,15 +297,18 @@ def test_unsupported_keywords_are_named(schema: Any, keyword: str, pointer: str 
     assert keyword in str(ei.value)
 
 
-@pytest.mark.parametrize("schema,keyword", [
-    ({"$ref": "#/$defs/missing"}, "$ref"),
-    ({"type": "strnig"}, "type"),
-    ({"type": "string", "minLength": -1}, "minLength"),
-    ('{"type": "string",}', "(json)"),
-    ({"enum": "abc"}, "enum"),
-    ({"properties": []}, "properties"),
-    ({"allOf": []}, "allOf"),
-])
+@pytest.mark.parametrize(
+    "schema,keyword",
+    [
+        ({"$ref": "#/$defs/missing"}, "$ref"),
+        ({"type": "strnig"}, "type"),
+        ({"type": "string", "minLength": -1}, "minLength"),
+        ('{"type": "string",}', "(json)"),
+        ({"enum": "abc"}, "enum"),
+        ({"properties": []}, "properties"),
+        ({"allOf": []}, "allOf"),
+    ],
+)
 def test_malformed_schemas_are_named(schema: Any, keyword: str) -> None:
     with pytest.raises(SchemaError) as ei:
         schema_to_ir(schema)
@@ -193,8 +345,15 @@ class Person(BaseModel):
 def test_pydantic_model_roundtrip() -> None:
     schema = pydantic_schema(Person)
     dfa = compile_schema(schema)
-    p = Person(name="Ann", age=30, color=Color.red, address=Address(street="Main", zip="12345"), tags=["x"], either="q",
-               children=[Person(name="Kid", age=3, color=Color.blue)])
+    p = Person(
+        name="Ann",
+        age=30,
+        color=Color.red,
+        address=Address(street="Main", zip="12345"),
+        tags=["x"],
+        either="q",
+        children=[Person(name="Kid", age=3, color=Color.blue)],
+    )
     text = CANON.dumps(p.model_dump(mode="json"))
     assert dfa.accepts(text.encode())
     assert not dfa.accepts(text.replace("12345", "1234").encode())
@@ -212,7 +371,7 @@ def test_pydantic_rejects_non_models() -> None:
 _leaf = st.one_of(
     st.builds(lambda lo, span: {"type": "integer", "minimum": lo, "maximum": lo + span}, st.integers(-50, 50), st.integers(0, 100)),
     st.builds(lambda lo, span: {"type": "string", "minLength": lo, "maxLength": lo + span}, st.integers(0, 3), st.integers(0, 4)),
-    st.builds(lambda vals: {"enum": vals}, st.lists(st.text(alphabet="abé\"\\", max_size=3), min_size=1, max_size=3, unique=True)),
+    st.builds(lambda vals: {"enum": vals}, st.lists(st.text(alphabet='abé"\\', max_size=3), min_size=1, max_size=3, unique=True)),
     st.just({"type": "boolean"}),
     st.just({"type": "null"}),
 )
@@ -231,7 +390,12 @@ _schemas = st.recursive(
     _leaf,
     lambda children: st.one_of(
         _object(children),
-        st.builds(lambda it, lo, span: {"type": "array", "items": it, "minItems": lo, "maxItems": lo + span}, children, st.integers(0, 2), st.integers(0, 2)),
+        st.builds(
+            lambda it, lo, span: {"type": "array", "items": it, "minItems": lo, "maxItems": lo + span},
+            children,
+            st.integers(0, 2),
+            st.integers(0, 2),
+        ),
         st.builds(lambda a, b: {"anyOf": [a, b]}, children, children),
     ),
     max_leaves=5,

@@ -5,7 +5,6 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from structgen.fsm.automaton import compile_dfa, compile_lazy
 from structgen.schemas.charset import CharSet, utf8_sequences
 from structgen.schemas.errors import RegexError

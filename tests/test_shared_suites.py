@@ -6,22 +6,31 @@ import json
 from typing import Any
 
 import pytest
-
-from structgen import conformance as conf
 from structgen.fsm.automaton import compile_lazy
 from structgen.fsm.token_fsm import TokenFSM
 from structgen.fsm.vocab import Vocabulary
 from structgen.schemas.json_schema import schema_to_ir
+
+from structgen import conformance as conf
 
 from .conftest import GPT2_DIR, shared_path
 from .test_token_fsm import _simulate
 
 pytestmark = pytest.mark.shared
 
-CHARACTER = {"type": "object", "properties": {
-    "name": {"type": "string", "maxLength": 16}, "house": {"enum": ["Gryffindor", "Slytherin"]},
-    "wand": {"type": "object", "properties": {"wood": {"type": "string"}, "length": {"type": "number"}}, "required": ["wood", "length"]}},
-    "required": ["name", "house", "wand"]}
+CHARACTER = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 16},
+        "house": {"enum": ["Gryffindor", "Slytherin"]},
+        "wand": {
+            "type": "object",
+            "properties": {"wood": {"type": "string"}, "length": {"type": "number"}},
+            "required": ["wood", "length"],
+        },
+    },
+    "required": ["name", "house", "wand"],
+}
 
 
 def _load_llama2() -> Any:
@@ -36,7 +45,7 @@ def test_sentencepiece_vocabulary() -> None:
     assert vocab.kind == "sentencepiece" and vocab.size == 32000
     by_bytes = {b: i for i, b in enumerate(vocab.token_bytes)}
     assert b" the" in by_bytes and b"\n" in by_bytes  # '▁the' and the <0x0A> byte-fallback token
-    for text in ['{"a": 1}', ' x y', 'é中😀']:
+    for text in ['{"a": 1}', " x y", "é中😀"]:
         ids = vocab.encode_bytes(text.encode())
         assert ids is not None and vocab.decode_bytes(ids) == text.encode()
 
@@ -46,8 +55,9 @@ def test_jump_forward_multibyte_real_tokenizers(name: str) -> None:
     vocab = Vocabulary.from_tokenizer(_load_llama2() if name == "llama2" else shared_path("tokenizers", name))
     node, _ = schema_to_ir(CHARACTER)
     fsm = TokenFSM(compile_lazy(node), vocab)
-    text = json.dumps({"name": "Hé中 😀", "house": "Slytherin", "wand": {"wood": "ébène", "length": 10.25}},
-                      ensure_ascii=False, separators=(", ", ": ")).encode()
+    text = json.dumps(
+        {"name": "Hé中 😀", "house": "Slytherin", "wand": {"wood": "ébène", "length": 10.25}}, ensure_ascii=False, separators=(", ", ": ")
+    ).encode()
     ids_on, fwd_on, forced = _simulate(fsm, text, jump=True)
     ids_off, fwd_off, _ = _simulate(fsm, text, jump=False)
     assert vocab.decode_bytes(ids_on) == vocab.decode_bytes(ids_off) == text

@@ -6,7 +6,6 @@ import random
 
 import numpy as np
 import pytest
-
 from structgen.fsm.automaton import DEAD, compile_dfa, compile_lazy
 from structgen.fsm.token_fsm import TokenFSM, TokenRejectedError
 from structgen.fsm.vocab import Vocabulary
@@ -65,11 +64,18 @@ def test_cursor_rejects_and_rolls_back(tiny_vocab: Vocabulary) -> None:
 
 
 def test_masks_agree_with_advance_on_gpt2(gpt2_vocab: Vocabulary) -> None:
-    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8}, "n": {"type": "integer", "minimum": -5, "maximum": 300},
-                                                "t": {"enum": ["x y", "é"]}}, "required": ["name", "n"]}
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 8},
+            "n": {"type": "integer", "minimum": -5, "maximum": 300},
+            "t": {"enum": ["x y", "é"]},
+        },
+        "required": ["name", "n"],
+    }
     node, _ = schema_to_ir(schema)
     fsm = TokenFSM(compile_lazy(node), gpt2_vocab)
-    text = SchemaOptions().dumps({"name": "Jé \"q\"", "n": 299, "t": "é"})
+    text = SchemaOptions().dumps({"name": 'Jé "q"', "n": 299, "t": "é"})
     ids = gpt2_vocab.encode_bytes(text.encode())
     assert ids is not None
     cur = fsm.cursor()
@@ -174,15 +180,30 @@ def _simulate(fsm: TokenFSM, text: bytes, jump: bool) -> tuple[list[int], int, i
 @pytest.mark.parametrize("seed", range(5))
 def test_jump_forward_properties_gpt2(gpt2_vocab: Vocabulary, seed: int) -> None:
     rng = random.Random(seed)
-    schema = {"type": "object", "properties": {"first_name": {"type": "string"}, "last_name": {"type": "string"},
-                                                "house": {"enum": ["Gryffindor", "Slytherin", "Ravenclaw", "Hufflepuff"]},
-                                                "age": {"type": "integer"}, "wand": {"type": "object", "properties": {"wood": {"type": "string"}, "length": {"type": "number"}},
-                                                                                      "required": ["wood", "length"]}},
-              "required": ["first_name", "last_name", "house", "age", "wand"]}
+    schema = {
+        "type": "object",
+        "properties": {
+            "first_name": {"type": "string"},
+            "last_name": {"type": "string"},
+            "house": {"enum": ["Gryffindor", "Slytherin", "Ravenclaw", "Hufflepuff"]},
+            "age": {"type": "integer"},
+            "wand": {
+                "type": "object",
+                "properties": {"wood": {"type": "string"}, "length": {"type": "number"}},
+                "required": ["wood", "length"],
+            },
+        },
+        "required": ["first_name", "last_name", "house", "age", "wand"],
+    }
     node, _ = schema_to_ir(schema)
     fsm = TokenFSM(compile_lazy(node), gpt2_vocab)
-    value = {"first_name": rng.choice(["Harry", "Hermione", "Ron"]), "last_name": rng.choice(["Potter", "Granger", "Wé"]),
-             "house": rng.choice(["Gryffindor", "Slytherin"]), "age": rng.randrange(11, 18), "wand": {"wood": "holly", "length": 11.5}}
+    value = {
+        "first_name": rng.choice(["Harry", "Hermione", "Ron"]),
+        "last_name": rng.choice(["Potter", "Granger", "Wé"]),
+        "house": rng.choice(["Gryffindor", "Slytherin"]),
+        "age": rng.randrange(11, 18),
+        "wand": {"wood": "holly", "length": 11.5},
+    }
     text = json.dumps(value, ensure_ascii=False, separators=(", ", ": ")).encode()
     ids_on, fwd_on, forced = _simulate(fsm, text, jump=True)
     ids_off, fwd_off, _ = _simulate(fsm, text, jump=False)
