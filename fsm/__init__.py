@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .automaton import Budget, ByteDFA, LazyDFA, compile_dfa, compile_lazy
-from .compiler import CompilerConfig, CompileStats, Constraint, GrammarCompiler
+from .compiler import CompilerConfig, CompileStats, Constraint, GrammarCompiler, OutputValidationError
 from .errors import GrammarCompileError, GrammarTimeoutError
 from .token_fsm import Cursor, JumpForward, TokenFSM, TokenRejectedError
 from .vocab import Vocabulary
@@ -26,6 +26,7 @@ __all__ = [
     "GrammarTimeoutError",
     "JumpForward",
     "LazyDFA",
+    "OutputValidationError",
     "TokenFSM",
     "TokenRejectedError",
     "Vocabulary",

@@ -128,6 +128,8 @@ class _Builder:
         self.sub_dfas: dict[int, ByteDFA] = {}
         self.lazy = lazy
         self.pending: dict[int, tuple[Node, int]] = {}  # stub state -> (node to build, exit state)
+        self.child_dfas: dict[int, ByteDFA] = {}
+        self._keep: list[Node] = []
         self._nullable: dict[int, bool] = {}
 
     def nullable(self, node: Node) -> bool:
@@ -325,17 +327,27 @@ class _Builder:
             e = end
         return s, e
 
+    def child_dfa(self, node: Node) -> ByteDFA:
+        """Eager DFA of an operand of ``And`` / ``Minus``, memoized by node identity (schemas
+        share operands such as "any JSON string" across many objects)."""
+        got = self.child_dfas.get(id(node))
+        if got is None:
+            got = compile_dfa(node, self.budget, minimize=True)
+            self.child_dfas[id(node)] = got
+            self._keep.append(node)  # ids stay valid while the builder lives
+        return got
+
     def product(self, node: And | Minus) -> ByteDFA:
         if isinstance(node, And):
-            dfas = [compile_dfa(it, self.budget, minimize=True) for it in node.items]
+            dfas = [self.child_dfa(it) for it in node.items]
             if not dfas:
                 raise GrammarCompileError("intersection of no languages")
             acc = dfas[0]
             for d in dfas[1:]:
                 acc = _product(acc, d, self.budget, minus=False)
             return acc
-        left = compile_dfa(node.left, self.budget, minimize=True)
-        right = compile_dfa(node.right, self.budget, minimize=True)
+        left = self.child_dfa(node.left)
+        right = self.child_dfa(node.right)
         return _product(left, right, self.budget, minus=True)
 
     def embed(self, dfa: ByteDFA) -> tuple[int, int]:

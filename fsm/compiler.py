@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -33,6 +34,10 @@ from .automaton import Budget, compile_lazy
 from .errors import GrammarCompileError
 from .token_fsm import TokenFSM
 from .vocab import Vocabulary
+
+
+class OutputValidationError(ValueError):
+    """Generated output that fails post-validation (never returned as a result)."""
 
 
 @dataclass(frozen=True)
@@ -85,12 +90,39 @@ class Constraint:
         h.update(repr(self.options).encode())
         return h.hexdigest()
 
-    def to_ir(self) -> Node:
-        """The regex IR (raises ``ConstraintError`` subclasses on bad input)."""
+    def to_ir(self, check: Callable[[], None] | None = None) -> Node:
+        """The regex IR (raises ``ConstraintError`` subclasses on bad input); ``check`` is a
+        deadline hook called during long conversions."""
         if self.kind == "regex":
             return regex_to_ir(self.text)
-        node, _ = schema_to_ir(json.loads(self.text), self.options)
+        node, _ = schema_to_ir(json.loads(self.text), self.options, check=check)
         return node
+
+    def validate(self, text: str) -> Any:
+        """Post-validate generated ``text``: the parsed JSON value (schema) or ``text`` (regex).
+
+        Needed with ``SchemaOptions(strict=False)``, where dropped keywords are not enforced by
+        the grammar.  Raises :class:`OutputValidationError` (with the reason) on failure.
+        """
+        if self.kind == "regex":
+            import re
+
+            if re.fullmatch(self.text, text) is None:
+                raise OutputValidationError(f"output does not match the regex {self.text!r}")
+            return text
+        import jsonschema
+
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise OutputValidationError(f"output is not JSON: {e.msg} at column {e.colno}") from e
+        schema = self.schema()
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        error = jsonschema.exceptions.best_match(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(value))
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path)
+            raise OutputValidationError(f"output fails the schema at /{where}: {error.message}")
+        return value
 
     def schema(self) -> Any:
         """The JSON Schema (``json_schema`` kind only)."""
@@ -196,8 +228,7 @@ class GrammarCompiler:
 
     def _compile_uncached(self, constraint: Constraint) -> TokenFSM:
         budget = Budget(timeout_s=self.config.timeout_s, max_states=self.config.max_states)
-        node = constraint.to_ir()
-        budget.check_time()
+        node = constraint.to_ir(check=budget.check_time)
         dfa = compile_lazy(node, budget)
         if dfa.is_empty():
             raise GrammarCompileError("the constraint matches nothing (empty language): no output can satisfy it")

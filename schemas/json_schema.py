@@ -25,6 +25,7 @@ generation instead and the caller must post-validate (``structgen`` does).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import re
@@ -229,6 +230,8 @@ def encode_json_string_content(node: Node) -> Node:
     The encoding (raw UTF-8, short escapes, ``\\u00XX`` for other control characters) is
     injective and prefix-free, so it commutes with union, intersection and difference.
     """
+    if node is ANY_STRING_CONTENT:
+        return _ANY_STRING_ENCODED
     memo: dict[int, Node] = {}
 
     def enc(n: Node) -> Node:
@@ -261,6 +264,7 @@ def encode_json_string_content(node: Node) -> Node:
     return enc(node)
 
 
+@functools.lru_cache(maxsize=4096)
 def _encode_charset(cs: CharSet) -> Node:
     """One code point of ``cs`` as JSON string text: raw UTF-8, or ``\\`` + a short escape
     letter, or ``\\u00`` + two lowercase hex digits (the control characters without a short
@@ -293,6 +297,7 @@ def json_string(content: Node) -> Node:
 
 
 ANY_STRING_CONTENT = Rep(Chars(_ANY_CHAR), 0, None)
+_ANY_STRING_ENCODED = Rep(_encode_charset(_ANY_CHAR), 0, None)
 
 
 class _Converter:
@@ -302,6 +307,11 @@ class _Converter:
         self.report = report
         self.ref_depth: dict[str, int] = {}
         self.any_cache: dict[int, Node] = {}
+        self.minus_cache: dict[tuple[object, ...], Node] = {}
+        self.memo: dict[tuple[object, ...], Node] = {}
+        self._keep: list[Any] = []  # schema objects whose ids key the memo
+        self.check: Callable[[], None] | None = None
+        self.calls = 0
         if options.whitespace == "flexible":
             ws = rep(chars(CharSet.of_chars(" \t\n\r")), 0, options.max_ws)
             self.item_sep = seq(ws, lit(","), ws)
@@ -378,6 +388,22 @@ class _Converter:
     # ------------------------------------------------------------------ dispatch
 
     def convert(self, schema: Any, ptr: str) -> Node:
+        """IR of ``schema`` (memoized: the result depends only on the schema object, the
+        recursion depths of the ``$ref``s being unrolled, and the options)."""
+        self.calls += 1
+        if self.check is not None and not self.calls & 255:
+            self.check()
+        if not isinstance(schema, dict):
+            return self._convert(schema, ptr)
+        key = (id(schema), frozenset(kv for kv in self.ref_depth.items() if kv[1]), self.opt)
+        got = self.memo.get(key)
+        if got is None:
+            got = self._convert(schema, ptr)
+            self.memo[key] = got
+            self._keep.append(schema)
+        return got
+
+    def _convert(self, schema: Any, ptr: str) -> Node:
         if schema is True:
             return self.any_value(self.opt.any_value_depth)
         if schema is False:
@@ -992,7 +1018,7 @@ class _Converter:
         pattern_irs = [ir for _, _, ir in compiled_patterns]
         for i, (pat, sub, ir) in enumerate(compiled_patterns):
             others = [o for j, o in enumerate(pattern_irs) if j != i]
-            key_lang = _minus_strings(ir, declared_names_raw(order) + others)
+            key_lang = self.key_exclusion(ir, declared_names_raw(order) + others)
             if names_content is not None:
                 key_lang = And((key_lang, names_content))
             try:
@@ -1002,7 +1028,7 @@ class _Converter:
             if val is not NOTHING:
                 extras.append(seq(json_string(key_lang), self.key_sep, val))
         if additional is not False:
-            key_lang = _minus_strings(ANY_STRING_CONTENT, declared_names_raw(order) + pattern_irs)
+            key_lang = self.key_exclusion(ANY_STRING_CONTENT, declared_names_raw(order) + pattern_irs)
             if names_content is not None:
                 key_lang = And((key_lang, names_content))
             try:
@@ -1021,6 +1047,16 @@ class _Converter:
         if not items and extra is None:
             return self.empty_obj
         return seq(self.open_obj, Members(tuple(items), self.item_sep, extra), self.close_obj)
+
+    def key_exclusion(self, lang: Node, excluded: list[Node]) -> Node:
+        """``lang`` minus ``excluded`` (property names), one shared node per distinct key so
+        that objects converted repeatedly (``$ref``) share one automaton."""
+        key = (id(lang), _literal_key(excluded))
+        got = self.minus_cache.get(key)
+        if got is None:
+            got = _minus_strings(lang, excluded)
+            self.minus_cache[key] = got
+        return got
 
     # ------------------------------------------------------------------ any value
 
@@ -1076,6 +1112,11 @@ def declared_names_raw(names: list[str]) -> list[Node]:
 
 def _minus_strings(lang: Node, excluded: list[Node]) -> Node:
     return Minus(lang, alt(*excluded)) if excluded else lang
+
+
+def _literal_key(nodes: list[Node]) -> tuple[object, ...]:
+    """A structural key for a list of IR nodes: literals by value, others by identity."""
+    return tuple(n.data if isinstance(n, Lit) else id(n) for n in nodes)
 
 
 def _declared_types(s: dict[str, Any]) -> set[str]:
@@ -1191,11 +1232,14 @@ def _merge_into(dst: dict[str, Any], src: dict[str, Any]) -> bool:
     return True
 
 
-def schema_to_ir(schema: Any, options: SchemaOptions | None = None) -> tuple[Node, ConversionReport]:
+def schema_to_ir(
+    schema: Any, options: SchemaOptions | None = None, *, check: Callable[[], None] | None = None
+) -> tuple[Node, ConversionReport]:
     """Convert a JSON Schema (dict, bool, or JSON text) into regex IR over the JSON text.
 
     Returns ``(node, report)``; ``report.dropped`` lists keywords not enforced (only with
-    ``strict=False``).  Raises :class:`SchemaError` for malformed schemas and
+    ``strict=False``).  ``check`` is called periodically (a deadline hook: it raises to abort).
+    Raises :class:`SchemaError` for malformed schemas and
     :class:`UnsupportedSchemaError` for unenforceable keywords (strict), both naming the keyword
     and its JSON pointer.
     """
@@ -1209,6 +1253,7 @@ def schema_to_ir(schema: Any, options: SchemaOptions | None = None) -> tuple[Nod
             ) from e
     report = ConversionReport()
     conv = _Converter(schema, options, report)
+    conv.check = check
     try:
         node = conv.convert(schema, "#")
     except _RecursionLimit as e:

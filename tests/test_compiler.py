@@ -101,3 +101,18 @@ def test_config_validation() -> None:
         Constraint("grammar", "x")
     with pytest.raises(ValueError):
         SchemaOptions(whitespace="loose")
+
+
+def test_post_validation_for_non_strict_constraints(tiny_vocab: Vocabulary) -> None:
+    from structgen.fsm import OutputValidationError
+
+    con = Constraint.json_schema({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, SchemaOptions(strict=False))
+    fsm = GrammarCompiler(tiny_vocab).compile(con)  # compiles: uniqueItems dropped from the grammar ...
+    assert fsm.dfa.accepts(b"[1, 1]")
+    assert con.validate("[1, 2]") == [1, 2]
+    with pytest.raises(OutputValidationError, match="non-unique"):  # ... and enforced afterwards
+        con.validate("[1, 1]")
+    with pytest.raises(OutputValidationError, match="not JSON"):
+        con.validate("[1,")
+    with pytest.raises(OutputValidationError, match="regex"):
+        Constraint.regex("a+").validate("b")

@@ -113,3 +113,18 @@ def test_automata_agree_with_python_re(pattern: str, samples: list[str]) -> None
         expected = rx.fullmatch(s) is not None
         assert eager.accepts(s.encode()) == expected, (pattern, s)
         assert lazy.accepts(s.encode()) == expected, (pattern, s)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_regex(), st.lists(st.text(alphabet="abc1", max_size=6), min_size=1, max_size=10))
+def test_automata_agree_with_interegular(pattern: str, samples: list[str]) -> None:
+    """interegular (the design card's character-level FSM library) as an independent oracle,
+    including intersection: our And of two regexes vs interegular's FSM intersection."""
+    import interegular
+    from structgen.schemas.regex import And
+
+    other = "[ab1]*"
+    ours = compile_lazy(And((regex_to_ir(pattern), regex_to_ir(other))))
+    theirs = interegular.parse_pattern(pattern).to_fsm() & interegular.parse_pattern(other).to_fsm()
+    for s in samples:
+        assert ours.accepts(s.encode()) == theirs.accepts(s), (pattern, s)
