@@ -908,7 +908,10 @@ def compile_lazy(node: Node, budget: Budget | None = None) -> LazyDFA:
     start, end = builder.build(pruned)
     budget.check_time()
     dfa = LazyDFA(builder, start, end, budget.max_states)
-    builder.budget = Budget(timeout_s=1e9, max_states=budget.max_states, max_nfa_states=budget.max_nfa_states)
+    # later expansions happen while serving: the compile deadline no longer applies, the caps do
+    serving = Budget(timeout_s=1e9, max_states=budget.max_states, max_nfa_states=budget.max_nfa_states)
+    builder.budget = serving
+    builder.nfa.budget = serving
     return dfa
 
 

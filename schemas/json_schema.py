@@ -969,14 +969,17 @@ class _Converter:
             additional = True if self.opt.allow_undeclared_properties else False
         names_schema = schema.get("propertyNames")
         compiled_patterns: list[tuple[str, Any, Node]] = []
+        wide_patterns: list[Node] = []  # supersets of what each pattern matches, for exclusions
         for pat, sub in pattern_props.items():
             try:
                 re.compile(pat)
                 ir = resolve_anchors(parse_regex(pat), pat, search=True)
+                wide_ir = resolve_anchors(parse_regex(pat, wide=True), pat, search=True, wide=True)
             except (re.error, RegexError) as e:
                 self.unsupported("patternProperties", f"{ptr}/patternProperties/{_escape_pointer(pat)}", f"pattern {pat!r}: {e}")
                 continue
             compiled_patterns.append((pat, sub, ir))
+            wide_patterns.append(wide_ir)
         # declared properties (schema order), then required names that are not declared
         order = list(props)
         for r in required:
@@ -1015,9 +1018,8 @@ class _Converter:
         names_content = self.key_language(names_schema, f"{ptr}/propertyNames")
         if names_schema is False:
             return self.empty_obj if not any(r for _, r in items) else NOTHING
-        pattern_irs = [ir for _, _, ir in compiled_patterns]
         for i, (pat, sub, ir) in enumerate(compiled_patterns):
-            others = [o for j, o in enumerate(pattern_irs) if j != i]
+            others = [o for j, o in enumerate(wide_patterns) if j != i]
             key_lang = self.key_exclusion(ir, declared_names_raw(order) + others)
             if names_content is not None:
                 key_lang = And((key_lang, names_content))
@@ -1028,7 +1030,7 @@ class _Converter:
             if val is not NOTHING:
                 extras.append(seq(json_string(key_lang), self.key_sep, val))
         if additional is not False:
-            key_lang = self.key_exclusion(ANY_STRING_CONTENT, declared_names_raw(order) + pattern_irs)
+            key_lang = self.key_exclusion(ANY_STRING_CONTENT, declared_names_raw(order) + wide_patterns)
             if names_content is not None:
                 key_lang = And((key_lang, names_content))
             try:

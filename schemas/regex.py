@@ -195,6 +195,7 @@ _ECMA_SPACE_EXTRA = CharSet.of_chars(
     "\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 )
 ECMA_DOT = CharSet.of_chars("\n\r\u2028\u2029").complement()
+PYTHON_DOT = CharSet.of_chars("\n").complement()
 
 
 @functools.cache
@@ -249,9 +250,10 @@ _MAX_REPEAT = 100_000
 
 
 class _Parser:
-    def __init__(self, pattern: str) -> None:
+    def __init__(self, pattern: str, wide: bool = False) -> None:
         self.p = pattern
         self.i = 0
+        self.wide = wide
 
     def error(self, msg: str, pos: int | None = None) -> RegexError:
         return RegexError(msg, self.p, self.i if pos is None else pos)
@@ -334,7 +336,7 @@ class _Parser:
             return Chars(self.bracket())
         if c == ".":
             self.i += 1
-            return Chars(ECMA_DOT)
+            return Chars(PYTHON_DOT if self.wide else ECMA_DOT)
         if c == "^":
             self.i += 1
             return Anchor(True, pos)
@@ -343,7 +345,9 @@ class _Parser:
             return Anchor(False, pos)
         if c == "\\":
             item = self.escape()
-            return Chars(item.narrow if isinstance(item, _ClassEscape) else item)
+            if isinstance(item, _ClassEscape):
+                return Chars(item.wide if self.wide else item.narrow)
+            return Chars(item)
         if c in "*+?":
             raise self.error("nothing to repeat")
         if c == "{" and self._is_quant_brace():
@@ -402,10 +406,12 @@ class _Parser:
                 items.append(CharSet.of_ranges([(lo_cp, hi_cp)]))
             else:
                 items.append(lo)
+        # narrow reading: a subset of both dialects; wide: a superset (negation swaps them)
+        use_wide = self.wide != negate
         out = CharSet.empty()
         for it in items:
             if isinstance(it, _ClassEscape):
-                it = it.wide if negate else it.narrow
+                it = it.wide if use_wide else it.narrow
             out = out.union(it)
         return out.complement() if negate else out
 
@@ -488,14 +494,17 @@ class _Parser:
         return cp
 
 
-def parse_regex(pattern: str) -> Node:
+def parse_regex(pattern: str, *, wide: bool = False) -> Node:
     """Parse regex text into the IR (code-point leaves, :class:`Anchor` nodes kept).
 
-    Raises :class:`RegexError` with the 0-based position of the offending construct.
+    ``wide=False`` (for what must match): every construct read as a subset of both its ECMA-262
+    and its Python meaning.  ``wide=True`` (for what must *not* match, e.g. property names that
+    no ``patternProperties`` pattern may match): a superset of both.  Raises :class:`RegexError`
+    with the 0-based position of the offending construct.
     """
     if not isinstance(pattern, str):
         raise RegexError(f"a regex must be a string, got {type(pattern).__name__}", str(pattern), 0)
-    return _Parser(pattern).parse()
+    return _Parser(pattern, wide).parse()
 
 
 def _strip_edge(node: Node, start: bool) -> tuple[Node, bool]:
@@ -538,12 +547,13 @@ def _children(node: Node) -> tuple[Node, ...]:
     return ()
 
 
-def resolve_anchors(node: Node, pattern: str, *, search: bool) -> Node:
+def resolve_anchors(node: Node, pattern: str, *, search: bool, wide: bool = False) -> Node:
     """Turn a parsed regex into an anchor-free IR node.
 
     ``search=False`` (fullmatch, for user regexes): leading ``^`` / trailing ``$`` are dropped.
     ``search=True`` (JSON Schema ``pattern``, which is unanchored): each top-level branch is
-    padded with "any characters" on a side that has no anchor.  Anchors anywhere else raise
+    padded with "any characters" on a side that has no anchor.  ``wide`` widens ``$`` to
+    Python's reading (end, or before a final newline) for patterns used negatively.  Anchors anywhere else raise
     :class:`RegexError`.
     """
     branches = node.items if isinstance(node, Alt) else (node,)
@@ -554,7 +564,9 @@ def resolve_anchors(node: Node, pattern: str, *, search: bool) -> Node:
         b, has_end = _strip_edge(b, False)
         _check_no_anchor(b, pattern)
         if search:
-            b = seq(EPSILON if has_start else anything, b, EPSILON if has_end else anything)
+            # wide reading of `$`: Python's also matches before one trailing newline
+            end: Node = (opt(Chars(CharSet.of_chars("\n"))) if wide else EPSILON) if has_end else anything
+            b = seq(EPSILON if has_start else anything, b, end)
         out.append(b)
     return out[0] if len(out) == 1 else Alt(tuple(out))
 

@@ -301,7 +301,11 @@ def run_item(item: Item) -> ItemResult:
         res.cache_hit_ms = (time.perf_counter() - t1) * 1000
         res.outcome = "compiled"
         res.states = fsm.num_states
-        check(item, fsm, options, res)
+        try:
+            check(item, fsm, options, res)
+        except GrammarCompileError as e:  # a cap reached while walking (lazy expansion)
+            res.outcome, res.detail = "error", "serve-state-cap" if "max_states" in str(e) else "serve-limit"
+            return res
         res.rows = fsm.num_rows
         res.states_after = fsm.num_states
         return res

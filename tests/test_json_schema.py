@@ -433,3 +433,13 @@ def test_random_schemas(schema: Any, data: st.DataObject) -> None:
             assert not accepts(dfa, bad), (schema, bad)
             assert not accepts(dfa, orderer.order(schema, bad)), (schema, bad)
     assert_sound(schema, dfa, n=10)
+
+
+def test_pattern_properties_exclusion_uses_the_wide_reading() -> None:
+    # Python's `$` matches before a trailing newline and its `.` matches "\r": a key like "a\n"
+    # matches "^.*$" for jsonschema, so it must never be generated as an *additional* property.
+    schema = {"type": "object", "patternProperties": {"^.*$": {"type": "integer"}}, "additionalProperties": {"type": "boolean"}}
+    dfa = compile_schema(schema)
+    assert accepts(dfa, {"a": 1})
+    assert not accepts(dfa, {"a\n": True}) and not accepts(dfa, {"a\r": True})
+    assert_sound(schema, dfa, n=200)
