@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from structgen.schemas.errors import ConstraintError
-from structgen.schemas.json_schema import SchemaOptions, pydantic_schema, schema_to_ir
+from structgen.schemas.json_schema import SchemaOptions, load_schema, pydantic_schema, schema_to_ir
 from structgen.schemas.regex import Node, regex_to_ir
 
 from .automaton import Budget, compile_lazy
@@ -59,15 +59,7 @@ class Constraint:
     @staticmethod
     def json_schema(schema: dict[str, Any] | bool | str, options: SchemaOptions | None = None) -> Constraint:
         """From a schema dict/bool or JSON text. Raises ``SchemaError`` on invalid JSON text."""
-        if isinstance(schema, str):
-            from structgen.schemas.errors import SchemaError
-
-            try:
-                schema = json.loads(schema)
-            except json.JSONDecodeError as e:
-                raise SchemaError(
-                    f"schema is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", keyword="(json)", pointer="#"
-                ) from e
+        schema = load_schema(schema)
         return Constraint("json_schema", json.dumps(schema, sort_keys=False, ensure_ascii=False), options or SchemaOptions())
 
     @staticmethod

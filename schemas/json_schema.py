@@ -1234,6 +1234,19 @@ def _merge_into(dst: dict[str, Any], src: dict[str, Any]) -> bool:
     return True
 
 
+def load_schema(schema: Any) -> Any:
+    """A schema given as JSON text (str/bytes) parsed; anything else returned as is.
+
+    Raises :class:`SchemaError` (keyword ``(json)``) with the line and column of a JSON error.
+    """
+    if not isinstance(schema, (str, bytes)):
+        return schema
+    try:
+        return json.loads(schema)
+    except json.JSONDecodeError as e:
+        raise SchemaError(f"schema is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", keyword="(json)", pointer="#") from e
+
+
 def schema_to_ir(
     schema: Any, options: SchemaOptions | None = None, *, check: Callable[[], None] | None = None
 ) -> tuple[Node, ConversionReport]:
@@ -1246,13 +1259,7 @@ def schema_to_ir(
     and its JSON pointer.
     """
     options = options or SchemaOptions()
-    if isinstance(schema, (str, bytes)):
-        try:
-            schema = json.loads(schema)
-        except json.JSONDecodeError as e:
-            raise SchemaError(
-                f"schema is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", keyword="(json)", pointer="#"
-            ) from e
+    schema = load_schema(schema)
     report = ConversionReport()
     conv = _Converter(schema, options, report)
     conv.check = check
