@@ -834,12 +834,11 @@ class LazyDFA:
                 break
             chain.append((cur, int(self.class_first_byte[live[0]])))
             cur = int(row[live[0]])
-        tail = self._forced.get(cur, b"")
-        self._forced.setdefault(cur, b"" if cur not in self._forced else self._forced[cur])
+        tail = self._forced.setdefault(cur, b"")  # accepting, branching, or already known
         for st, b in reversed(chain):
             tail = bytes([b]) + tail
             self._forced[st] = tail
-        return self._forced.setdefault(state, b"")
+        return self._forced[state]
 
     def distance_to_accept(self, state: int) -> int:
         """A lower bound on the bytes from ``state`` to acceptance (NFA shortest path; fragments

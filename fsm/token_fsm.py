@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -320,10 +320,6 @@ class Cursor:
         """Row index (into ``fsm.mask_rows()``) of the current state's token bitmask."""
         return self.fsm.mask_row_index(self._states[-1])
 
-    def is_stuck(self) -> bool:
-        """True when no token, not even EOS, can follow (finished or a dead end)."""
-        return self.finished
-
     def advance(self, token_id: int) -> None:
         """Consume ``token_id``.  EOS in an accepting state finishes the cursor.
 
@@ -385,8 +381,8 @@ class Cursor:
         if not forced:
             return None
         if recent_token_ids is not None:
-            recent = list(recent_token_ids)
-            if recent and self._tokens[-len(recent) :] != recent[-len(self._tokens) :]:
+            n = min(len(recent_token_ids), len(self._tokens))
+            if n and list(recent_token_ids)[-n:] != self._tokens[-n:]:
                 raise ValueError("recent_token_ids do not match the tokens this cursor advanced")
         k = min(max_rollback, len(self._tokens))
         vocab = fsm.vocab
@@ -497,13 +493,3 @@ class Cursor:
     def tokens(self) -> list[int]:
         """Tokens advanced so far (copy)."""
         return list(self._tokens)
-
-
-def walk_tokens(fsm: TokenFSM, token_ids: Iterable[int]) -> int:
-    """State after ``token_ids`` from the initial state, -1 as soon as one is rejected."""
-    s = fsm.initial
-    for t in token_ids:
-        s = fsm.next_state(s, t)
-        if s < 0:
-            return -1
-    return s

@@ -260,8 +260,8 @@ class VocabTrie:
 
     - ``parent``: ``int64 [N]`` parent node (root 0 has parent 0);
     - ``byte``: ``int64 [N]`` the byte on the edge into the node;
-    - ``levels``: list of ``(lo, hi)`` node ranges, one per depth ≥ 1 (depth d nodes are
-      ``lo:hi``), so a walk is one vectorized gather per depth;
+    - ``child_start`` / ``child_count``: ``int64 [N]`` each node's children, contiguous in the
+      next depth (prefixes are sorted within a depth), so a walk expands live nodes only;
     - ``token_node``: ``int64 [V]`` the node spelling each token (0 for excluded tokens).
     """
 
@@ -272,22 +272,18 @@ class VocabTrie:
         prefix_id: dict[bytes, int] = {b"": 0}
         parent = [0]
         byte = [0]
-        levels: list[tuple[int, int]] = []
         max_len = max((len(b) for b, _ in items), default=0)
         prefixes_by_len: list[set[bytes]] = [set() for _ in range(max_len + 1)]
         for b, _ in items:
             for k in range(1, len(b) + 1):
                 prefixes_by_len[k].add(b[:k])
         for d in range(1, max_len + 1):
-            lo = len(parent)
             for p in sorted(prefixes_by_len[d]):
                 prefix_id[p] = len(parent)
                 parent.append(prefix_id[p[:-1]])
                 byte.append(p[-1])
-            levels.append((lo, len(parent)))
         self.parent = np.array(parent, dtype=np.int64)
         self.byte = np.array(byte, dtype=np.int64)
-        self.levels = levels
         self.num_nodes = len(parent)
         token_node = np.zeros(len(token_bytes), dtype=np.int64)
         valid = np.zeros(len(token_bytes), dtype=bool)
@@ -307,7 +303,6 @@ class VocabTrie:
         child_start[par[firsts]] = np.flatnonzero(firsts) + 1
         self.child_start = child_start
         self.child_count = child_count
-        self.byte32 = self.byte.astype(np.int32)
 
     def end_states(self, dfa: Any, states: np.ndarray) -> np.ndarray:
         """Walk every token from each of ``states`` through a lazily built byte DFA.

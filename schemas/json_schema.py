@@ -1206,9 +1206,7 @@ def _merge_into(dst: dict[str, Any], src: dict[str, Any]) -> bool:
             if "number" in b and "integer" in a:
                 b.add("integer")
             both = sorted(a & b)
-            out[k] = both if len(both) != 1 else both[0]
-            if not both:
-                out[k] = []
+            out[k] = both if len(both) != 1 else both[0]  # [] when disjoint: nothing validates
         elif k == "required":
             out[k] = list(dict.fromkeys(list(cur) + list(v)))
         elif k == "properties":
@@ -1227,8 +1225,6 @@ def _merge_into(dst: dict[str, Any], src: dict[str, Any]) -> bool:
             out[k] = False
         else:
             return False
-    if "type" in out and out["type"] == []:
-        out = {"type": [], **{k: v for k, v in out.items() if k != "type"}}
     dst.clear()
     dst.update(out)
     return True
@@ -1273,8 +1269,6 @@ def schema_to_ir(
         ) from None
     except RecursionError:
         raise UnsupportedSchemaError("schema nesting is too deep", keyword="$ref", pointer="#") from None
-    if isinstance(schema, dict) and "type" in schema and schema["type"] == []:
-        node = NOTHING
     return node, report
 
 
@@ -1290,6 +1284,3 @@ def pydantic_schema(model: Any) -> dict[str, Any]:
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
         raise TypeError(f"expected a pydantic BaseModel subclass, got {model!r}")
     return model.model_json_schema()
-
-
-Converter = Callable[[Any, SchemaOptions], tuple[Node, ConversionReport]]

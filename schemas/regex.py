@@ -173,15 +173,6 @@ def rep(item: Node, lo: int, hi: int | None) -> Node:
     return Rep(item, lo, hi)
 
 
-def join(item: Node, sep: Node, lo: int, hi: int | None) -> Node:
-    """``lo``..``hi`` copies of ``item`` separated by ``sep`` (``lo`` may be 0)."""
-    if hi is not None and (hi < lo or hi == 0):
-        return EPSILON if hi == 0 and lo == 0 else NOTHING
-    if lo == 0:
-        return opt(Join(item, sep, 1, hi))
-    return Join(item, sep, lo, hi)
-
-
 def chars(cs: CharSet) -> Node:
     return Chars(cs) if cs else NOTHING
 

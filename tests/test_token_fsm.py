@@ -225,3 +225,25 @@ def test_unsupported_tokenizer_is_rejected(tmp_path: object) -> None:
 def test_missing_tokenizer_folder() -> None:
     with pytest.raises(FileNotFoundError):
         Vocabulary.from_tokenizer("/nonexistent/tokenizer")
+
+
+def test_bad_token_ids_are_rejected_without_changing_the_cursor(tiny_vocab: Vocabulary) -> None:
+    fsm = fsm_for_regex(r"ab", tiny_vocab)
+    cur = fsm.cursor()
+    for bad in (-1, tiny_vocab.size, 10**9, 0):  # 0 is EOS, not allowed before acceptance
+        with pytest.raises(TokenRejectedError):
+            cur.advance(bad)
+        assert cur.num_tokens == 0 and not cur.finished
+
+
+def test_jump_forward_checks_the_callers_history(tiny_vocab: Vocabulary) -> None:
+    names = {b: i for i, b in enumerate(tiny_vocab.token_bytes)}
+    fsm = fsm_for_regex(r'a\{"a": 1\}', tiny_vocab)
+    cur = fsm.cursor()
+    cur.peek_jump_forward([names[b"b"]])  # empty history: nothing to compare, no error
+    cur.advance(names[b"a"])
+    with pytest.raises(ValueError, match="do not match"):
+        cur.jump_forward([names[b"b"]])
+    assert cur.tokens() == [names[b"a"]]  # unchanged by the rejected call
+    plan = cur.jump_forward([names[b"a"]])
+    assert plan is not None and tiny_vocab.decode_bytes(cur.tokens()).endswith(b'{"a": 1}')

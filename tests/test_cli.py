@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+import pytest
+
+from structgen.cli import main
+
+from .conftest import GPT2_DIR
+
+
+def test_compile_command_checks_an_instance(capsys: pytest.CaptureFixture[str]) -> None:
+    schema = '{"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}'
+    assert main(["compile", "--tokenizer", GPT2_DIR, "--schema", schema, "--instance", '{"n": 5}']) == 0
+    out = capsys.readouterr().out
+    assert "accepted: True" in out and "with jump-forward" in out
+    assert main(["compile", "--tokenizer", GPT2_DIR, "--schema", schema, "--instance", '{"n": "x"}']) == 1
+    assert "accepted: False" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--regex", "a(?=b)"], "look-around assertions are not supported"),
+        (["--schema", '{"type": "array", "uniqueItems": true}'], "keyword 'uniqueItems' at #"),
+        (["--schema", '{"type": "str'], "schema is not valid JSON"),
+        (["--schema", '{"type": "integer"}', "--instance", "{nope"], "--instance is not JSON"),
+    ],
+)
+def test_compile_command_bad_input_is_a_clear_error(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compile", "--tokenizer", GPT2_DIR, *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_missing_tokenizer_folder_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compile", "--tokenizer", "/nonexistent", "--regex", "a"]) == 2
+    assert "tokenizer folder not found" in capsys.readouterr().err
