@@ -105,6 +105,11 @@ class TokenFSM:
         with self._lock:
             return self.dfa.forced(state)
 
+    def can_continue(self, state: int) -> bool:
+        """Whether some non-empty byte string leads on from ``state`` (False: only EOS, if
+        accepting, is left).  Pure query."""
+        return any(t != DEAD for t in self._byte_row(state))
+
     def _byte_row(self, state: int) -> list[int]:
         with self._lock:
             row = self._byte_rows.get(state)

@@ -28,3 +28,20 @@ __all__ = [
     "Vocabulary",
     "compile",
 ]
+
+from structgen.api import GenerationError, generate
+from structgen.engine import Engine, EngineConfig
+from structgen.request import GenerateRequest, RequestError, RequestOutput, SamplingParams, StreamChunk, Usage
+
+__all__ += [
+    "Engine",
+    "EngineConfig",
+    "GenerateRequest",
+    "GenerationError",
+    "RequestError",
+    "RequestOutput",
+    "SamplingParams",
+    "StreamChunk",
+    "Usage",
+    "generate",
+]

@@ -1,4 +1,4 @@
-"""``structgen`` command line: ``bench conformance`` (more subcommands are added by later layers)."""
+"""``structgen`` command line: ``generate``, ``compile``, ``bench conformance``."""
 
 from __future__ import annotations
 
@@ -27,6 +27,22 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--whitespace", default="canonical", choices=["canonical", "compact", "flexible"])
     comp.add_argument("--timeout-s", type=float, default=10.0)
     comp.add_argument("--max-states", type=int, default=50_000)
+    gen = sub.add_parser("generate", help="generate a validated object with a local model")
+    gen.add_argument("--model", default=None, help="local Hugging Face model folder (default: the embedded default model)")
+    what = gen.add_mutually_exclusive_group()
+    what.add_argument("--schema", help="JSON Schema: a file path or inline JSON")
+    what.add_argument("--regex", help="a regex the output must fully match")
+    what.add_argument("--pydantic", help="module:Class of a Pydantic model (default: structgen.examples:Character)")
+    gen.add_argument("--prompt", required=True, help="prompt text")
+    gen.add_argument("--chat", action="store_true", help="send the prompt as one user message through the chat template")
+    gen.add_argument("--max-tokens", type=int, default=256)
+    gen.add_argument("--temperature", type=float, default=0.0)
+    gen.add_argument("--top-p", type=float, default=1.0)
+    gen.add_argument("--top-k", type=int, default=0)
+    gen.add_argument("--seed", type=int, default=None)
+    gen.add_argument("--no-jump-forward", action="store_true", help="decode forced tokens one by one")
+    gen.add_argument("--device", default="auto")
+    gen.add_argument("--dtype", default="auto")
     bench = sub.add_parser("bench", help="benchmarks")
     bsub = bench.add_subparsers(dest="bench", required=True)
     conf = bsub.add_parser("conformance", help="JSON-Schema-Test-Suite and MaskBench through the compile layer")
@@ -57,7 +73,7 @@ def _compile_command(args: argparse.Namespace) -> int:
         vocab.trie  # noqa: B018 - built once per tokenizer; timed separately from the compile
         t_vocab = time.perf_counter() - t0
         if args.schema is not None:
-            text = open(args.schema, encoding="utf-8").read() if os.path.exists(args.schema) else args.schema
+            text = _read_text(args.schema) if os.path.exists(args.schema) else args.schema
             constraint = Constraint.json_schema(text, SchemaOptions(whitespace=args.whitespace))
         else:
             constraint = Constraint.regex(args.regex)
@@ -119,11 +135,72 @@ def _compile_command(args: argparse.Namespace) -> int:
     return 0 if accepted else 1
 
 
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def _generate_command(args: argparse.Namespace) -> int:
+    import importlib
+    import json
+
+    from pydantic import BaseModel
+
+    from structgen.api import GenerationError, default_model_path, generate
+    from structgen.engine import Engine, EngineConfig
+    from structgen.models import ModelLoadError, UnsupportedModelError
+    from structgen.request import RequestError
+    from structgen.schemas import ConstraintError
+
+    try:
+        model_cls = schema = regex = None
+        if args.schema is not None:
+            schema = _read_text(args.schema) if os.path.exists(args.schema) else args.schema
+        elif args.regex is not None:
+            regex = args.regex
+        else:
+            spec = args.pydantic or "structgen.examples:Character"
+            mod, _, name = spec.partition(":")
+            model_cls = getattr(importlib.import_module(mod), name, None)
+            if not (isinstance(model_cls, type) and issubclass(model_cls, BaseModel)):
+                raise ValueError(f"--pydantic {spec!r} is not a pydantic.BaseModel subclass")
+        path = args.model if args.model is not None else default_model_path()
+        prompt = [{"role": "user", "content": args.prompt}] if args.chat else args.prompt
+        with Engine(path, EngineConfig(device=args.device, dtype=args.dtype)) as engine:
+            value, out = generate(
+                model_cls, prompt, schema=schema, regex=regex, engine=engine, max_tokens=args.max_tokens, temperature=args.temperature,
+                top_p=args.top_p, top_k=args.top_k, seed=args.seed, jump_forward=not args.no_jump_forward, return_output=True,
+            )
+            stats = engine.stats()
+    except GenerationError as e:
+        print(f"structgen: no valid output ({e.finish_reason}): {e}\nraw text: {e.text!r}", file=sys.stderr)
+        return 1
+    except (ConstraintError, RequestError, ModelLoadError, UnsupportedModelError, FileNotFoundError, ValueError, ImportError) as e:
+        print(f"structgen: error: {e}", file=sys.stderr)
+        return 2
+    if isinstance(value, BaseModel):
+        print(value.model_dump_json())
+    elif isinstance(value, str) and regex is not None:
+        print(value)
+    else:
+        print(json.dumps(value, ensure_ascii=False))
+    u = out.usage
+    print(
+        f"finish={out.finish_reason} prompt={u.prompt_tokens} cached={u.cached_tokens} completion={u.completion_tokens} "
+        f"sampled={u.sampled_tokens} forced={u.forced_tokens} rolled_back={u.rolled_back_tokens} forwards={u.forwards} "
+        f"ttft_ms={u.ttft_s * 1e3:.1f} latency_ms={u.latency_s * 1e3:.1f} model={path}"
+    )
+    print(f"engine: forwards={stats.forwards} prefill_tokens={stats.prefill_tokens_computed} cache_hit_tokens={stats.cache_hit_tokens}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     if args.command == "compile":
         return _compile_command(args)
+    if args.command == "generate":
+        return _generate_command(args)
     if args.command == "bench" and args.bench == "conformance":
         from structgen.conformance import run
 

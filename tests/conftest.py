@@ -58,3 +58,29 @@ TINY_TOKENS = [
 def tiny_vocab() -> Vocabulary:
     """Hand-built vocabulary: id 0 is EOS (special); multibyte 'é' split and whole."""
     return Vocabulary(TINY_TOKENS, eos_token_ids=[0], special_ids=[0])
+
+
+from structgen.default_model import CHAT_TEMPLATE  # noqa: E402
+
+
+def tiny_config(kind: str = "llama", **overrides: object) -> object:
+    """A small config of a real architecture with the GPT-2 vocabulary size."""
+    from transformers import LlamaConfig, MistralConfig, Qwen2Config
+
+    base = dict(
+        vocab_size=50257, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=512, bos_token_id=50256, eos_token_id=50256,
+    )
+    base.update(overrides)
+    cls = {"llama": LlamaConfig, "qwen2": Qwen2Config, "mistral": MistralConfig}[kind]
+    return cls(**base)
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A seeded random-weight Llama checkpoint with the GPT-2 tokenizer and a chat template."""
+    from structgen.models import write_random_checkpoint
+
+    path = tmp_path_factory.mktemp("tiny-llama")
+    write_random_checkpoint(path, tiny_config("llama"), seed=0, tokenizer_dir=GPT2_DIR, chat_template=CHAT_TEMPLATE)
+    return str(path)

@@ -1,0 +1,284 @@
+"""The engine: tokenizer + model runner + scheduler, stepped as schedule → run batch →
+process results (nano-vllm's loop)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import torch
+
+from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler, Vocabulary
+
+from .memory import MemoryConfig
+from .model_runner import ModelRunner
+from .radix_cache import RadixCache
+from .request import GenerateRequest, Req, RequestError, RequestOutput, SamplingParams, Status, StreamChunk
+from .sampling import Sampler
+from .scheduler import CacheManager, GrammarManager, Scheduler, SchedulerConfig
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Engine settings: ``device`` ("auto": CUDA when available, else CPU), ``dtype`` ("auto",
+    "float32", "bfloat16", "float16"), ``seed`` (generator of unseeded sampled requests),
+    ``mask_backend`` / ``attention_backend`` (kernel choices), and the layer configs."""
+
+    device: str = "auto"
+    dtype: str = "auto"
+    seed: int = 0
+    mask_backend: str = "auto"
+    attention_backend: str = "torch"
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    compiler: CompilerConfig = field(default_factory=CompilerConfig)
+
+    def __post_init__(self) -> None:
+        if self.device != "auto":
+            torch.device(self.device)  # raises RuntimeError for a malformed device string
+
+
+class EngineStats(NamedTuple):
+    """Engine-wide counters: forwards run, prompt tokens computed by prefill (retracted
+    requests count again), radix-cache hit / evicted tokens, retractions, requests finished."""
+
+    forwards: int
+    prefill_tokens_computed: int
+    cache_hit_tokens: int
+    cache_evicted_tokens: int
+    retractions: int
+    finished: int
+
+
+class Engine:
+    """A loaded model serving requests with continuous batching (a context manager).
+
+    ``model_path``: a local Hugging Face folder (config.json, safetensors, tokenizer files);
+    ``tokenizer_path``: another folder for the tokenizer (default: ``model_path``).
+    Raises ``ModelLoadError`` / ``UnsupportedModelError`` for a bad folder.
+    """
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str],
+        config: EngineConfig | None = None,
+        *,
+        tokenizer_path: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.config = cfg = config or EngineConfig()
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else torch.device(cfg.device)
+        self.model_path = os.fspath(model_path)
+        self.runner = ModelRunner(self.model_path, cfg.memory, device=device, dtype=cfg.dtype, attention_backend=cfg.attention_backend)
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(os.fspath(tokenizer_path or model_path), local_files_only=True)
+        self.eos_token_ids = self._eos_ids()
+        self.vocab = Vocabulary.from_tokenizer(self.tokenizer, eos_token_ids=self.eos_token_ids)
+        self.compiler = GrammarCompiler(self.vocab, cfg.compiler)
+        radix = RadixCache(self.runner.allocator) if cfg.scheduler.radix_cache else None
+        self.cache = CacheManager(self.runner.req_to_token, self.runner.allocator, radix)
+        sampler = Sampler(self.runner.vocab_size, self.vocab.size, mask_backend=cfg.mask_backend)
+        self.scheduler = Scheduler(
+            cfg.scheduler, self.cache, GrammarManager(self.compiler), sampler, self.vocab.token_bytes, frozenset(self.eos_token_ids)
+        )
+        self._rids = itertools.count()
+        self._generator = torch.Generator().manual_seed(cfg.seed)
+        self._reqs: dict[int, Req] = {}
+        self._closed = False
+
+    def _eos_ids(self) -> list[int]:
+        ids: list[int] = []
+        gen_cfg = os.path.join(self.model_path, "generation_config.json")
+        if os.path.isfile(gen_cfg):
+            import json
+
+            with open(gen_cfg, encoding="utf-8") as f:
+                eos = json.load(f).get("eos_token_id")
+            ids = [eos] if isinstance(eos, int) else list(eos or [])
+        if not ids:
+            eos = getattr(self.runner.hf_config, "eos_token_id", None)
+            ids = [eos] if isinstance(eos, int) else list(eos or [])
+        tok_eos = self.tokenizer.eos_token_id
+        if tok_eos is not None and tok_eos not in ids:
+            ids.append(tok_eos)
+        ids = [i for i in ids if 0 <= i < len(self.tokenizer)]
+        if not ids:
+            raise ValueError(f"{self.model_path!r}: neither generation_config.json, config.json nor the tokenizer names an EOS token")
+        return ids
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop compile workers and drop the model (idempotent)."""
+        if not self._closed:
+            self.compiler.close()
+            self._closed = True
+
+    # ------------------------------------------------------------------ requests
+
+    def tokenize(self, prompt: Any) -> list[int]:
+        """Prompt → ids: text (the tokenizer's special tokens added), chat messages (the
+        tokenizer's chat template with the generation prompt) or a list of ids.  Raises
+        ``RequestError``."""
+        tok = self.tokenizer
+        if isinstance(prompt, str):
+            ids = list(tok(prompt)["input_ids"])
+        elif isinstance(prompt, Sequence) and prompt and all(isinstance(m, dict) for m in prompt):
+            if not getattr(tok, "chat_template", None):
+                raise RequestError(
+                    f"prompt: chat messages need a chat template, and the tokenizer of {self.model_path!r} has none; pass text"
+                )
+            try:
+                text = tok.apply_chat_template(list(prompt), add_generation_prompt=True, tokenize=False)
+            except Exception as exc:  # jinja errors, bad roles
+                raise RequestError(f"prompt: the chat template rejected the messages: {exc}") from None
+            ids = list(tok(text, add_special_tokens=False)["input_ids"])
+        elif isinstance(prompt, Sequence) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+            bad = [t for t in prompt if not 0 <= t < self.runner.vocab_size]
+            if bad:
+                raise RequestError(f"prompt: token ids {bad[:5]} outside the vocabulary [0, {self.runner.vocab_size})")
+            ids = list(prompt)
+        else:
+            raise RequestError("prompt must be a non-empty string, a list of chat messages (dicts) or a list of token ids")
+        if not ids:
+            raise RequestError("prompt is empty after tokenization")
+        return ids
+
+    def submit(self, request: GenerateRequest) -> int:
+        """Queue ``request``; returns its id.  Raises ``RequestError`` (bad prompt or
+        parameter) without touching other requests."""
+        if self._closed:
+            raise RuntimeError("engine is closed")
+        if not isinstance(request.params, SamplingParams):
+            raise RequestError("params must be a SamplingParams")
+        if request.constraint is not None and not isinstance(request.constraint, Constraint):
+            raise RequestError("constraint must be a structgen.Constraint")
+        ids = self.tokenize(request.prompt)
+        ctx = self.runner.max_context
+        if len(ids) >= ctx:
+            raise RequestError(
+                f"prompt has {len(ids)} tokens; the context is {ctx} tokens (room for at least one generated token is needed)"
+            )
+        cap = self.runner.allocator.capacity
+        if len(ids) >= cap:
+            raise RequestError(f"prompt has {len(ids)} tokens; the KV pool holds {cap}")
+        params = request.params
+        room = min(ctx, cap) - len(ids)
+        if params.max_tokens > room:
+            params = SamplingParams(**{**params.__dict__, "max_tokens": room})
+        rid = next(self._rids)
+        gen = torch.Generator().manual_seed(params.seed) if params.seed is not None else self._generator
+        jf = self.config.scheduler.jump_forward if params.jump_forward is None else params.jump_forward
+        req = Req(
+            rid=rid,
+            prompt_ids=ids,
+            params=params,
+            jump_forward=jf,
+            constraint=request.constraint,
+            generator=gen,
+            arrival_s=time.perf_counter(),
+        )
+        self._reqs[rid] = req
+        self.scheduler.add(req)
+        return rid
+
+    def abort(self, rid: int) -> bool:
+        """Cancel request ``rid``; True if it was still unfinished."""
+        return self.scheduler.abort(rid) is not None
+
+    # ------------------------------------------------------------------ the loop
+
+    @torch.inference_mode()
+    def step(self) -> list[StreamChunk]:
+        """One engine step: schedule → run batch → process results."""
+        batch = self.scheduler.schedule()
+        if batch is None:
+            if len(self.scheduler.grammar):
+                self.scheduler.grammar.wait(0.05)
+            return self.scheduler.process_idle()
+        logits = self.runner.forward(batch.forward)
+        return self.scheduler.process_results(batch, logits)
+
+    def has_unfinished(self) -> bool:
+        return self.scheduler.has_work()
+
+    def output(self, rid: int) -> RequestOutput:
+        """The result of a finished request (``KeyError`` if unknown, ``RuntimeError`` if running)."""
+        req = self._reqs[rid]
+        if req.status is not Status.FINISHED:
+            raise RuntimeError(f"request {rid} is still {req.status.value}")
+        text = self.scheduler.text_bytes(req).decode("utf-8", errors="replace")
+        return RequestOutput(rid, text, list(req.output_ids), req.finish_reason or "error", req.usage(), req.error)
+
+    def _prepare(self, requests: Iterable[GenerateRequest]) -> tuple[list[int | None], list[RequestOutput | None]]:
+        rids: list[int | None] = []
+        errors: list[RequestOutput | None] = []
+        for r in requests:
+            try:
+                rids.append(self.submit(r))
+                errors.append(None)
+            except RequestError as exc:
+                rids.append(None)
+                errors.append(RequestOutput(-1, "", [], "error", _empty_usage(), exc))
+        return rids, errors
+
+    def generate(self, requests: Sequence[GenerateRequest]) -> list[RequestOutput]:
+        """Run ``requests`` concurrently to completion; outputs in input order.  A request that
+        cannot be served gets ``finish_reason="error"`` with its ``error``; the others run."""
+        rids, outs = self._prepare(requests)
+        pending = {r for r in rids if r is not None}
+        while pending:
+            for chunk in self.step():
+                if chunk.finished:
+                    pending.discard(chunk.rid)
+        return [o if o is not None else self.output(r) for r, o in zip(rids, outs)]  # type: ignore[arg-type]
+
+    def stream(self, requests: Sequence[GenerateRequest]) -> Iterator[tuple[int, StreamChunk]]:
+        """Run ``requests``, yielding ``(index, chunk)`` as text arrives; each request's last
+        chunk has ``finished`` set.  Rejected requests yield one finished error chunk."""
+        rids, outs = self._prepare(requests)
+        index = {r: i for i, r in enumerate(rids) if r is not None}
+        for i, o in enumerate(outs):
+            if o is not None:
+                yield i, StreamChunk(-1, "", True, "error", o.usage, o.error)
+        pending = set(index)
+        while pending:
+            for chunk in self.step():
+                if chunk.rid in index:
+                    if chunk.finished:
+                        pending.discard(chunk.rid)
+                    yield index[chunk.rid], chunk
+
+    def stats(self) -> EngineStats:
+        radix = self.cache.radix
+        finished = sum(1 for r in self._reqs.values() if r.status is Status.FINISHED)
+        return EngineStats(
+            forwards=self.scheduler.num_forwards,
+            prefill_tokens_computed=self.cache.prefill_tokens_computed,
+            cache_hit_tokens=radix.hit_tokens if radix else 0,
+            cache_evicted_tokens=radix.evicted_tokens if radix else 0,
+            retractions=sum(r.retractions for r in self._reqs.values()),
+            finished=finished,
+        )
+
+    def forget(self, rid: int) -> None:
+        """Drop a finished request's record (long-running servers)."""
+        req = self._reqs.get(rid)
+        if req is not None and req.status is Status.FINISHED:
+            del self._reqs[rid]
+
+
+def _empty_usage() -> Any:
+    from .request import Usage
+
+    return Usage(0, 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0)

@@ -1,0 +1,189 @@
+"""Request-level types: sampling parameters, the caller's request, outputs and usage."""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import torch
+
+if TYPE_CHECKING:
+    from structgen.fsm import Constraint, Cursor
+    from structgen.radix_cache import TreeNode
+
+
+class RequestError(ValueError):
+    """A request that cannot be served as given (prompt too long, bad parameter); names the field."""
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Per-request decoding parameters (validated on construction; ``RequestError`` names the field).
+
+    ``max_tokens`` ≥ 1 completion tokens (forced tokens included); ``temperature`` ≥ 0 (0: greedy);
+    ``top_k`` ≥ 0 (0: off); ``top_p`` in (0, 1]; ``seed``: per-request generator seed
+    (reproducible whatever the batch); ``stop``: strings that end the output (not included);
+    ``jump_forward``: None follows the engine default.
+    """
+
+    max_tokens: int = 256
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    jump_forward: bool | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
+            raise RequestError(f"max_tokens must be an integer ≥ 1, got {self.max_tokens!r}")
+        if not isinstance(self.temperature, (int, float)) or not math.isfinite(self.temperature) or self.temperature < 0:
+            raise RequestError(f"temperature must be a finite number ≥ 0, got {self.temperature!r}")
+        if not isinstance(self.top_k, int) or self.top_k < 0:
+            raise RequestError(f"top_k must be an integer ≥ 0 (0 disables it), got {self.top_k!r}")
+        if not isinstance(self.top_p, (int, float)) or not 0 < self.top_p <= 1:
+            raise RequestError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
+            raise RequestError(f"seed must be a non-negative integer, got {self.seed!r}")
+        if isinstance(self.stop, str):
+            object.__setattr__(self, "stop", (self.stop,))
+        if any(not isinstance(s, str) or not s for s in self.stop):
+            raise RequestError(f"stop must be non-empty strings, got {self.stop!r}")
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """What a caller submits: a prompt (text, chat messages, or token ids), sampling
+    parameters and an optional constraint."""
+
+    prompt: Any
+    params: SamplingParams = field(default_factory=SamplingParams)
+    constraint: Constraint | None = None
+
+
+class Usage(NamedTuple):
+    """Token accounting of one request.
+
+    ``completion_tokens`` = ``sampled_tokens`` + ``forced_tokens`` − ``rolled_back_tokens`` (an EOS
+    that ends the output counts as sampled and completion).  ``cached_tokens``: prompt tokens
+    served by the radix cache.  ``forwards``: model forwards the request took part in.
+    ``ttft_s`` / ``latency_s``: seconds from submission to the first token / to the end.
+    """
+
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    sampled_tokens: int
+    forced_tokens: int
+    rolled_back_tokens: int
+    forwards: int
+    retractions: int
+    ttft_s: float
+    latency_s: float
+
+
+class RequestOutput(NamedTuple):
+    """Final result: ``finish_reason`` in {"stop", "length", "error", "abort"}; ``error`` set
+    (and ``text`` possibly partial) when it is "error"."""
+
+    rid: int
+    text: str
+    token_ids: list[int]
+    finish_reason: str
+    usage: Usage
+    error: BaseException | None = None
+
+
+class StreamChunk(NamedTuple):
+    """Incremental output: ``delta`` is new text only (rolled-back tokens never repeat text);
+    the last chunk of a request has ``finished`` True with its finish reason and usage."""
+
+    rid: int
+    delta: str
+    finished: bool
+    finish_reason: str | None = None
+    usage: Usage | None = None
+    error: BaseException | None = None
+
+
+class Status(enum.Enum):
+    GRAMMAR = "waiting for grammar"
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+@dataclass(eq=False)
+class Req:
+    """Engine-internal state of one request (host side).
+
+    Token positions: ``prompt_ids + output_ids`` is the request's sequence; the first ``kv_len``
+    have KV slots (row ``req_pool_idx`` of the req-to-token pool); the first
+    ``cache_protected_len`` of those belong to the radix cache (pinned through ``last_node``).
+    """
+
+    rid: int
+    prompt_ids: list[int]
+    params: SamplingParams
+    jump_forward: bool
+    constraint: Constraint | None
+    generator: torch.Generator
+    arrival_s: float
+    cursor: Cursor | None = None
+    output_ids: list[int] = field(default_factory=list)
+    status: Status = Status.WAITING
+    kv_len: int = 0
+    cache_protected_len: int = 0
+    last_node: TreeNode | None = None
+    req_pool_idx: int | None = None
+    prefill_done: bool = False
+    finish_reason: str | None = None
+    error: BaseException | None = None
+    stop_at: int | None = None
+    eos_sampled: bool = False
+    cached_tokens: int = 0
+    sampled_tokens: int = 0
+    forced_tokens: int = 0
+    rolled_back_tokens: int = 0
+    forwards: int = 0
+    retractions: int = 0
+    wait_steps: int = 0
+    first_token_s: float | None = None
+    finished_s: float | None = None
+    sent_bytes: int = 0
+
+    @property
+    def seq_len(self) -> int:
+        return len(self.prompt_ids) + len(self.output_ids)
+
+    @property
+    def pending(self) -> int:
+        """Tokens of the sequence without KV yet (what the next forward must extend)."""
+        return self.seq_len - self.kv_len
+
+    def token_at(self, start: int, end: int) -> list[int]:
+        """Sequence tokens ``[start, end)``."""
+        p = len(self.prompt_ids)
+        if end <= p:
+            return self.prompt_ids[start:end]
+        if start >= p:
+            return self.output_ids[start - p : end - p]
+        return self.prompt_ids[start:] + self.output_ids[: end - p]
+
+    def usage(self) -> Usage:
+        end = self.finished_s if self.finished_s is not None else self.arrival_s
+        first = self.first_token_s if self.first_token_s is not None else end
+        return Usage(
+            prompt_tokens=len(self.prompt_ids),
+            cached_tokens=self.cached_tokens,
+            completion_tokens=len(self.output_ids) + int(self.eos_sampled),
+            sampled_tokens=self.sampled_tokens,
+            forced_tokens=self.forced_tokens,
+            rolled_back_tokens=self.rolled_back_tokens,
+            forwards=self.forwards,
+            retractions=self.retractions,
+            ttft_s=first - self.arrival_s,
+            latency_s=end - self.arrival_s,
+        )

@@ -1,0 +1,573 @@
+"""The scheduler: small managers composed into one schedule → process-results loop.
+
+* :class:`GrammarManager`: asynchronous grammar compiles; requests wait in a grammar queue.
+* :class:`CacheManager`: req-to-token rows, KV slots, the radix cache (match, insert, evict).
+* :class:`PrefillManager`: the waiting queue and admission (KV budget, cache-aware order with
+  aging, in-batch prefix sharing, chunked prefill).
+* :class:`DecodeManager`: running requests (continuous batching: join and leave between
+  steps), their pending extends (decode tokens, jump-forward chains, prefill chunks), and
+  retraction when KV runs out.
+
+Every forward is one mixed extend batch: each scheduled request contributes the tokens of its
+sequence that have no KV yet (1 for a decode, n for a forced chain or a prefill chunk).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+
+from structgen.fsm import GrammarCompiler, TokenFSM
+
+from .attention import ForwardBatch
+from .memory import KVAllocator, ReqToTokenPool
+from .radix_cache import RadixCache
+from .request import Req, Status, StreamChunk
+from .sampling import Sampler
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """Scheduling policy.
+
+    ``max_batch_tokens``: extend tokens per forward beyond one per decoding request (prompts
+    longer than this are chunked); ``max_running_requests``; ``decode_reserve_tokens``: KV kept free
+    per admitted request for its next tokens; ``radix_cache``, ``jump_forward``: engine-wide
+    switches; ``max_rollback``: tokens jump-forward may re-tokenize; ``in_batch_prefix_min``:
+    a waiting request sharing at least this many uncached tokens with one admitted in the same
+    step waits one step so it can reuse that prefix; ``aging_tokens_per_step``: priority a
+    waiting request gains per step (starvation guard for the longest-prefix-first order).
+    """
+
+    max_batch_tokens: int = 4096
+    max_running_requests: int = 256
+    decode_reserve_tokens: int = 16
+    radix_cache: bool = True
+    jump_forward: bool = True
+    max_rollback: int = 3
+    in_batch_prefix_min: int = 32
+    aging_tokens_per_step: int = 16
+
+    def __post_init__(self) -> None:
+        if self.max_batch_tokens < 1:
+            raise ValueError(f"max_batch_tokens must be ≥ 1, got {self.max_batch_tokens}")
+        if self.max_running_requests < 1:
+            raise ValueError(f"max_running_requests must be ≥ 1, got {self.max_running_requests}")
+        if self.decode_reserve_tokens < 0 or self.max_rollback < 0 or self.in_batch_prefix_min < 1 or self.aging_tokens_per_step < 0:
+            raise ValueError("decode_reserve_tokens, max_rollback, aging_tokens_per_step must be ≥ 0 and in_batch_prefix_min ≥ 1")
+
+
+class ScheduledBatch(NamedTuple):
+    """One step's work: ``forward`` and the requests in it with their token counts
+    (``items[b] = (req, extend_len)``), in the forward's order; ``samplers``: the requests whose
+    next token is sampled from this forward (same order as ``forward.sample_rows``)."""
+
+    forward: ForwardBatch
+    items: list[tuple[Req, int]]
+    samplers: list[Req]
+
+
+class CacheManager:
+    """Owns the req-to-token pool, the KV slot allocator and (optionally) the radix cache."""
+
+    def __init__(self, req_to_token: ReqToTokenPool, allocator: KVAllocator, radix: RadixCache | None) -> None:
+        self.req_to_token = req_to_token
+        self.allocator = allocator
+        self.radix = radix
+        self.prefill_tokens_computed = 0
+
+    def available_tokens(self) -> int:
+        return self.allocator.available + (self.radix.evictable_size if self.radix is not None else 0)
+
+    def alloc_slots(self, n: int) -> torch.Tensor | None:
+        """``int64 [n]`` host slots, evicting unlocked cache leaves first if needed; None if
+        the pool cannot provide ``n``."""
+        short = n - self.allocator.available
+        if short > 0 and self.radix is not None:
+            self.radix.evict(short)
+        return self.allocator.alloc(n)
+
+    def peek_prefix_len(self, req: Req) -> int:
+        if self.radix is None:
+            return 0
+        return min(self.radix.peek_prefix_len(req.token_at(0, req.seq_len)), req.seq_len - 1)
+
+    def admit(self, req: Req) -> bool:
+        """Give ``req`` a req-to-token row and its cached prefix (locked).  False if no row."""
+        row = self.req_to_token.alloc()
+        if row is None:
+            return False
+        req.req_pool_idx = row
+        req.kv_len = req.cache_protected_len = 0
+        if self.radix is not None:
+            key = req.token_at(0, req.seq_len - 1)  # at least one token is computed
+            slots, node = self.radix.match_prefix(key)
+            n = int(slots.numel())
+            self.req_to_token.req_to_token_cpu[row, :n] = slots
+            self.radix.inc_lock_ref(node)
+            req.last_node = node
+            req.kv_len = req.cache_protected_len = n
+        return True
+
+    def unadmit(self, req: Req) -> None:
+        """Undo :meth:`admit` (nothing computed yet)."""
+        if self.radix is not None and req.last_node is not None:
+            self.radix.dec_lock_ref(req.last_node)
+        req.last_node = None
+        assert req.req_pool_idx is not None
+        self.req_to_token.free(req.req_pool_idx)
+        req.req_pool_idx = None
+        req.kv_len = req.cache_protected_len = 0
+
+    def assign(self, req: Req, n: int) -> torch.Tensor | None:
+        """Allocate slots for the next ``n`` pending tokens of ``req`` and record them in its
+        row; returns them (``int64 [n]`` host) or None when KV is exhausted."""
+        slots = self.alloc_slots(n)
+        if slots is None:
+            return None
+        assert req.req_pool_idx is not None
+        self.req_to_token.req_to_token_cpu[req.req_pool_idx, req.kv_len : req.kv_len + n] = slots
+        return slots
+
+    def free_tail(self, req: Req, new_len: int) -> None:
+        """Drop KV of positions ``[new_len, kv_len)`` (jump-forward rollback)."""
+        assert req.cache_protected_len <= new_len <= req.kv_len and req.req_pool_idx is not None
+        if new_len < req.kv_len:
+            self.allocator.free(self.req_to_token.req_to_token_cpu[req.req_pool_idx, new_len : req.kv_len].clone())
+            req.kv_len = new_len
+
+    def cache_prefix(self, req: Req) -> None:
+        """Insert the computed tokens of a running request into the radix cache and re-pin
+        (shares a prompt as soon as it is prefilled; chunk by chunk for chunked prompts)."""
+        if self.radix is None:
+            return
+        assert req.req_pool_idx is not None and req.last_node is not None
+        row = self.req_to_token.req_to_token_cpu[req.req_pool_idx]
+        key = req.token_at(0, req.kv_len)
+        slots = row[: req.kv_len].clone()
+        present = self.radix.insert(key, slots)
+        if present > req.cache_protected_len:  # another request cached these first: free our copies
+            self.allocator.free(slots[req.cache_protected_len : present].clone())
+        tree_slots, node = self.radix.match_prefix(key)
+        self.radix.hit_tokens -= int(tree_slots.numel())  # internal re-match, not a hit
+        row[: req.kv_len] = tree_slots
+        self.radix.dec_lock_ref(req.last_node)
+        self.radix.inc_lock_ref(node)
+        req.last_node = node
+        req.cache_protected_len = req.kv_len
+
+    def release(self, req: Req) -> None:
+        """Give back everything ``req`` holds: its computed tokens go to the radix cache
+        (unpinned) or, without one, their slots to the allocator; its row is freed."""
+        if req.req_pool_idx is None:
+            return
+        row = self.req_to_token.req_to_token_cpu[req.req_pool_idx]
+        if self.radix is not None:
+            assert req.last_node is not None
+            key = req.token_at(0, req.kv_len)
+            slots = row[: req.kv_len].clone()
+            present = self.radix.insert(key, slots)
+            if present > req.cache_protected_len:
+                self.allocator.free(slots[req.cache_protected_len : present].clone())
+            self.radix.dec_lock_ref(req.last_node)
+            req.last_node = None
+        else:
+            self.allocator.free(row[: req.kv_len].clone())
+        self.req_to_token.free(req.req_pool_idx)
+        req.req_pool_idx = None
+        req.kv_len = req.cache_protected_len = 0
+
+
+class GrammarManager:
+    """Requests whose grammar is compiling.  ``poll`` returns those ready (cursor attached) and
+    those whose compile failed (error attached); the rest of the batch never waits for them."""
+
+    def __init__(self, compiler: GrammarCompiler | None) -> None:
+        self.compiler = compiler
+        self._pending: list[tuple[Req, Future[TokenFSM]]] = []
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def add(self, req: Req) -> None:
+        assert req.constraint is not None
+        if self.compiler is None:
+            raise RuntimeError("constrained request but the engine has no grammar compiler")
+        req.status = Status.GRAMMAR
+        self._pending.append((req, self.compiler.submit(req.constraint)))
+
+    def poll(self) -> tuple[list[Req], list[Req]]:
+        ready: list[Req] = []
+        failed: list[Req] = []
+        keep: list[tuple[Req, Future[TokenFSM]]] = []
+        for req, fut in self._pending:
+            if not fut.done():
+                keep.append((req, fut))
+                continue
+            exc = fut.exception()
+            if exc is not None:
+                req.error = exc
+                failed.append(req)
+            else:
+                req.cursor = fut.result().cursor()
+                ready.append(req)
+        self._pending = keep
+        return ready, failed
+
+    def remove(self, rid: int) -> Req | None:
+        for i, (req, _f) in enumerate(self._pending):
+            if req.rid == rid:
+                del self._pending[i]
+                return req
+        return None
+
+    def wait(self, timeout_s: float) -> None:
+        """Block until some pending compile finishes (used when nothing else can run)."""
+        from concurrent.futures import FIRST_COMPLETED
+        from concurrent.futures import wait as wait_futures
+
+        if self._pending:
+            wait_futures([f for _r, f in self._pending], timeout=timeout_s, return_when=FIRST_COMPLETED)
+
+
+class PrefillManager:
+    """The waiting queue and admission of new (or retracted) requests."""
+
+    def __init__(self, config: SchedulerConfig, cache: CacheManager) -> None:
+        self.config = config
+        self.cache = cache
+        self.waiting: list[Req] = []
+
+    def __len__(self) -> int:
+        return len(self.waiting)
+
+    def add(self, req: Req, *, front: bool = False) -> None:
+        req.status = Status.WAITING
+        if front:
+            self.waiting.insert(0, req)
+        else:
+            self.waiting.append(req)
+
+    def remove(self, rid: int) -> Req | None:
+        for i, req in enumerate(self.waiting):
+            if req.rid == rid:
+                return self.waiting.pop(i)
+        return None
+
+    def schedule(self, budget: int, num_running: int) -> list[tuple[Req, int]]:
+        """Admit waiting requests into this step within ``budget`` extend tokens and the KV
+        budget.  Order: cached prefix length + aging, longest first (SGLang's LPM policy with a
+        starvation guard).  Returns ``(req, extend_len)`` with slots assigned; a request whose
+        prompt does not fit in ``budget`` gets a first chunk."""
+        cfg = self.config
+        if not self.waiting or budget <= 0:
+            for r in self.waiting:
+                r.wait_steps += 1
+            return []
+        scored = [(self.cache.peek_prefix_len(r) + cfg.aging_tokens_per_step * r.wait_steps, -i, r) for i, r in enumerate(self.waiting)]
+        scored.sort(key=lambda x: (x[0], x[1]), reverse=True)
+        admitted: list[tuple[Req, int]] = []
+        batch_prompts: list[list[int]] = []
+        for _score, _i, req in scored:
+            if budget <= 0 or num_running + len(admitted) >= cfg.max_running_requests:
+                break
+            seq = req.token_at(0, req.seq_len)
+            cached = self.cache.peek_prefix_len(req)
+            if cached < req.seq_len - 1 and any(_lcp(seq, p) - cached >= cfg.in_batch_prefix_min for p in batch_prompts):
+                continue  # shares an uncached prefix with a request admitted now: reuse it next step
+            if not self.cache.admit(req):
+                break
+            n = min(req.pending, budget)
+            reserve = 0 if n < req.pending else min(cfg.decode_reserve_tokens, req.params.max_tokens - len(req.output_ids))
+            if self.cache.available_tokens() < n + reserve or self.cache.assign(req, n) is None:
+                self.cache.unadmit(req)
+                break
+            if req.retractions == 0:
+                req.cached_tokens = req.kv_len
+            admitted.append((req, n))
+            batch_prompts.append(seq)
+            budget -= n
+        taken = {id(r) for r, _n in admitted}
+        self.waiting = [r for r in self.waiting if id(r) not in taken]
+        for r in self.waiting:
+            r.wait_steps += 1
+        for r, _n in admitted:
+            r.status = Status.RUNNING
+        return admitted
+
+
+class DecodeManager:
+    """Running requests and their pending extends; retracts the newest when KV runs out."""
+
+    def __init__(self, config: SchedulerConfig, cache: CacheManager, requeue: Callable[[Req], None]) -> None:
+        self.config = config
+        self.cache = cache
+        self.running: list[Req] = []
+        self._requeue = requeue
+
+    def __len__(self) -> int:
+        return len(self.running)
+
+    def add(self, reqs: list[Req]) -> None:
+        self.running.extend(reqs)
+
+    def remove(self, req: Req) -> None:
+        self.running.remove(req)
+
+    def schedule(self, budget: int) -> tuple[list[tuple[Req, int]], int]:
+        """Slots for every running request's pending tokens: whole decode / jump-forward extends
+        (one token each outside ``budget``, the rest of a chain inside it) and prefill chunks
+        within ``budget``.  When the KV pool (free + evictable) cannot hold them, the newest
+        requests are retracted first.  Returns the items and the budget left."""
+        while True:
+            plan: list[tuple[Req, int]] = []
+            left = budget
+            for req in self.running:
+                n = req.pending if req.prefill_done else min(req.pending, max(left, 0))
+                left -= n - 1 if req.prefill_done else n
+                if n:
+                    plan.append((req, n))
+            need = sum(n for _r, n in plan)
+            if need <= self.cache.available_tokens() or len(self.running) <= 1:
+                break
+            self.retract(self.running[-1])
+        for req, n in plan:
+            if self.cache.assign(req, n) is None:  # submit caps prompt + max_tokens at the pool capacity
+                raise RuntimeError(f"KV pool of {self.cache.allocator.capacity} slots cannot hold request {req.rid}")
+        return plan, left
+
+    def retract(self, req: Req) -> None:
+        """Free ``req``'s KV (its tokens stay in the radix cache, unpinned, so re-admission may
+        reuse them) and requeue it at the front of the waiting queue; output and cursor are kept."""
+        self.cache.release(req)
+        self.running.remove(req)
+        req.retractions += 1
+        req.prefill_done = False
+        self._requeue(req)
+
+
+def _lcp(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class Scheduler:
+    """Composes the managers: :meth:`schedule` builds one forward, :meth:`process_results`
+    samples, advances cursors, applies jump-forward and finishes requests."""
+
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        cache: CacheManager,
+        grammar: GrammarManager,
+        sampler: Sampler,
+        vocab_bytes: list[bytes],
+        eos_ids: frozenset[int],
+    ) -> None:
+        self.config = config
+        self.cache = cache
+        self.grammar = grammar
+        self.sampler = sampler
+        self.prefill = PrefillManager(config, cache)
+        self.decode = DecodeManager(config, cache, lambda r: self.prefill.add(r, front=True))
+        self.vocab_bytes = vocab_bytes
+        self.eos_ids = eos_ids
+        self.finished: list[Req] = []
+        self.num_forwards = 0
+
+    # ------------------------------------------------------------------ queue management
+
+    def add(self, req: Req) -> None:
+        if req.constraint is not None and req.cursor is None:
+            self.grammar.add(req)
+        else:
+            self.prefill.add(req)
+
+    def has_work(self) -> bool:
+        return bool(len(self.grammar) or len(self.prefill) or len(self.decode))
+
+    def abort(self, rid: int) -> Req | None:
+        """Remove request ``rid`` wherever it is; returns it finished with reason "abort"."""
+        req = self.grammar.remove(rid) or self.prefill.remove(rid)
+        if req is None:
+            req = next((r for r in self.decode.running if r.rid == rid), None)
+        if req is not None:
+            self._finish(req, "abort")
+        return req
+
+    # ------------------------------------------------------------------ schedule
+
+    def schedule(self) -> ScheduledBatch | None:
+        ready, failed = self.grammar.poll()
+        for r in ready:
+            self.prefill.add(r)
+        for r in failed:
+            self._finish(r, "error")
+        items, budget = self.decode.schedule(self.config.max_batch_tokens)
+        new = self.prefill.schedule(budget, len(self.decode))
+        self.decode.add([r for r, _n in new])
+        items += new
+        if not items:
+            return None
+        return self._build(items)
+
+    def _build(self, items: list[tuple[Req, int]]) -> ScheduledBatch:
+        ids: list[int] = []
+        positions: list[int] = []
+        locs: list[torch.Tensor] = []
+        sample_rows: list[int] = []
+        samplers: list[Req] = []
+        table = self.cache.req_to_token.req_to_token_cpu
+        for req, n in items:
+            start = req.kv_len
+            ids.extend(req.token_at(start, start + n))
+            positions.extend(range(start, start + n))
+            assert req.req_pool_idx is not None
+            locs.append(table[req.req_pool_idx, start : start + n])
+            if start + n == req.seq_len:
+                sample_rows.append(len(ids) - 1)
+                samplers.append(req)
+        fb = ForwardBatch(
+            input_ids_cpu=torch.tensor(ids, dtype=torch.int64),
+            positions_cpu=torch.tensor(positions, dtype=torch.int64),
+            out_cache_loc_cpu=torch.cat(locs),
+            req_pool_indices=[r.req_pool_idx for r, _n in items],  # type: ignore[misc]
+            prefix_lens=[r.kv_len for r, _n in items],
+            extend_lens=[n for _r, n in items],
+            sample_rows=sample_rows,
+        )
+        return ScheduledBatch(fb, items, samplers)
+
+    # ------------------------------------------------------------------ results
+
+    def process_results(self, batch: ScheduledBatch, logits: torch.Tensor) -> list[StreamChunk]:
+        """Advance KV lengths, sample, apply grammar / jump-forward / stop rules, finish."""
+        self.num_forwards += 1
+        now = time.perf_counter()
+        for req, n in batch.items:
+            was_prefill = not req.prefill_done
+            req.kv_len += n
+            req.forwards += 1
+            if was_prefill:
+                self.cache.prefill_tokens_computed += n
+                self.cache.cache_prefix(req)
+        tokens = self.sampler.sample(logits, batch.samplers) if batch.samplers else []
+        for req, tok in zip(batch.samplers, tokens):
+            req.prefill_done = True
+            if req.first_token_s is None:
+                req.first_token_s = now
+            self._on_token(req, tok)
+        out = [self._stream_chunk(r) for r in batch.samplers]
+        out.extend(self._stream_chunk(r) for r in self.finished if r not in batch.samplers)
+        self.finished = []
+        return [c for c in out if c is not None]
+
+    def process_idle(self) -> list[StreamChunk]:
+        """Report requests finished outside a forward (grammar failures, aborts)."""
+        out = [self._stream_chunk(r) for r in self.finished]
+        self.finished = []
+        return [c for c in out if c is not None]
+
+    def _on_token(self, req: Req, tok: int) -> None:
+        req.sampled_tokens += 1
+        cur = req.cursor
+        if tok in self.eos_ids and (cur is None or cur.is_accepting()):
+            req.eos_sampled = True
+            self._finish(req, "stop")
+            return
+        if cur is not None:
+            cur.advance(tok)  # the mask guarantees the token is allowed
+        req.output_ids.append(tok)
+        if self._check_stop(req):
+            return
+        if cur is not None and req.jump_forward and self.config.jump_forward:
+            rollbackable = req.seq_len - max(req.cache_protected_len, len(req.prompt_ids))
+            plan = cur.jump_forward(max_rollback=min(self.config.max_rollback, rollbackable))
+            if plan is not None:
+                if plan.rollback:
+                    del req.output_ids[-plan.rollback :]
+                    req.rolled_back_tokens += plan.rollback
+                    if req.kv_len > req.seq_len:
+                        self.cache.free_tail(req, req.seq_len)
+                room = req.params.max_tokens - len(req.output_ids)
+                forced = plan.token_ids[:room]
+                req.output_ids.extend(forced)
+                req.forced_tokens += len(forced)
+                if self._check_stop(req):
+                    return
+
+    def _check_stop(self, req: Req) -> bool:
+        """Finish ``req`` if a stop rule fires after new tokens; returns True when finished."""
+        if req.params.stop:
+            text = b"".join(self.vocab_bytes[t] for t in req.output_ids).decode("utf-8", errors="replace")
+            hits = [text.find(s) for s in req.params.stop if s in text]
+            if hits:
+                req.stop_at = min(hits)
+                self._finish(req, "stop")
+                return True
+        cur = req.cursor
+        if cur is not None:
+            fsm = cur.fsm
+            if cur.is_accepting() and not fsm.can_continue(cur.state):
+                self._finish(req, "stop")  # complete: only EOS could follow
+                return True
+            if not fsm.mask_row(cur.state).any():
+                req.error = RuntimeError(f"grammar dead end: no token of the vocabulary continues FSM state {cur.state}")
+                self._finish(req, "error")
+                return True
+        if len(req.output_ids) >= req.params.max_tokens:
+            self._finish(req, "length")
+            return True
+        return False
+
+    def _finish(self, req: Req, reason: str) -> None:
+        if req.status is Status.RUNNING:
+            self.cache.release(req)
+            if req in self.decode.running:
+                self.decode.remove(req)
+        req.status = Status.FINISHED
+        req.finish_reason = reason
+        req.finished_s = time.perf_counter()
+        self.finished.append(req)
+
+    def text_bytes(self, req: Req) -> bytes:
+        data = b"".join(self.vocab_bytes[t] for t in req.output_ids)
+        if req.stop_at is not None:
+            data = data.decode("utf-8", errors="replace")[: req.stop_at].encode()
+        return data
+
+    def _stream_chunk(self, req: Req) -> StreamChunk | None:
+        data = self.text_bytes(req)
+        done = req.status is Status.FINISHED
+        end = len(data) if done else _utf8_complete(data)
+        if req.params.stop and not done:
+            end = max(req.sent_bytes, end - max(len(s.encode()) for s in req.params.stop) + 1)
+            end = _utf8_complete(data[:end])
+        delta = data[req.sent_bytes : end].decode("utf-8", errors="replace") if end > req.sent_bytes else ""
+        req.sent_bytes = max(req.sent_bytes, end)
+        if not delta and not done:
+            return None
+        if done:
+            return StreamChunk(req.rid, delta, True, req.finish_reason, req.usage(), req.error)
+        return StreamChunk(req.rid, delta, False)
+
+
+def _utf8_complete(data: bytes) -> int:
+    """Length of the longest prefix of ``data`` not ending inside a UTF-8 sequence."""
+    n = len(data)
+    i = n - 1
+    while i >= 0 and i >= n - 4 and 0x80 <= data[i] <= 0xBF:
+        i -= 1
+    if i < 0:
+        return n
+    lead = data[i]
+    need = 1 if lead < 0x80 else 2 if lead >> 5 == 0b110 else 3 if lead >> 4 == 0b1110 else 4 if lead >> 3 == 0b11110 else 1
+    return n if n - i >= need else i

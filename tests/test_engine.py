@@ -1,0 +1,255 @@
+"""Engine behaviour on a tiny random Llama (CPU): scheduling, KV pressure, jump-forward, radix
+reuse, chunked prefill, streaming, seeds, stop rules and bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import jsonschema
+import pytest
+from pydantic import BaseModel, Field
+from structgen.schemas import SchemaError, UnsupportedSchemaError
+
+import structgen
+from structgen import Constraint, Engine, EngineConfig, GenerateRequest, RequestError, SamplingParams
+from structgen.memory import MemoryConfig
+from structgen.models import ModelLoadError, UnsupportedModelError
+from structgen.scheduler import SchedulerConfig
+
+ENUMS = {
+    "type": "object",
+    "properties": {
+        "house": {"enum": ["Gryffindor", "Slytherin", "Ravenclaw", "Hufflepuff"]},
+        "alive": {"type": "boolean"},
+        "status": {"enum": ["Pure-blood", "Half-blood", "Muggle-born"]},
+        "wand": {
+            "type": "object",
+            "properties": {
+                "length": {"type": "integer", "minimum": 9, "maximum": 14},
+                "core": {"enum": ["phoenix feather", "dragon heartstring"]},
+            },
+            "required": ["length", "core"],
+            "additionalProperties": False,
+        },
+    },
+    "required": ["house", "alive", "status", "wand"],
+    "additionalProperties": False,
+}
+SMALL = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 6}, "n": {"type": "integer", "minimum": 0, "maximum": 99}},
+    "required": ["name", "n"],
+    "additionalProperties": False,
+}
+
+
+def make_engine(path: str, *, memory: MemoryConfig | None = None, **sched: object) -> Engine:
+    return Engine(
+        path,
+        EngineConfig(
+            memory=memory or MemoryConfig(max_total_tokens=8192, max_context=512, max_running_requests=64),
+            scheduler=SchedulerConfig(**sched),
+        ),
+    )  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_llama_dir: str) -> Engine:
+    eng = make_engine(tiny_llama_dir)
+    yield eng  # type: ignore[misc]
+    eng.close()
+
+
+def _prompts(n: int) -> list[str]:
+    return [f"Character {i}: describe them as JSON with some detail {i * 7}." for i in range(n)]
+
+
+def test_memory_pressure_retracts_and_matches_ample_run(tiny_llama_dir: str) -> None:
+    reqs = [GenerateRequest(p, SamplingParams(max_tokens=48), Constraint.json_schema(SMALL)) for p in _prompts(64)]
+    with make_engine(tiny_llama_dir) as ample:
+        expected = ample.generate(reqs)
+    for radix in (True, False):
+        tight = make_engine(
+            tiny_llama_dir,
+            memory=MemoryConfig(max_total_tokens=160, max_context=512, max_running_requests=64),
+            radix_cache=radix,
+            decode_reserve_tokens=2,
+        )
+        got = tight.generate(reqs)
+        assert [o.text for o in got] == [o.text for o in expected]
+        assert all(o.finish_reason == "stop" for o in got)
+        for o in got:
+            jsonschema.validate(json.loads(o.text), SMALL)
+        assert tight.stats().retractions > 0
+        if tight.cache.radix is not None:
+            tight.cache.radix.check()
+            assert tight.cache.radix.protected_size == 0  # nothing pinned once all requests finished
+            tight.cache.radix.evict(10**9)
+        assert tight.runner.allocator.available == tight.runner.allocator.capacity  # no leaked slot
+        assert tight.runner.req_to_token.available == 64
+        tight.close()
+
+
+def test_jump_forward_on_vs_off(tiny_llama_dir: str) -> None:
+    reqs = [GenerateRequest(p, SamplingParams(max_tokens=120), Constraint.json_schema(ENUMS)) for p in _prompts(6)]
+    results = {}
+    for jf in (True, False):
+        with make_engine(tiny_llama_dir, jump_forward=jf) as eng:
+            outs = eng.generate(reqs)
+            results[jf] = (outs, eng.stats().forwards, eng.tokenizer)
+        for o in outs:
+            jsonschema.validate(json.loads(o.text), ENUMS)
+            u = o.usage
+            assert u.completion_tokens == u.sampled_tokens + u.forced_tokens - u.rolled_back_tokens
+    on, off = results[True], results[False]
+    assert on[1] < off[1]
+    assert sum(o.usage.forwards for o in on[0]) < sum(o.usage.forwards for o in off[0])
+    assert all(o.usage.forced_tokens > 0 for o in on[0]) and all(o.usage.forced_tokens == 0 for o in off[0])
+    tok = on[2]
+    for o in on[0]:  # canonical: re-encoding the text gives the same ids
+        assert tok(o.text, add_special_tokens=False)["input_ids"] == o.token_ids, o.text
+
+
+def test_per_request_jump_forward_switch(engine: Engine) -> None:
+    c = Constraint.json_schema(ENUMS)
+    on, off = engine.generate(
+        [
+            GenerateRequest("a", SamplingParams(max_tokens=120), c),
+            GenerateRequest("a", SamplingParams(max_tokens=120, jump_forward=False), c),
+        ]
+    )
+    assert on.usage.forced_tokens > 0 and off.usage.forced_tokens == 0 and on.usage.forwards < off.usage.forwards
+
+
+def test_radix_cache_reuses_prompt_prefix(engine: Engine) -> None:
+    prompt = "A long shared system prompt about wizards and their wands. " * 6
+    first = engine.generate([GenerateRequest(prompt + "Harry", SamplingParams(max_tokens=20))])[0]
+    second = engine.generate([GenerateRequest(prompt + "Ron", SamplingParams(max_tokens=20))])[0]
+    again = engine.generate([GenerateRequest(prompt + "Harry", SamplingParams(max_tokens=20))])[0]
+    assert first.usage.cached_tokens == 0 and second.usage.cached_tokens >= 60
+    assert again.usage.cached_tokens == again.usage.prompt_tokens - 1 and again.text == first.text
+
+
+def test_chunked_prefill_matches_unchunked(tiny_llama_dir: str, engine: Engine) -> None:
+    prompt = "Chunk me into pieces please, " * 12
+    reqs = [
+        GenerateRequest(prompt, SamplingParams(max_tokens=24), Constraint.json_schema(SMALL)),
+        GenerateRequest("short one", SamplingParams(max_tokens=24)),
+    ]
+    whole = engine.generate(reqs)
+    with make_engine(tiny_llama_dir, max_batch_tokens=16, radix_cache=False) as chunked:
+        parts = chunked.generate(reqs)
+        assert chunked.stats().forwards > 8
+    assert [o.text for o in parts] == [o.text for o in whole]
+    assert parts[0].usage.forwards > whole[0].usage.forwards
+
+
+def test_stream_deltas_rebuild_text_without_repeats(engine: Engine) -> None:
+    reqs = [GenerateRequest(p, SamplingParams(max_tokens=120), Constraint.json_schema(ENUMS)) for p in _prompts(4)]
+    texts = ["", "", "", ""]
+    finals: dict[int, object] = {}
+    for i, chunk in engine.stream(reqs):
+        assert not finals.get(i), "chunk after the final one"
+        texts[i] += chunk.delta
+        if chunk.finished:
+            finals[i] = chunk
+    outs = engine.generate(reqs)
+    assert texts == [o.text for o in outs]
+    assert any(o.usage.rolled_back_tokens > 0 for o in outs)  # rollbacks happened and were not shown twice
+
+
+def test_seeded_sampling_is_reproducible_across_batches(engine: Engine) -> None:
+    p = SamplingParams(max_tokens=30, temperature=1.0, top_p=0.9, top_k=50, seed=1234)
+    alone = engine.generate([GenerateRequest("Once upon a time", p)])[0]
+    crowd = engine.generate(
+        [
+            GenerateRequest("noise", dataclasses.replace(p, seed=1)),
+            GenerateRequest("Once upon a time", p),
+            GenerateRequest("more noise", SamplingParams(max_tokens=5, temperature=0.7)),
+        ]
+    )
+    assert crowd[1].token_ids == alone.token_ids
+    other = engine.generate([GenerateRequest("Once upon a time", dataclasses.replace(p, seed=99))])[0]
+    assert other.token_ids != alone.token_ids
+
+
+def test_stop_rules(engine: Engine) -> None:
+    free = engine.generate([GenerateRequest("hello", SamplingParams(max_tokens=7))])[0]
+    assert free.finish_reason in ("length", "stop") and free.usage.completion_tokens <= 7
+    if free.finish_reason == "length":
+        assert len(free.token_ids) == 7
+    stop_word = free.text[2:4]
+    stopped = engine.generate([GenerateRequest("hello", SamplingParams(max_tokens=7, stop=(stop_word,)))])[0]
+    assert stopped.finish_reason == "stop" and stop_word not in stopped.text and free.text.startswith(stopped.text)
+    done = engine.generate([GenerateRequest("x", SamplingParams(max_tokens=50), Constraint.regex("(yes|no)"))])[0]
+    assert done.finish_reason == "stop" and done.text in ("yes", "no") and done.usage.forwards <= 2
+
+
+def test_abort(engine: Engine) -> None:
+    rid = engine.submit(GenerateRequest("abort me", SamplingParams(max_tokens=100)))
+    engine.step()
+    assert engine.abort(rid)
+    chunks = engine.step()
+    assert any(c.rid == rid and c.finished and c.finish_reason == "abort" for c in chunks) or engine.output(rid).finish_reason == "abort"
+    assert not engine.has_unfinished()
+
+
+def test_bad_input_errors_and_engine_keeps_serving(tiny_llama_dir: str, tmp_path, engine: Engine) -> None:
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        Engine(str(tmp_path / "nope"))
+    (tmp_path / "gpt2").mkdir()
+    (tmp_path / "gpt2" / "config.json").write_text(json.dumps({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": 1}))
+    with pytest.raises(UnsupportedModelError, match="supported: LlamaForCausalLM"):
+        Engine(str(tmp_path / "gpt2"))
+    with pytest.raises(RequestError, match="context is 512 tokens"):
+        engine.submit(GenerateRequest("word " * 600))
+    with pytest.raises(RequestError, match="max_tokens"):
+        SamplingParams(max_tokens=0)
+    with pytest.raises(RequestError, match="temperature"):
+        SamplingParams(temperature=-0.5)
+    with pytest.raises(RequestError, match="top_p"):
+        SamplingParams(top_p=0)
+    with pytest.raises(RequestError, match="prompt"):
+        engine.submit(GenerateRequest(""))
+    with pytest.raises(RequestError, match="chat messages"):
+        engine.submit(GenerateRequest([{"role": "user"}, 3]))
+    with pytest.raises(UnsupportedSchemaError, match="uniqueItems"):
+        structgen.generate(schema={"type": "array", "uniqueItems": True}, prompt="x", engine=engine)
+    with pytest.raises(SchemaError):
+        structgen.generate(schema={"type": "objekt"}, prompt="x", engine=engine)
+    with pytest.raises(structgen.RegexError):
+        structgen.generate(regex="(unclosed", prompt="x", engine=engine)
+    # a failing request in a batch: its own error; the others complete
+    outs = engine.generate(
+        [
+            GenerateRequest("fine", SamplingParams(max_tokens=10)),
+            GenerateRequest("word " * 600),
+            GenerateRequest("bad schema", SamplingParams(), Constraint.json_schema({"minimum": "zero"})),
+            GenerateRequest("fine too", SamplingParams(max_tokens=30), Constraint.json_schema(SMALL)),
+        ]
+    )
+    assert [o.finish_reason for o in outs][1:3] == ["error", "error"]
+    assert isinstance(outs[1].error, RequestError) and isinstance(outs[2].error, SchemaError)
+    assert outs[0].finish_reason in ("stop", "length") and outs[3].finish_reason == "stop"
+    jsonschema.validate(json.loads(outs[3].text), SMALL)
+
+
+class Person(BaseModel):
+    name: str = Field(max_length=10)
+    age: int = Field(ge=0, le=120)
+
+
+def test_cli_generate(tiny_llama_dir: str, tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    from structgen.cli import main
+
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps(Person.model_json_schema()))
+    assert main(["generate", "--model", tiny_llama_dir, "--schema", str(schema), "--prompt", "Who?"]) == 0
+    out = capsys.readouterr().out
+    value = json.loads(out.splitlines()[0])
+    Person.model_validate(value)
+    assert "forced" in out and "forwards" in out
+    assert main(["generate", "--model", tiny_llama_dir, "--regex", "[a-c]{3}", "--prompt", "abc"]) == 0
+    assert main(["generate", "--model", str(tmp_path / "missing"), "--regex", "a", "--prompt", "x"]) == 2
+    assert "does not exist" in capsys.readouterr().err

@@ -1,0 +1,70 @@
+"""Token-bitmask kernel (torch reference) and the sampler's filters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from structgen.kernels import apply_token_bitmask_inplace
+
+from structgen.request import SamplingParams
+from structgen.sampling import Sampler, _top_k, _top_p
+
+
+def _pack(allowed: np.ndarray) -> torch.Tensor:
+    words = (allowed.shape[1] + 31) // 32
+    pad = np.zeros((allowed.shape[0], words * 32), dtype=bool)
+    pad[:, : allowed.shape[1]] = allowed
+    return torch.from_numpy(np.packbits(pad, axis=1, bitorder="little").view("<i4").copy())
+
+
+@pytest.mark.parametrize("vocab", [1, 31, 32, 33, 100, 1000])
+def test_bitmask_matches_naive(vocab: int) -> None:
+    rng = np.random.default_rng(vocab)
+    allowed = rng.random((5, vocab)) < 0.3
+    logits = torch.randn(5, vocab)
+    expect = logits.clone()
+    expect[~torch.from_numpy(allowed)] = float("-inf")
+    apply_token_bitmask_inplace(logits, _pack(allowed))
+    assert torch.equal(logits, expect)
+
+
+def test_bitmask_indices_short_mask_and_errors() -> None:
+    logits = torch.zeros(3, 70)
+    mask = _pack(np.ones((1, 40), dtype=bool))  # 2 words; ids 40.. are clear bits or beyond the mask
+    apply_token_bitmask_inplace(logits, mask, torch.tensor([1]))
+    assert torch.isinf(logits[1, 40:]).all() and not torch.isinf(logits[1, :40]).any() and not torch.isinf(logits[[0, 2]]).any()
+    with pytest.raises(ValueError, match="unknown token-bitmask backend"):
+        apply_token_bitmask_inplace(logits, mask, torch.tensor([1]), backend="cuda-magic")
+    with pytest.raises(TypeError, match="int32"):
+        apply_token_bitmask_inplace(logits, mask.long())
+
+
+def test_top_k_top_p() -> None:
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05], [0.25, 0.25, 0.25, 0.25]]))
+    k = _top_k(logits.clone(), [2, 0])
+    assert torch.isinf(k[0, 2:]).all() and not torch.isinf(k[1]).any()
+    p = _top_p(logits.clone(), [0.7, 1.0])
+    assert not torch.isinf(p[0, :2]).any() and torch.isinf(p[0, 2:]).all() and not torch.isinf(p[1]).any()
+    p = _top_p(logits.clone(), [0.1, 0.5])
+    assert torch.isinf(p[0, 1:]).all() and (~torch.isinf(p[1])).sum() == 2
+
+
+class _R:
+    def __init__(self, params: SamplingParams, seed: int) -> None:
+        self.params = params
+        self.cursor = None
+        self.generator = torch.Generator().manual_seed(seed)
+
+
+def test_sampler_masks_padding_ids_and_follows_distribution() -> None:
+    s = Sampler(vocab_size=40, tokenizer_size=4)
+    logits = torch.zeros(1, 40)
+    logits[0, 30] = 100.0  # a padding id above the tokenizer: never chosen
+    assert s.sample(logits, [_R(SamplingParams(), 0)]) == [0]
+    r = _R(SamplingParams(temperature=1.0), 0)
+    counts = np.zeros(4)
+    for _ in range(2000):
+        lg = torch.log(torch.tensor([[0.1, 0.2, 0.3, 0.4] + [1e-9] * 36]))
+        counts[s.sample(lg, [r])[0]] += 1
+    assert np.allclose(counts / counts.sum(), [0.1, 0.2, 0.3, 0.4], atol=0.04)
