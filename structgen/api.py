@@ -11,7 +11,8 @@ from typing import Any
 
 from structgen.fsm import Constraint
 from structgen.fsm.compiler import OutputValidationError
-from structgen.schemas import SchemaOptions
+from structgen.fsm.errors import GrammarCompileError
+from structgen.schemas import ConstraintError, SchemaOptions
 
 from .engine import Engine, EngineConfig
 from .request import GenerateRequest, RequestError, RequestOutput, SamplingParams
@@ -146,11 +147,9 @@ def generate(
     prompts = list(prompt) if batch else [prompt]
     eng = engine if engine is not None else get_engine(model)
     outs = eng.generate([GenerateRequest(p, params, constraint) for p in prompts])
-    for out in outs:
-        if isinstance(out.error, RequestError):
+    for out in outs:  # input errors surface as themselves, not as GenerationError
+        if isinstance(out.error, (RequestError, ConstraintError, GrammarCompileError)):
             raise out.error
-        if out.error is not None and out.finish_reason == "error" and not out.token_ids and isinstance(out.error, (ValueError,)):
-            raise out.error  # compile errors (schema / regex / limits) are the caller's to see as such
     values = [_validate(o, constraint, pyd, i) for i, o in enumerate(outs)]
     if return_output:
         pairs = list(zip(values, outs))

@@ -283,7 +283,8 @@ class PrefillManager:
             if not self.cache.admit(req):
                 break
             n = min(req.pending, budget)
-            reserve = 0 if n < req.pending else min(cfg.decode_reserve_tokens, req.params.max_tokens - len(req.output_ids))
+            alone = num_running + len(admitted) == 0  # an idle engine always admits (no reserve needed)
+            reserve = 0 if n < req.pending or alone else min(cfg.decode_reserve_tokens, req.params.max_tokens - len(req.output_ids))
             if self.cache.available_tokens() < n + reserve or self.cache.assign(req, n) is None:
                 self.cache.unadmit(req)
                 break

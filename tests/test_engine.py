@@ -253,3 +253,70 @@ def test_cli_generate(tiny_llama_dir: str, tmp_path, capsys: pytest.CaptureFixtu
     assert main(["generate", "--model", tiny_llama_dir, "--regex", "[a-c]{3}", "--prompt", "abc"]) == 0
     assert main(["generate", "--model", str(tmp_path / "missing"), "--regex", "a", "--prompt", "x"]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_grammar_compiles_do_not_block_the_batch(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    from concurrent.futures import Future
+
+    from structgen.request import Status
+
+    held: Future = Future()
+    real = engine.scheduler.grammar.compiler
+    assert real is not None
+    monkeypatch.setattr(real, "submit", lambda constraint: held)
+    slow = engine.submit(GenerateRequest("constrained", SamplingParams(max_tokens=30), Constraint.json_schema(SMALL)))
+    free = engine.submit(GenerateRequest("free", SamplingParams(max_tokens=4)))
+    for _ in range(6):
+        engine.step()
+    assert engine.output(free).finish_reason in ("stop", "length")
+    assert engine._reqs[slow].status is Status.GRAMMAR
+    monkeypatch.undo()
+    held.set_result(real.compile(Constraint.json_schema(SMALL)))
+    while engine.has_unfinished():
+        engine.step()
+    jsonschema.validate(json.loads(engine.output(slow).text), SMALL)
+
+
+def test_idle_engine_admits_a_prompt_that_fills_the_pool(tiny_llama_dir: str) -> None:
+    with make_engine(
+        tiny_llama_dir, memory=MemoryConfig(max_total_tokens=40, max_context=512, max_running_requests=4), decode_reserve_tokens=16
+    ) as eng:
+        out = eng.generate([GenerateRequest(list(range(100, 135)), SamplingParams(max_tokens=50))])[0]
+        assert out.finish_reason in ("stop", "length") and out.usage.completion_tokens <= 40 - 35
+
+
+def test_compile_limit_errors_surface_as_themselves(tiny_llama_dir: str) -> None:
+    from structgen.fsm import CompilerConfig
+    from structgen.fsm.errors import GrammarCompileError
+
+    with Engine(tiny_llama_dir, EngineConfig(compiler=CompilerConfig(max_states=2))) as eng:
+        with pytest.raises(GrammarCompileError, match="max_states"):
+            structgen.generate(schema=ENUMS, prompt="x", engine=eng)
+        assert eng.generate([GenerateRequest("still serving", SamplingParams(max_tokens=3))])[0].finish_reason in ("stop", "length")
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("tokenizer", ["llama3", "qwen2"])
+def test_real_tokenizer_chat_generate(tokenizer: str, tmp_path) -> None:
+    from structgen.models import write_random_checkpoint
+
+    from .conftest import shared_path, tiny_config
+
+    tok_dir = shared_path("tokenizers", tokenizer)
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    kind = "qwen2" if tokenizer == "qwen2" else "llama"
+    cfg = tiny_config(kind, vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    path = write_random_checkpoint(tmp_path / tokenizer, cfg, seed=3, tokenizer_dir=tok_dir)
+    with make_engine(str(path)) as eng:
+        values = structgen.generate(
+            schema=ENUMS,
+            prompt=[[{"role": "user", "content": f"Character {i}, as JSON."}] for i in range(4)],
+            engine=eng,
+            return_output=True,
+        )
+        for value, out in values:
+            jsonschema.validate(value, ENUMS)
+            assert out.usage.forced_tokens > 0
+            assert eng.tokenizer(out.text, add_special_tokens=False)["input_ids"] == out.token_ids  # canonical
