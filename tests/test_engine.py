@@ -320,3 +320,11 @@ def test_real_tokenizer_chat_generate(tokenizer: str, tmp_path) -> None:
             jsonschema.validate(value, ENUMS)
             assert out.usage.forced_tokens > 0
             assert eng.tokenizer(out.text, add_special_tokens=False)["input_ids"] == out.token_ids  # canonical
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_engine_generates_valid_json(tiny_llama_dir: str, dtype: str) -> None:
+    with Engine(tiny_llama_dir, EngineConfig(dtype=dtype, memory=MemoryConfig(max_total_tokens=2048, max_context=512))) as eng:
+        assert eng.runner.kv_pool.k_buffers[0].dtype == getattr(__import__("torch"), dtype)
+        value = structgen.generate(schema=ENUMS, prompt="JSON please: ", engine=eng)
+        jsonschema.validate(value, ENUMS)
