@@ -1,0 +1,64 @@
+"""Admission policy of the PrefillManager: longest cached prefix first, aging, in-batch sharing."""
+
+from __future__ import annotations
+
+import torch
+
+from structgen.memory import KVAllocator, ReqToTokenPool
+from structgen.radix_cache import RadixCache
+from structgen.request import Req, SamplingParams
+from structgen.scheduler import CacheManager, PrefillManager, SchedulerConfig
+
+
+def _req(rid: int, prompt: list[int]) -> Req:
+    return Req(rid, prompt, SamplingParams(max_tokens=4), False, None, torch.Generator(), 0.0)
+
+
+def _setup(**cfg: int) -> tuple[PrefillManager, CacheManager]:
+    alloc = KVAllocator(1000)
+    radix = RadixCache(alloc)
+    cached = list(range(1, 21))
+    slots = alloc.alloc(20)
+    assert slots is not None
+    radix.insert(cached, slots)
+    cache = CacheManager(ReqToTokenPool(8, 128), alloc, radix)
+    return PrefillManager(SchedulerConfig(**cfg), cache), cache
+
+
+def test_longest_prefix_first_then_aging() -> None:
+    pm, _cache = _setup(max_running_requests=1, aging_tokens_per_step=16)
+    a = _req(0, list(range(50, 60)))  # arrives first, nothing cached
+    b = _req(1, [*range(1, 21), 99])  # 20 cached tokens
+    pm.add(a)
+    pm.add(b)
+    ((got, n),) = pm.schedule(budget=100, num_running=0)
+    assert got is b and n == 1 and b.cached_tokens == 20  # only the uncached token is computed
+    d = _req(2, [*range(1, 21), 98])
+    pm.add(d)
+    ((got, _n),) = pm.schedule(budget=100, num_running=0)
+    assert got is d  # a waited 1 step: 16 < 20
+    e = _req(3, [*range(1, 21), 97])
+    pm.add(e)
+    ((got, _n),) = pm.schedule(budget=100, num_running=0)
+    assert got is a  # a waited 2 steps: 32 > 20, it no longer starves
+
+
+def test_in_batch_prefix_sharing_and_chunking() -> None:
+    pm, cache = _setup(in_batch_prefix_min=8)
+    shared = list(range(200, 240))
+    first, second = _req(0, [*shared, 1]), _req(1, [*shared, 2])
+    other = _req(2, list(range(300, 310)))
+    for r in (first, second, other):
+        pm.add(r)
+    admitted = pm.schedule(budget=100, num_running=0)
+    # second shares 40 uncached tokens with first: it waits a step to reuse them
+    assert [(r.rid, n) for r, n in admitted] == [(0, 41), (2, 10)]
+    first.kv_len += 41  # what process_results does after the forward
+    cache.cache_prefix(first)
+    ((got, n),) = pm.schedule(budget=100, num_running=2)
+    assert got is second and n == 1 and second.cached_tokens == 40
+    long = _req(3, list(range(400, 480)))
+    pm.add(long)
+    ((got, n),) = pm.schedule(budget=30, num_running=3)
+    assert got is long and n == 30 and long.pending == 80  # a first chunk of 30 at the step's token budget
+    assert cache.req_to_token.available == 8 - 4
