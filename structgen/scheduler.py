@@ -23,6 +23,7 @@ from typing import NamedTuple
 import torch
 
 from structgen.fsm import GrammarCompiler, TokenFSM
+from structgen.fsm.token_fsm import _utf8_complete_prefix as _utf8_complete
 
 from .attention import ForwardBatch
 from .memory import KVAllocator, ReqToTokenPool
@@ -560,15 +561,3 @@ class Scheduler:
             return StreamChunk(req.rid, delta, True, req.finish_reason, req.usage(), req.error)
         return StreamChunk(req.rid, delta, False)
 
-
-def _utf8_complete(data: bytes) -> int:
-    """Length of the longest prefix of ``data`` not ending inside a UTF-8 sequence."""
-    n = len(data)
-    i = n - 1
-    while i >= 0 and i >= n - 4 and 0x80 <= data[i] <= 0xBF:
-        i -= 1
-    if i < 0:
-        return n
-    lead = data[i]
-    need = 1 if lead < 0x80 else 2 if lead >> 5 == 0b110 else 3 if lead >> 4 == 0b1110 else 4 if lead >> 3 == 0b11110 else 1
-    return n if n - i >= need else i
