@@ -17,7 +17,7 @@ from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler, Vocabular
 from .memory import MemoryConfig
 from .model_runner import ModelRunner
 from .radix_cache import RadixCache
-from .request import GenerateRequest, Req, RequestError, RequestOutput, SamplingParams, Status, StreamChunk
+from .request import GenerateRequest, Req, RequestError, RequestOutput, SamplingParams, Status, StreamChunk, Usage
 from .sampling import Sampler
 from .scheduler import CacheManager, GrammarManager, Scheduler, SchedulerConfig
 
@@ -278,7 +278,5 @@ class Engine:
             del self._reqs[rid]
 
 
-def _empty_usage() -> Any:
-    from .request import Usage
-
+def _empty_usage() -> Usage:
     return Usage(0, 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0)

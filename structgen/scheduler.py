@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import FIRST_COMPLETED, Future
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -142,21 +143,25 @@ class CacheManager:
             self.allocator.free(self.req_to_token.req_to_token_cpu[req.req_pool_idx, new_len : req.kv_len].clone())
             req.kv_len = new_len
 
+    def _insert(self, req: Req) -> None:
+        """Insert the computed tokens of ``req`` into the radix cache, freeing the slots of the
+        ones another request cached first (the tree keeps its own copy)."""
+        assert self.radix is not None and req.req_pool_idx is not None
+        slots = self.req_to_token.req_to_token_cpu[req.req_pool_idx, : req.kv_len].clone()
+        present = self.radix.insert(req.token_at(0, req.kv_len), slots)
+        if present > req.cache_protected_len:
+            self.allocator.free(slots[req.cache_protected_len : present].clone())
+
     def cache_prefix(self, req: Req) -> None:
         """Insert the computed tokens of a running request into the radix cache and re-pin
         (shares a prompt as soon as it is prefilled; chunk by chunk for chunked prompts)."""
         if self.radix is None:
             return
         assert req.req_pool_idx is not None and req.last_node is not None
-        row = self.req_to_token.req_to_token_cpu[req.req_pool_idx]
-        key = req.token_at(0, req.kv_len)
-        slots = row[: req.kv_len].clone()
-        present = self.radix.insert(key, slots)
-        if present > req.cache_protected_len:  # another request cached these first: free our copies
-            self.allocator.free(slots[req.cache_protected_len : present].clone())
-        tree_slots, node = self.radix.match_prefix(key)
+        self._insert(req)
+        tree_slots, node = self.radix.match_prefix(req.token_at(0, req.kv_len))
         self.radix.hit_tokens -= int(tree_slots.numel())  # internal re-match, not a hit
-        row[: req.kv_len] = tree_slots
+        self.req_to_token.req_to_token_cpu[req.req_pool_idx, : req.kv_len] = tree_slots
         self.radix.dec_lock_ref(req.last_node)
         self.radix.inc_lock_ref(node)
         req.last_node = node
@@ -167,18 +172,13 @@ class CacheManager:
         (unpinned) or, without one, their slots to the allocator; its row is freed."""
         if req.req_pool_idx is None:
             return
-        row = self.req_to_token.req_to_token_cpu[req.req_pool_idx]
         if self.radix is not None:
             assert req.last_node is not None
-            key = req.token_at(0, req.kv_len)
-            slots = row[: req.kv_len].clone()
-            present = self.radix.insert(key, slots)
-            if present > req.cache_protected_len:
-                self.allocator.free(slots[req.cache_protected_len : present].clone())
+            self._insert(req)
             self.radix.dec_lock_ref(req.last_node)
             req.last_node = None
         else:
-            self.allocator.free(row[: req.kv_len].clone())
+            self.allocator.free(self.req_to_token.req_to_token_cpu[req.req_pool_idx, : req.kv_len].clone())
         self.req_to_token.free(req.req_pool_idx)
         req.req_pool_idx = None
         req.kv_len = req.cache_protected_len = 0
@@ -229,9 +229,6 @@ class GrammarManager:
 
     def wait(self, timeout_s: float) -> None:
         """Block until some pending compile finishes (used when nothing else can run)."""
-        from concurrent.futures import FIRST_COMPLETED
-        from concurrent.futures import wait as wait_futures
-
         if self._pending:
             wait_futures([f for _r, f in self._pending], timeout=timeout_s, return_when=FIRST_COMPLETED)
 
@@ -560,4 +557,3 @@ class Scheduler:
         if done:
             return StreamChunk(req.rid, delta, True, req.finish_reason, req.usage(), req.error)
         return StreamChunk(req.rid, delta, False)
-
