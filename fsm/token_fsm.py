@@ -19,6 +19,7 @@ forced token is dropped when a longer allowed token starts with it.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from bisect import bisect_left
 from collections.abc import Sequence
@@ -28,6 +29,8 @@ import numpy as np
 
 from .automaton import DEAD, LazyDFA
 from .vocab import Vocabulary
+
+_FSM_UIDS = itertools.count(1)
 
 
 class TokenRejectedError(ValueError):
@@ -53,7 +56,8 @@ class TokenFSM:
     rows and state→row entries are filled in on demand (under a lock).
 
     Attributes: ``dfa`` (:class:`LazyDFA`), ``vocab`` (:class:`Vocabulary`), ``initial``
-    (int), ``mask_words`` (ceil(V/32)).
+    (int), ``mask_words`` (ceil(V/32)), ``uid`` (int, unique per live instance in this process;
+    a device mask-row pool keys rows by ``(uid, row index)``).
     """
 
     def __init__(self, dfa: LazyDFA, vocab: Vocabulary) -> None:
@@ -68,6 +72,7 @@ class TokenFSM:
         self._init_runtime()
 
     def _init_runtime(self) -> None:
+        self.uid = next(_FSM_UIDS)
         self._lock = threading.RLock()
         self._byte_rows: dict[int, list[int]] = {}  # state -> next state per byte (advance fast path)
         self._eos = set(self.vocab.eos_token_ids)

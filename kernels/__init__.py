@@ -1,30 +1,151 @@
-"""Logits-side kernels behind one dispatcher (``backend="auto"``).
+"""Logits-side and decoder kernels behind one dispatcher each (``backend="auto"``).
 
-``import structgen.kernels`` never needs triton or flashinfer: an accelerated implementation is
-imported only when the dispatcher picks it.
+``import structgen.kernels`` never needs triton or flashinfer: a Triton implementation is
+imported only when the dispatcher picks it.  ``"auto"`` picks Triton for CUDA tensors when
+triton imports, the torch reference otherwise; ``"torch"`` and ``"triton"`` force one (the
+Triton kernels also run on CPU tensors under ``TRITON_INTERPRET=1``, which is how CI tests them).
+
+Kernels: precomputed FSM mask rows applied to logits (fused with temperature, or with greedy
+argmax), the xgrammar-layout token bitmask, RMSNorm (+ residual add), SiLU-and-mul, rotary
+embedding in place on the fused qkv projection.
 """
 
 from __future__ import annotations
 
+import functools
+from types import ModuleType
+
 import torch
 
+from .mask_rows_torch import apply_mask_rows_torch, masked_argmax_torch
+from .model_ops_torch import fused_add_rms_norm_torch, rms_norm_torch, rope_qkv_inplace_torch, silu_and_mul_torch
 from .token_bitmask_torch import apply_token_bitmask_inplace_torch
 
-BACKENDS = ("auto", "torch")
+BACKENDS = ("auto", "torch", "triton")
+
+
+@functools.cache
+def triton_available() -> bool:
+    """Whether ``triton`` imports (the kernels then compile on CUDA or interpret on CPU)."""
+    try:
+        import triton  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+def resolve_backend(backend: str, device: torch.device) -> str:
+    """``"torch"`` or ``"triton"`` for tensors on ``device``.  Raises ``ValueError`` for an
+    unknown backend and ``RuntimeError`` when ``"triton"`` is asked for without triton."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown kernel backend {backend!r}; available: {', '.join(BACKENDS)}")
+    if backend == "auto":
+        return "triton" if device.type == "cuda" and triton_available() else "torch"
+    if backend == "triton" and not triton_available():
+        raise RuntimeError("kernel backend 'triton' requested but triton is not installed (pip install 'structgen[gpu]')")
+    return backend
+
+
+@functools.cache
+def _mask_triton() -> ModuleType:
+    from . import mask_rows_triton
+
+    return mask_rows_triton
+
+
+@functools.cache
+def _ops_triton() -> ModuleType:
+    from . import model_ops_triton
+
+    return model_ops_triton
+
+
+def apply_mask_rows(
+    logits: torch.Tensor,
+    row_idx: torch.Tensor,
+    pool: torch.Tensor,
+    *,
+    temperature: torch.Tensor | None = None,
+    vocab_limit: int | None = None,
+    backend: str = "auto",
+) -> None:
+    """Mask ``logits`` ``[B, V]`` in place with pool rows ``row_idx`` (int32 ``[B]``, −1 =
+    unconstrained), dividing allowed logits by ``temperature`` (float32 ``[B]``, ≤ 0 = unscaled).
+    Full contract: :func:`~structgen.kernels.mask_rows_torch.apply_mask_rows_torch`."""
+    if resolve_backend(backend, logits.device) == "triton":
+        _mask_triton().apply_mask_rows_triton(logits, row_idx, pool, temperature=temperature, vocab_limit=vocab_limit)
+    else:
+        apply_mask_rows_torch(logits, row_idx, pool, temperature=temperature, vocab_limit=vocab_limit)
+
+
+def masked_argmax(
+    logits: torch.Tensor, row_idx: torch.Tensor, pool: torch.Tensor, *, vocab_limit: int | None = None, backend: str = "auto"
+) -> torch.Tensor:
+    """Greedy ids (int64 ``[B]``) under the mask rows, ``logits`` unchanged.  Contract:
+    :func:`~structgen.kernels.mask_rows_torch.masked_argmax_torch`."""
+    if resolve_backend(backend, logits.device) == "triton":
+        return _mask_triton().masked_argmax_triton(logits, row_idx, pool, vocab_limit=vocab_limit)  # type: ignore[no-any-return]
+    return masked_argmax_torch(logits, row_idx, pool, vocab_limit=vocab_limit)
 
 
 def apply_token_bitmask_inplace(
     logits: torch.Tensor, bitmask: torch.Tensor, indices: torch.Tensor | None = None, *, backend: str = "auto"
 ) -> None:
-    """Mask disallowed tokens to ``-inf`` in place.  Shapes as in
-    :func:`~structgen.kernels.token_bitmask_torch.apply_token_bitmask_inplace_torch`.
-
-    ``backend``: ``"auto"`` (the fastest available for ``logits.device``; the torch reference
-    for now) or ``"torch"``.  Raises ``ValueError`` for an unknown backend.
-    """
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown token-bitmask backend {backend!r}; available: {', '.join(BACKENDS)}")
+    """Mask disallowed tokens to ``-inf`` in place from a per-step bitmask in xgrammar's layout
+    (``int32 [B, W]``).  Shapes as in
+    :func:`~structgen.kernels.token_bitmask_torch.apply_token_bitmask_inplace_torch`; only a
+    torch implementation (the engine uses :func:`apply_mask_rows`).  Raises ``ValueError`` for
+    an unknown backend."""
+    if backend not in ("auto", "torch"):
+        raise ValueError(f"unknown token-bitmask backend {backend!r}; available: auto, torch")
     apply_token_bitmask_inplace_torch(logits, bitmask, indices)
 
 
-__all__ = ["BACKENDS", "apply_token_bitmask_inplace", "apply_token_bitmask_inplace_torch"]
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, *, backend: str = "auto") -> torch.Tensor:
+    """RMSNorm of ``x`` ``[T, H]``; see :func:`~structgen.kernels.model_ops_torch.rms_norm_torch`."""
+    if resolve_backend(backend, x.device) == "triton":
+        return _ops_triton().rms_norm_triton(x, weight, eps)  # type: ignore[no-any-return]
+    return rms_norm_torch(x, weight, eps)
+
+
+def fused_add_rms_norm(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, *, backend: str = "auto"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(rms_norm(x + residual), x + residual)``; see
+    :func:`~structgen.kernels.model_ops_torch.fused_add_rms_norm_torch`."""
+    if resolve_backend(backend, x.device) == "triton":
+        return _ops_triton().fused_add_rms_norm_triton(x, residual, weight, eps)  # type: ignore[no-any-return]
+    return fused_add_rms_norm_torch(x, residual, weight, eps)
+
+
+def silu_and_mul(gate_up: torch.Tensor, *, backend: str = "auto") -> torch.Tensor:
+    """``silu(gate) * up`` of ``[T, 2I]`` → ``[T, I]``; see
+    :func:`~structgen.kernels.model_ops_torch.silu_and_mul_torch`."""
+    if resolve_backend(backend, gate_up.device) == "triton":
+        return _ops_triton().silu_and_mul_triton(gate_up)  # type: ignore[no-any-return]
+    return silu_and_mul_torch(gate_up)
+
+
+def rope_qkv_inplace(
+    qkv: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor, num_rot_heads: int, head_dim: int, *, backend: str = "auto"
+) -> None:
+    """Rotary embedding in place on the first ``num_rot_heads`` heads of ``qkv``; see
+    :func:`~structgen.kernels.model_ops_torch.rope_qkv_inplace_torch`."""
+    if resolve_backend(backend, qkv.device) == "triton":
+        _ops_triton().rope_qkv_inplace_triton(qkv, positions, inv_freq, num_rot_heads, head_dim)
+    else:
+        rope_qkv_inplace_torch(qkv, positions, inv_freq, num_rot_heads, head_dim)
+
+
+__all__ = [
+    "BACKENDS",
+    "apply_mask_rows",
+    "apply_token_bitmask_inplace",
+    "fused_add_rms_norm",
+    "masked_argmax",
+    "resolve_backend",
+    "rms_norm",
+    "rope_qkv_inplace",
+    "silu_and_mul",
+    "triton_available",
+]

@@ -168,8 +168,18 @@ def _generate_command(args: argparse.Namespace) -> int:
         prompt = [{"role": "user", "content": args.prompt}] if args.chat else args.prompt
         with Engine(path, EngineConfig(device=args.device, dtype=args.dtype)) as engine:
             value, out = generate(
-                model_cls, prompt, schema=schema, regex=regex, engine=engine, max_tokens=args.max_tokens, temperature=args.temperature,
-                top_p=args.top_p, top_k=args.top_k, seed=args.seed, jump_forward=not args.no_jump_forward, return_output=True,
+                model_cls,
+                prompt,
+                schema=schema,
+                regex=regex,
+                engine=engine,
+                max_tokens=args.max_tokens,
+                temperature=args.temperature,
+                top_p=args.top_p,
+                top_k=args.top_k,
+                seed=args.seed,
+                jump_forward=not args.no_jump_forward,
+                return_output=True,
             )
             stats = engine.stats()
     except GenerationError as e:

@@ -26,13 +26,22 @@ from .scheduler import CacheManager, GrammarManager, Scheduler, SchedulerConfig
 class EngineConfig:
     """Engine settings: ``device`` ("auto": CUDA when available, else CPU), ``dtype`` ("auto",
     "float32", "bfloat16", "float16"), ``seed`` (generator of unseeded sampled requests),
-    ``mask_backend`` / ``attention_backend`` (kernel choices), and the layer configs."""
+    ``mask_backend`` ("auto" | "torch" | "triton") and ``attention_backend`` ("auto" |
+    "torch" | "flashinfer") kernel choices, ``cuda_graph`` / ``cuda_graph_max_bs`` (decode
+    graphs with FlashInfer on CUDA), ``mask_pool_rows`` (device-resident FSM mask rows),
+    ``random_weights_seed`` (draw weights on the device instead of reading a checkpoint: for
+    benchmarks of large configurations), and the layer configs.  Raises ``ValueError`` for
+    values out of range."""
 
     device: str = "auto"
     dtype: str = "auto"
     seed: int = 0
     mask_backend: str = "auto"
-    attention_backend: str = "torch"
+    attention_backend: str = "auto"
+    cuda_graph: bool = True
+    cuda_graph_max_bs: int = 256
+    mask_pool_rows: int = 4096
+    random_weights_seed: int | None = None
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     compiler: CompilerConfig = field(default_factory=CompilerConfig)
@@ -40,6 +49,14 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.device != "auto":
             torch.device(self.device)  # raises RuntimeError for a malformed device string
+        if self.mask_backend not in ("auto", "torch", "triton"):
+            raise ValueError(f"mask_backend must be auto, torch or triton, got {self.mask_backend!r}")
+        if self.attention_backend not in ("auto", "torch", "flashinfer"):
+            raise ValueError(f"attention_backend must be auto, torch or flashinfer, got {self.attention_backend!r}")
+        if self.cuda_graph_max_bs < 1:
+            raise ValueError(f"cuda_graph_max_bs must be ≥ 1, got {self.cuda_graph_max_bs}")
+        if self.mask_pool_rows < 1:
+            raise ValueError(f"mask_pool_rows must be ≥ 1, got {self.mask_pool_rows}")
 
 
 class EngineStats(NamedTuple):
@@ -72,7 +89,16 @@ class Engine:
         self.config = cfg = config or EngineConfig()
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else torch.device(cfg.device)
         self.model_path = os.fspath(model_path)
-        self.runner = ModelRunner(self.model_path, cfg.memory, device=device, dtype=cfg.dtype, attention_backend=cfg.attention_backend)
+        self.runner = ModelRunner(
+            self.model_path,
+            cfg.memory,
+            device=device,
+            dtype=cfg.dtype,
+            attention_backend=cfg.attention_backend,
+            cuda_graph=cfg.cuda_graph,
+            cuda_graph_max_bs=cfg.cuda_graph_max_bs,
+            random_weights_seed=cfg.random_weights_seed,
+        )
         from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(os.fspath(tokenizer_path or model_path), local_files_only=True)
@@ -81,7 +107,9 @@ class Engine:
         self.compiler = GrammarCompiler(self.vocab, cfg.compiler)
         radix = RadixCache(self.runner.allocator) if cfg.scheduler.radix_cache else None
         self.cache = CacheManager(self.runner.req_to_token, self.runner.allocator, radix)
-        sampler = Sampler(self.runner.vocab_size, self.vocab.size, mask_backend=cfg.mask_backend)
+        sampler = Sampler(
+            self.runner.vocab_size, self.vocab.size, device=device, mask_backend=cfg.mask_backend, pool_rows=cfg.mask_pool_rows
+        )
         self.scheduler = Scheduler(
             cfg.scheduler, self.cache, GrammarManager(self.compiler), sampler, self.vocab.token_bytes, frozenset(self.eos_token_ids)
         )

@@ -10,26 +10,56 @@ from .attention import AttentionBackend, ForwardBatch, TorchAttentionBackend
 from .memory import KVAllocator, KVPool, MemoryConfig, ReqToTokenPool, capacity_from_memory, kv_bytes_per_token, to_device
 from .models import LlamaForCausalLM, load_model
 
-ATTENTION_BACKENDS = ("torch",)
+ATTENTION_BACKENDS = ("auto", "torch", "flashinfer")
+
+
+def resolve_attention_backend(name: str, device: torch.device, dtype: torch.dtype) -> str:
+    """``"torch"`` or ``"flashinfer"``.  ``"auto"`` takes FlashInfer on CUDA when it imports
+    and the model runs in bfloat16 / float16, the torch backend otherwise.  Raises
+    ``ValueError`` for an unknown name or an explicit ``"flashinfer"`` it cannot honour."""
+    from .flashinfer_backend import FLASHINFER_DTYPES, flashinfer_available
+
+    if name not in ATTENTION_BACKENDS:
+        raise ValueError(f"attention backend {name!r} is not available; available: {', '.join(ATTENTION_BACKENDS)}")
+    usable = device.type == "cuda" and dtype in FLASHINFER_DTYPES and flashinfer_available()
+    if name == "auto":
+        return "flashinfer" if usable else "torch"
+    if name == "flashinfer" and not usable:
+        raise ValueError(
+            f"attention backend 'flashinfer' needs CUDA, flashinfer installed and a bfloat16/float16 model (device {device}, dtype {dtype})"
+        )
+    return name
 
 
 class ModelRunner:
     """Loads a local checkpoint and sizes the pools.
 
     ``max_context`` is ``min(memory.max_context, max_position_embeddings)``; the KV capacity is
-    ``memory.max_total_tokens`` or derived from free memory.  :meth:`forward` returns float32
-    logits ``[S, vocab_size]`` for the batch's sample rows.
+    ``memory.max_total_tokens`` or derived from free memory.  ``random_weights_seed`` draws the
+    weights on the device instead of reading them (the folder then needs only config.json).
+    With the FlashInfer backend and ``cuda_graph``, decode batches of up to
+    ``min(cuda_graph_max_bs, max_running_requests)`` requests replay captured CUDA graphs.
+    :meth:`forward` returns float32 logits ``[S, vocab_size]`` for the batch's sample rows.
     """
 
     def __init__(
-        self, model_path: str, memory: MemoryConfig, *, device: torch.device, dtype: str = "auto", attention_backend: str = "torch"
+        self,
+        model_path: str,
+        memory: MemoryConfig,
+        *,
+        device: torch.device,
+        dtype: str = "auto",
+        attention_backend: str = "auto",
+        cuda_graph: bool = True,
+        cuda_graph_max_bs: int = 256,
+        random_weights_seed: int | None = None,
     ) -> None:
         if attention_backend not in ATTENTION_BACKENDS:
             raise ValueError(f"attention backend {attention_backend!r} is not available; available: {', '.join(ATTENTION_BACKENDS)}")
         self.device = device
         self.model: LlamaForCausalLM
         self.hf_config: Any
-        self.model, self.hf_config = load_model(model_path, dtype=dtype, device=device)
+        self.model, self.hf_config = load_model(model_path, dtype=dtype, device=device, random_weights_seed=random_weights_seed)
         args = self.model.args
         self.dtype = self.model.lm_head.weight.dtype
         self.vocab_size = args.vocab_size
@@ -39,11 +69,37 @@ class ModelRunner:
         self.req_to_token = ReqToTokenPool(memory.max_running_requests, self.max_context)
         self.allocator = KVAllocator(capacity)
         self.kv_pool = KVPool(capacity, args.num_layers, args.num_kv_heads, args.head_dim, self.dtype, device)
-        self.backend: AttentionBackend = TorchAttentionBackend(self.kv_pool, self.req_to_token)
+        self.attention_backend = resolve_attention_backend(attention_backend, device, self.dtype)
+        self.backend: AttentionBackend
+        self.graph_runner = None
+        if self.attention_backend == "flashinfer":
+            from .flashinfer_backend import DecodeGraphRunner, FlashInferAttentionBackend
+
+            fi_backend = FlashInferAttentionBackend(
+                self.kv_pool,
+                self.req_to_token,
+                num_heads=args.num_heads,
+                num_kv_heads=args.num_kv_heads,
+                head_dim=args.head_dim,
+                sm_scale=args.head_dim**-0.5,
+                layer_windows=list(args.layer_windows),
+            )
+            self.backend = fi_backend
+            if cuda_graph:
+                max_bs = max(1, min(cuda_graph_max_bs, memory.max_running_requests))
+                self.graph_runner = DecodeGraphRunner(fi_backend, self._decode_logits, max_bs=max_bs, max_context=self.max_context)
+        else:
+            self.backend = TorchAttentionBackend(self.kv_pool, self.req_to_token)
+
+    def _decode_logits(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        return self.model.compute_logits(self.model(input_ids, positions, self.backend))  # [B, V]
 
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch) -> torch.Tensor:
-        """Run ``batch``; returns float32 logits ``[len(batch.sample_rows), vocab_size]``."""
+        """Run ``batch``; returns float32 logits ``[len(batch.sample_rows), vocab_size]`` (a
+        CUDA-graph replay for a decode-only batch when graphs were captured)."""
+        if self.graph_runner is not None and self.graph_runner.can_run(batch):
+            return self.graph_runner.replay(batch)
         input_ids = to_device(batch.input_ids_cpu, self.device)  # [T]
         positions = to_device(batch.positions_cpu, self.device)  # [T]
         self.backend.plan(batch)

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 from .llama import SUPPORTED_ARCHITECTURES, LlamaForCausalLM, ModelArgs, UnsupportedModelError
-from .loader import ModelLoadError, load_hf_config, load_model, write_random_checkpoint
+from .loader import ModelLoadError, init_random_weights, load_hf_config, load_model, write_model_folder, write_random_checkpoint
+from .presets import PRESETS, preset_config, write_preset_folder
 
 __all__ = [
+    "PRESETS",
     "SUPPORTED_ARCHITECTURES",
     "LlamaForCausalLM",
     "ModelArgs",
     "ModelLoadError",
     "UnsupportedModelError",
+    "init_random_weights",
     "load_hf_config",
     "load_model",
+    "preset_config",
+    "write_model_folder",
+    "write_preset_folder",
     "write_random_checkpoint",
 ]

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+
+from structgen import kernels
 
 if TYPE_CHECKING:
     from structgen.attention import AttentionBackend
@@ -162,41 +163,34 @@ def rope_inv_freq(args: ModelArgs) -> torch.Tensor:
 
 
 class RMSNorm(nn.Module):
-    """Root-mean-square layer norm (Zhang & Sennrich 2019), computed in float32."""
+    """Root-mean-square layer norm (Zhang & Sennrich 2019), computed in float32; with
+    ``residual`` the residual add is fused in and ``(normed, x + residual)`` is returned."""
 
     def __init__(self, dim: int, eps: float) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.ones(dim))
         self.eps = eps
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [T, H] -> [T, H]
-        xf = x.float()
-        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * xf.to(x.dtype)
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> Any:  # [T, H] -> [T, H] (, [T, H])
+        if residual is None:
+            return kernels.rms_norm(x, self.weight, self.eps)
+        return kernels.fused_add_rms_norm(x, residual, self.weight, self.eps)
 
 
 class RotaryEmbedding(nn.Module):
-    """Cos/sin tables per position, applied to q and k in the rotate-half layout."""
+    """Rotary position embedding (RoFormer, rotate-half layout) applied in place to the q and k
+    heads of the fused qkv projection; angles are computed from positions on the fly."""
 
     inv_freq: torch.Tensor  # float32 [D/2]
 
     def __init__(self, args: ModelArgs) -> None:
         super().__init__()
         self.register_buffer("inv_freq", rope_inv_freq(args), persistent=False)
+        self.num_rot_heads = args.num_heads + args.num_kv_heads
+        self.head_dim = args.head_dim
 
-    def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        freqs = positions.float()[:, None] * self.inv_freq[None, :]  # [T, D/2]
-        emb = torch.cat((freqs, freqs), dim=-1)  # [T, D]
-        cos = emb.cos()[:, None, :]  # [T, 1, D]
-        sin = emb.sin()[:, None, :]
-
-        def rot(x: torch.Tensor) -> torch.Tensor:  # [T, heads, D]
-            xf = x.float()
-            half = xf.shape[-1] // 2
-            rotated = torch.cat((-xf[..., half:], xf[..., :half]), dim=-1)
-            return (xf * cos + rotated * sin).to(x.dtype)
-
-        return rot(q), rot(k)
+    def forward(self, positions: torch.Tensor, qkv: torch.Tensor) -> None:  # [T], [T, (H + 2KH) D]
+        kernels.rope_qkv_inplace(qkv, positions, self.inv_freq, self.num_rot_heads, self.head_dim)
 
 
 class Attention(nn.Module):
@@ -215,11 +209,11 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, rotary: RotaryEmbedding, backend: AttentionBackend) -> torch.Tensor:
         qkv = self.qkv_proj(x)  # [T, q + 2kv]
+        rotary(positions, qkv)
         q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         q = q.view(-1, self.num_heads, self.head_dim)  # [T, H, D]
         k = k.view(-1, self.num_kv_heads, self.head_dim)  # [T, KH, D]
         v = v.view(-1, self.num_kv_heads, self.head_dim)
-        q, k = rotary(positions, q, k)
         out = backend.forward(self.layer_id, q, k, v, scale=self.scale, window=self.window)  # [T, H, D]
         return self.o_proj(out.reshape(-1, self.q_size))
 
@@ -227,13 +221,11 @@ class Attention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, args: ModelArgs) -> None:
         super().__init__()
-        self.inter = args.intermediate_size
         self.gate_up_proj = nn.Linear(args.hidden_size, 2 * args.intermediate_size, bias=args.mlp_bias)
         self.down_proj = nn.Linear(args.intermediate_size, args.hidden_size, bias=args.mlp_bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up_proj(x).split([self.inter, self.inter], dim=-1)  # [T, I] each
-        return self.down_proj(F.silu(gate) * up)
+        return self.down_proj(kernels.silu_and_mul(self.gate_up_proj(x)))  # [T, 2I] -> [T, I] -> [T, H]
 
 
 class DecoderLayer(nn.Module):
@@ -244,9 +236,18 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, rotary: RotaryEmbedding, backend: AttentionBackend) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), positions, rotary, backend)
-        return x + self.mlp(self.post_attention_layernorm(x))
+    def forward(
+        self, x: torch.Tensor, residual: torch.Tensor | None, positions: torch.Tensor, rotary: RotaryEmbedding, backend: AttentionBackend
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``x``: the previous sublayer's output ``[T, H]``; ``residual``: the stream before it
+        (None for the first layer).  Returns this layer's MLP output and the residual stream."""
+        if residual is None:
+            h, residual = self.input_layernorm(x), x
+        else:
+            h, residual = self.input_layernorm(x, residual)
+        x = self.self_attn(h, positions, rotary, backend)
+        h, residual = self.post_attention_layernorm(x, residual)
+        return self.mlp(h), residual
 
 
 class LlamaModel(nn.Module):
@@ -259,9 +260,12 @@ class LlamaModel(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, backend: AttentionBackend) -> torch.Tensor:
         x = self.embed_tokens(input_ids)  # [T, H]
+        residual: torch.Tensor | None = None
         for layer in self.layers:
-            x = layer(x, positions, self.rotary_emb, backend)
-        return self.norm(x)
+            x, residual = layer(x, residual, positions, self.rotary_emb, backend)
+        if residual is None:
+            return self.norm(x)  # type: ignore[no-any-return]
+        return self.norm(x, residual)[0]  # type: ignore[no-any-return]
 
 
 class LlamaForCausalLM(nn.Module):

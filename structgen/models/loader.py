@@ -95,11 +95,18 @@ def resolve_dtype(dtype: str | torch.dtype, hf_config: Any, device: torch.device
 
 
 def load_model(
-    path: str | os.PathLike[str], *, dtype: str | torch.dtype = "auto", device: str | torch.device = "cpu"
+    path: str | os.PathLike[str],
+    *,
+    dtype: str | torch.dtype = "auto",
+    device: str | torch.device = "cpu",
+    random_weights_seed: int | None = None,
 ) -> tuple[LlamaForCausalLM, Any]:
     """Build the model of a local HF folder and load its weights.
 
     Returns ``(model, hf_config)``; the model is in eval mode on ``device`` in ``dtype``.
+    With ``random_weights_seed`` the folder needs only config.json: the weights are drawn
+    directly on ``device`` (:func:`init_random_weights`), which is how benchmarks build an
+    8B-parameter model on the GPU without a checkpoint.
     Raises :class:`ModelLoadError` (missing folder / files / tensors, shape mismatch) or
     :class:`UnsupportedModelError` (architecture not in ``SUPPORTED_ARCHITECTURES``).
     """
@@ -114,6 +121,11 @@ def load_model(
     if args.tie_word_embeddings:
         model.lm_head.weight = model.model.embed_tokens.weight
     model.model.rotary_emb.inv_freq = rope_inv_freq(args).to(dev)
+    if random_weights_seed is not None:
+        init_random_weights(model, random_weights_seed, std=float(getattr(hf_config, "initializer_range", 0.02)))
+        model.eval()
+        model.requires_grad_(False)
+        return model, hf_config
     params = dict(model.named_parameters())
     pending = set(params)
     fused = LlamaForCausalLM.fused_shards()
@@ -152,6 +164,45 @@ def load_model(
     model.eval()
     model.requires_grad_(False)
     return model, hf_config
+
+
+@torch.no_grad()
+def init_random_weights(model: LlamaForCausalLM, seed: int, *, std: float = 0.02) -> None:
+    """Fill every parameter in place on its own device: norm weights ``1 + N(0, 0.1)``, all others
+    ``N(0, std)`` (biases included), from one generator seeded with ``seed`` on that device."""
+    first = next(model.parameters())
+    gen = torch.Generator(device=first.device).manual_seed(seed)
+    for name, param in model.named_parameters():
+        if name.endswith("norm.weight"):
+            param.normal_(0.0, 0.1, generator=gen).add_(1.0)
+        else:
+            param.normal_(0.0, std, generator=gen)
+
+
+def write_model_folder(
+    path: str | os.PathLike[str], config: Any, *, tokenizer_dir: str | os.PathLike[str] | None = None, chat_template: str | None = None
+) -> Path:
+    """Write ``config`` (a ``transformers`` config) as config.json into ``path`` and copy the
+    tokenizer files of ``tokenizer_dir`` beside it (``chat_template`` added to
+    tokenizer_config.json when given).  No weights: such a folder serves
+    ``load_model(..., random_weights_seed=...)``."""
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    if not getattr(config, "architectures", None):
+        config.architectures = [
+            {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}[config.model_type]
+        ]
+    config.save_pretrained(str(out))
+    if tokenizer_dir is not None:
+        for f in Path(tokenizer_dir).iterdir():
+            if f.is_file() and f.name not in ("config.json",) and not f.name.endswith((".safetensors", ".gz")):
+                shutil.copyfile(f, out / f.name)
+        if chat_template is not None:
+            tc_path = out / "tokenizer_config.json"
+            tc = json.loads(tc_path.read_text()) if tc_path.is_file() else {}
+            tc["chat_template"] = chat_template
+            tc_path.write_text(json.dumps(tc, indent=1))
+    return out
 
 
 def hf_weight_shapes(args: ModelArgs) -> dict[str, tuple[int, ...]]:
@@ -229,14 +280,4 @@ def write_random_checkpoint(
             weight_map.update({n: fname for n in chunk})
         (out / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}, indent=1))
     config.dtype = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}[dtype]
-    config.save_pretrained(str(out))
-    if tokenizer_dir is not None:
-        for f in Path(tokenizer_dir).iterdir():
-            if f.is_file() and f.name not in ("config.json",) and not f.name.endswith(".safetensors"):
-                shutil.copyfile(f, out / f.name)
-        if chat_template is not None:
-            tc_path = out / "tokenizer_config.json"
-            tc = json.loads(tc_path.read_text()) if tc_path.is_file() else {}
-            tc["chat_template"] = chat_template
-            tc_path.write_text(json.dumps(tc, indent=1))
-    return out
+    return write_model_folder(out, config, tokenizer_dir=tokenizer_dir, chat_template=chat_template)

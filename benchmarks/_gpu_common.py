@@ -1,0 +1,70 @@
+"""Helpers shared by the H200 benchmarks: run metadata, copy bandwidth, result writers."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+def run_meta() -> dict[str, Any]:
+    """Machine, commit and command of this run (``STRUCTGEN_COMMIT`` overrides git, for copies
+    of the tree without .git)."""
+    commit = (
+        os.environ.get("STRUCTGEN_COMMIT")
+        or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    )
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+    return {
+        "machine": f"{gpu}; {os.cpu_count()} CPU cores; {platform.platform()}",
+        "commit": commit or "?",
+        "command": "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]]),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%d"),
+    }
+
+
+def copy_bandwidth(device: torch.device, nbytes: int = 4 << 30, iters: int = 20) -> float:
+    """Device-to-device copy bandwidth in bytes/s, counting read + write (``2 × nbytes`` per
+    copy), median of ``iters`` copies timed with CUDA events."""
+    src = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    times = []
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        dst.copy_(src)
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / 1e3)
+    del src, dst
+    torch.cuda.empty_cache()
+    times.sort()
+    return 2 * nbytes / times[len(times) // 2]
+
+
+def write_results(
+    out_dir: str, stem: str, title: str, meta: dict[str, Any], header: list[str], rows: list[list[Any]], notes: list[str]
+) -> None:
+    """``<stem>.json`` (meta + rows) and ``<stem>.md`` (a table) under ``out_dir``."""
+    os.makedirs(out_dir, exist_ok=True)
+    Path(out_dir, f"{stem}.json").write_text(json.dumps({"meta": meta, "header": header, "rows": rows, "notes": notes}, indent=1))
+    md = [f"# {title}", "", *(f"- {k}: `{v}`" if k == "command" else f"- {k}: {v}" for k, v in meta.items()), ""]
+    md += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    md += ["| " + " | ".join(f"{c:.4g}" if isinstance(c, float) else str(c) for c in row) + " |" for row in rows]
+    md += ["", *notes]
+    Path(out_dir, f"{stem}.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md), flush=True)

@@ -1,0 +1,129 @@
+"""Decode step time vs the HBM roofline on the GPU (Llama-3-8B shapes, random bf16 weights).
+
+For batch sizes B and contexts L, B requests each hold L tokens of KV; each step decodes one
+token per request through ``ModelRunner.forward`` (FlashInfer decode, CUDA-graph replay):
+wall time per step with the host plan included (synchronized), median over the steps.
+MBU = (weight bytes read + KV bytes read) / step time / device copy bandwidth measured in the
+same run (read + write counted).  Weight bytes read: every parameter except the embedding
+table, plus B embedding rows.
+
+    python benchmarks/decode_roofline.py [--config llama3-8b] [--batches 1,8,32,128] [--contexts 512,4096]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _gpu_common import HERE, copy_bandwidth, run_meta, write_results
+
+from structgen.attention import ForwardBatch
+from structgen.memory import MemoryConfig, kv_bytes_per_token
+from structgen.model_runner import ModelRunner
+from structgen.models import write_preset_folder
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default="llama3-8b")
+    ap.add_argument("--batches", default="1,8,32,128")
+    ap.add_argument("--contexts", default="512,4096")
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--no-cuda-graph", action="store_true")
+    ap.add_argument("--out", default=str(HERE / "results"))
+    args = ap.parse_args()
+    batches = [int(b) for b in args.batches.split(",")]
+    contexts = [int(c) for c in args.contexts.split(",")]
+    device = torch.device("cuda")
+    bw = copy_bandwidth(device)
+    max_b, max_l = max(batches), max(contexts)
+    extra = args.steps + args.warmup + 1
+    with tempfile.TemporaryDirectory() as tmp:
+        write_preset_folder(args.config, tmp)
+        mem = MemoryConfig(max_total_tokens=max_b * (max_l + extra) + 16, max_running_requests=max_b, max_context=max_l + extra)
+        t0 = time.perf_counter()
+        runner = ModelRunner(
+            tmp, mem, device=device, dtype="bfloat16", attention_backend="flashinfer", cuda_graph=not args.no_cuda_graph,
+            cuda_graph_max_bs=max_b, random_weights_seed=0,
+        )  # fmt: skip
+        load_s = time.perf_counter() - t0
+    model = runner.model
+    m = model.args
+    elt = 2
+    weight_bytes_all = sum(p.numel() * p.element_size() for p in model.parameters())
+    weight_bytes_read = weight_bytes_all - model.model.embed_tokens.weight.numel() * elt
+    per_token_kv = kv_bytes_per_token(m.num_layers, m.num_kv_heads, m.head_dim, runner.dtype)
+    for kb, vb in zip(runner.kv_pool.k_buffers, runner.kv_pool.v_buffers):
+        kb.normal_()
+        vb.normal_()
+    rows_out: list[list[object]] = []
+    gen = torch.Generator().manual_seed(0)
+    for ctx in contexts:
+        for b in batches:
+            rows = [runner.req_to_token.alloc() for _ in range(b)]
+            table = runner.req_to_token.req_to_token_cpu
+            held = []
+            for r in rows:
+                slots = runner.allocator.alloc(ctx)
+                assert slots is not None and r is not None
+                table[r, :ctx] = slots
+                held.append(slots)
+            times = []
+            for it in range(args.warmup + args.steps):
+                new = runner.allocator.alloc(b)
+                assert new is not None
+                held.append(new)
+                for i, r in enumerate(rows):
+                    table[r, ctx + it] = new[i]
+                batch = ForwardBatch(
+                    torch.randint(0, m.vocab_size, (b,), generator=gen), torch.full((b,), ctx + it, dtype=torch.int64), new,
+                    rows, [ctx + it] * b, [1] * b, list(range(b)),  # type: ignore[arg-type]
+                )  # fmt: skip
+                torch.cuda.synchronize()
+                t = time.perf_counter()
+                runner.forward(batch)
+                torch.cuda.synchronize()
+                if it >= args.warmup:
+                    times.append(time.perf_counter() - t)
+            step = statistics.median(times)
+            kv_read = b * (ctx + args.warmup + args.steps // 2) * per_token_kv
+            bytes_read = weight_bytes_read + b * m.hidden_size * elt + kv_read
+            mbu = bytes_read / step / bw
+            rows_out.append(
+                [b, ctx, round(step * 1e3, 3), round(bytes_read / 1e9, 2), round(bytes_read / step / 1e12, 3), round(mbu * 100, 1)]
+            )
+            print(rows_out[-1], flush=True)
+            for s in held:
+                runner.allocator.free(s)
+            for r in rows:
+                runner.req_to_token.free(r)  # type: ignore[arg-type]
+    meta = run_meta()
+    meta.update(
+        {
+            "model": f"{args.config} random bf16 weights ({weight_bytes_all / 1e9:.2f} GB; {weight_bytes_read / 1e9:.2f} GB read per step)",
+            "attention": runner.attention_backend,
+            "cuda_graph": runner.graph_runner is not None,
+            "copy_bandwidth_TBps": round(bw / 1e12, 3),
+            "model_build_s": round(load_s, 1),
+        }
+    )
+    notes = [
+        "Step = `ModelRunner.forward` wall time incl. host plan and input copies, synchronized, median of the measured steps.",
+        "MBU = bytes read / step / copy bandwidth (read + write counted), as issue 4 defines it.",
+    ]
+    write_results(
+        args.out, "decode-roofline", "Decode step vs HBM roofline", meta,
+        ["batch", "context", "step ms", "GB read", "TB/s", "MBU %"], rows_out, notes,
+    )  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

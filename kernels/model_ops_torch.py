@@ -1,0 +1,51 @@
+"""Torch references for the decoder's small fused ops: RMSNorm (with the residual add),
+SiLU-and-mul, and rotary embedding applied in place to the fused qkv projection.
+
+Numerics follow Hugging Face Llama: RMSNorm computed in float32 and cast back before the weight
+multiply; rotary in float32 with the rotate-half layout.  Same contract as
+:mod:`structgen.kernels.model_ops_triton`.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def rms_norm_torch(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """``weight * x / rms(x)`` (Zhang & Sennrich 2019).  ``x``: ``[T, H]``; ``weight``: ``[H]``;
+    returns ``[T, H]`` in ``x.dtype``."""
+    xf = x.float()
+    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * xf.to(x.dtype)
+
+
+def fused_add_rms_norm_torch(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``residual' = x + residual`` (in ``x.dtype``) and ``rms_norm(residual')``; returns
+    ``(normed [T, H], residual' [T, H])``."""
+    summed = x + residual
+    return rms_norm_torch(summed, weight, eps), summed
+
+
+def silu_and_mul_torch(gate_up: torch.Tensor) -> torch.Tensor:
+    """``silu(gate) * up`` for ``gate_up = [gate | up]`` of shape ``[T, 2I]``; returns ``[T, I]``."""
+    gate, up = gate_up.chunk(2, dim=-1)
+    return F.silu(gate) * up
+
+
+def rope_qkv_inplace_torch(qkv: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor, num_rot_heads: int, head_dim: int) -> None:
+    """Rotate, in place, the first ``num_rot_heads`` heads (q then k) of each row of the fused
+    projection ``qkv`` ``[T, ≥ num_rot_heads * head_dim]`` by position ``positions`` (int64
+    ``[T]``) with frequencies ``inv_freq`` (float32 ``[head_dim / 2]``); rotate-half layout
+    (Su et al. 2021, RoFormer; Hugging Face Llama)."""
+    t = qkv.shape[0]
+    heads = qkv[:, : num_rot_heads * head_dim].view(t, num_rot_heads, head_dim)  # [T, NR, D]
+    freqs = positions.float()[:, None] * inv_freq[None, :]  # [T, D/2]
+    emb = torch.cat((freqs, freqs), dim=-1)  # [T, D]
+    cos, sin = emb.cos()[:, None, :], emb.sin()[:, None, :]  # [T, 1, D]
+    xf = heads.float()
+    half = head_dim // 2
+    rotated = torch.cat((-xf[..., half:], xf[..., :half]), dim=-1)
+    heads.copy_((xf * cos + rotated * sin).to(qkv.dtype))

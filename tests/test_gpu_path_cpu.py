@@ -1,0 +1,99 @@
+"""CPU-side pieces of the GPU path: the mask-row pool, backend selection and fallbacks, random
+weights drawn on the device, presets, CUDA-graph buckets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from structgen.fsm import GrammarCompiler, Vocabulary
+
+from structgen.mask_pool import MaskRowPool
+from structgen.memory import MemoryConfig
+from structgen.model_runner import ModelRunner, resolve_attention_backend
+
+from .conftest import GPT2_DIR, tiny_config
+
+
+@pytest.fixture(scope="module")
+def fsms(gpt2_vocab: Vocabulary) -> list:  # type: ignore[type-arg]
+    from structgen.fsm import Constraint
+
+    comp = GrammarCompiler(gpt2_vocab)
+    return [comp.compile(Constraint.regex(p)) for p in (r"[a-c]{1,3}x", r"(yes|no)", r"[0-9]{2,4}")]
+
+
+def test_mask_pool_uploads_once_and_serves_the_fsm_rows(fsms: list) -> None:  # type: ignore[type-arg]
+    pool = MaskRowPool(16, 50257, torch.device("cpu"))
+    cursors = [f.cursor() for f in fsms] + [None]
+    idx = pool.row_indices(cursors)
+    assert idx.dtype == torch.int32 and idx[-1] == -1 and len(set(idx[:-1].tolist())) == 3
+    for c, slot in zip(cursors[:-1], idx.tolist()):
+        assert c is not None
+        assert np.array_equal(pool.rows_gpu[slot, : c.fsm.mask_words].numpy(), c.fsm.mask_row(c.state))
+    again = pool.row_indices(cursors)
+    assert torch.equal(idx, again)
+    s = pool.stats()
+    assert s.uploads == 3 and s.hits == 3 and s.evictions == 0 and s.resident == 3
+
+
+def test_mask_pool_evicts_least_recently_used(fsms: list) -> None:  # type: ignore[type-arg]
+    pool = MaskRowPool(2, 50257, torch.device("cpu"))
+    a, b, c = (f.cursor() for f in fsms)
+    pool.row_indices([a])
+    pool.row_indices([b])
+    pool.row_indices([a])  # b is now least recent
+    slot_c = int(pool.row_indices([c])[0])
+    assert pool.stats().evictions == 1
+    assert np.array_equal(pool.rows_gpu[slot_c, : c.fsm.mask_words].numpy(), c.fsm.mask_row(c.state))
+    assert int(pool.row_indices([a])[0]) != slot_c and pool.stats().hits == 2  # a survived
+    pool.row_indices([b])  # b comes back, evicting c
+    assert pool.stats().evictions == 2
+    with pytest.raises(RuntimeError, match="distinct mask rows"):
+        pool.row_indices([a, b, c])
+    with pytest.raises(ValueError, match="capacity"):
+        MaskRowPool(0, 10, torch.device("cpu"))
+
+
+def test_attention_backend_selection_falls_back_without_cuda() -> None:
+    cpu = torch.device("cpu")
+    assert resolve_attention_backend("auto", cpu, torch.bfloat16) == "torch"
+    assert resolve_attention_backend("torch", cpu, torch.float32) == "torch"
+    with pytest.raises(ValueError, match="needs CUDA, flashinfer installed"):
+        resolve_attention_backend("flashinfer", cpu, torch.bfloat16)
+    with pytest.raises(ValueError, match="not available"):
+        resolve_attention_backend("xformers", cpu, torch.bfloat16)
+
+
+def test_cuda_graph_buckets() -> None:
+    from structgen.flashinfer_backend import graph_buckets
+
+    assert graph_buckets(256) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    assert graph_buckets(1) == [1]
+    assert graph_buckets(48) == [1, 2, 4, 8, 16, 32, 48]
+
+
+def test_random_weights_on_device_need_only_a_config(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from structgen.models import write_model_folder
+
+    write_model_folder(tmp_path, tiny_config("llama"), tokenizer_dir=GPT2_DIR)
+    assert not list(tmp_path.glob("*.safetensors"))
+    mem = MemoryConfig(max_total_tokens=64, max_running_requests=2, max_context=32)
+    a = ModelRunner(str(tmp_path), mem, device=torch.device("cpu"), random_weights_seed=3)
+    b = ModelRunner(str(tmp_path), mem, device=torch.device("cpu"), random_weights_seed=3)
+    for (name, p), q in zip(a.model.named_parameters(), b.model.parameters()):
+        assert torch.equal(p, q), name
+    norm = a.model.model.norm.weight
+    assert abs(float(norm.mean()) - 1.0) < 0.05 and float(a.model.lm_head.weight.std()) == pytest.approx(0.02, rel=0.1)
+    assert a.attention_backend == "torch" and a.graph_runner is None
+
+
+def test_presets() -> None:
+    from structgen.models import ModelArgs, preset_config
+
+    args = ModelArgs.from_hf_config(preset_config("llama3-8b"))
+    assert (args.hidden_size, args.num_layers, args.num_heads, args.num_kv_heads, args.intermediate_size, args.vocab_size) == (
+        4096, 32, 32, 8, 14336, 128256,
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="unknown model preset"):
+        preset_config("gpt-5")

@@ -1,0 +1,134 @@
+"""Triton kernels against their torch references (interpreter mode on CPU, compiled on CUDA)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from structgen.kernels import (
+    apply_mask_rows,
+    fused_add_rms_norm,
+    masked_argmax,
+    resolve_backend,
+    rms_norm,
+    rope_qkv_inplace,
+    silu_and_mul,
+    triton_available,
+)
+
+needs_triton = pytest.mark.skipif(not triton_available(), reason="triton not installed")
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _pool(rows: int, vocab: int, density: float, seed: int) -> tuple[torch.Tensor, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    words = (vocab + 31) // 32
+    allowed = rng.random((rows, words * 32)) < density
+    allowed[:, vocab:] = False
+    packed = np.packbits(allowed, axis=1, bitorder="little").view("<i4").copy()
+    return torch.from_numpy(packed).to(DEVICE), allowed[:, :vocab]
+
+
+@needs_triton
+@pytest.mark.parametrize("vocab", [1, 31, 33, 2048, 5000])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("with_temp", [False, True])
+def test_mask_rows_triton_matches_torch(vocab: int, dtype: torch.dtype, with_temp: bool) -> None:
+    pool, allowed = _pool(6, vocab, 0.2, vocab)
+    row_idx = torch.tensor([0, -1, 5, 2, -1, 5, 3], dtype=torch.int32, device=DEVICE)
+    logits = torch.randn(7, vocab, device=DEVICE).to(dtype)
+    temp = torch.tensor([0.5, 1.0, 0.0, 2.0, 0.7, -1.0, 1.3], device=DEVICE) if with_temp else None
+    limit = max(1, vocab - 3)
+    ref, out = logits.clone(), logits.clone()
+    apply_mask_rows(ref, row_idx, pool, temperature=temp, vocab_limit=limit, backend="torch")
+    apply_mask_rows(out, row_idx, pool, temperature=temp, vocab_limit=limit, backend="triton")
+    assert torch.equal(torch.isinf(out), torch.isinf(ref))
+    torch.testing.assert_close(out, ref, rtol=1e-2 if dtype == torch.bfloat16 else 1e-6, atol=0)
+    # the reference itself against the packed rows
+    for b, r in enumerate(row_idx.tolist()):
+        expect = np.ones(vocab, dtype=bool) if r < 0 else allowed[r].copy()
+        expect[limit:] = False
+        assert np.array_equal(~torch.isinf(ref[b].float()).cpu().numpy(), expect)
+
+
+@needs_triton
+@pytest.mark.parametrize("vocab", [7, 2049, 4100])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_masked_argmax_triton_matches_torch(vocab: int, dtype: torch.dtype) -> None:
+    pool, _ = _pool(4, vocab, 0.1, 7)
+    row_idx = torch.tensor([3, -1, 0, 1, 2], dtype=torch.int32, device=DEVICE)
+    logits = torch.randn(5, vocab, device=DEVICE).to(dtype)
+    logits[1, vocab // 2] = 100.0  # unconstrained row picks the global max
+    before = logits.clone()
+    ref = masked_argmax(logits, row_idx, pool, backend="torch")
+    got = masked_argmax(logits, row_idx, pool, backend="triton")
+    assert torch.equal(logits, before)
+    assert got.dtype == torch.int64 and torch.equal(got, ref)
+    assert int(got[1]) == vocab // 2
+
+
+@needs_triton
+def test_masked_argmax_ties_pick_first() -> None:
+    pool, _ = _pool(1, 5000, 1.0, 1)
+    logits = torch.zeros(1, 5000, device=DEVICE)
+    logits[0, [2100, 4000]] = 3.0
+    assert int(masked_argmax(logits, torch.tensor([0], dtype=torch.int32, device=DEVICE), pool, backend="triton")[0]) == 2100
+
+
+def test_mask_rows_errors() -> None:
+    pool, _ = _pool(2, 64, 0.5, 0)
+    logits = torch.zeros(2, 64, device=DEVICE)
+    with pytest.raises(TypeError, match="int32"):
+        apply_mask_rows(logits, torch.tensor([0, 1], device=DEVICE), pool)
+    with pytest.raises(ValueError, match="row_idx has 1 entries"):
+        apply_mask_rows(logits, torch.tensor([0], dtype=torch.int32, device=DEVICE), pool)
+    with pytest.raises(ValueError, match="fewer than ceil"):
+        apply_mask_rows(torch.zeros(2, 100, device=DEVICE), torch.tensor([0, 1], dtype=torch.int32, device=DEVICE), pool)
+    with pytest.raises(ValueError, match="unknown kernel backend"):
+        apply_mask_rows(logits, torch.tensor([0, 1], dtype=torch.int32, device=DEVICE), pool, backend="cuda-magic")
+
+
+def test_auto_backend_falls_back_to_torch_on_cpu() -> None:
+    assert resolve_backend("auto", torch.device("cpu")) == "torch"
+    assert resolve_backend("torch", torch.device("cuda")) == "torch"
+
+
+@needs_triton
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("hidden", [64, 100])
+def test_rms_norm_triton_matches_torch(dtype: torch.dtype, hidden: int) -> None:
+    g = torch.Generator().manual_seed(hidden)
+    x = torch.randn(5, hidden, generator=g).to(dtype).to(DEVICE)
+    res = torch.randn(5, hidden, generator=g).to(dtype).to(DEVICE)
+    w = (1 + 0.1 * torch.randn(hidden, generator=g)).to(dtype).to(DEVICE)
+    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {"rtol": 1e-5, "atol": 1e-5}
+    torch.testing.assert_close(rms_norm(x, w, 1e-5, backend="triton"), rms_norm(x, w, 1e-5, backend="torch"), **tol)
+    out_t, res_t = fused_add_rms_norm(x, res, w, 1e-5, backend="triton")
+    out_r, res_r = fused_add_rms_norm(x, res, w, 1e-5, backend="torch")
+    torch.testing.assert_close(res_t, res_r, **tol)  # the interpreter truncates to bf16 where CUDA rounds
+    torch.testing.assert_close(out_t, out_r, **tol)
+
+
+@needs_triton
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_silu_and_mul_triton_matches_torch(dtype: torch.dtype) -> None:
+    x = torch.randn(3, 2 * 1500, generator=torch.Generator().manual_seed(0)).to(dtype).to(DEVICE)
+    tol = {"rtol": 1.6e-2, "atol": 1e-2} if dtype == torch.bfloat16 else {"rtol": 1e-5, "atol": 1e-6}
+    torch.testing.assert_close(silu_and_mul(x, backend="triton"), silu_and_mul(x, backend="torch"), **tol)
+
+
+@needs_triton
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rope_triton_matches_torch(dtype: torch.dtype) -> None:
+    heads, kv_heads, dim = 4, 2, 16
+    g = torch.Generator().manual_seed(1)
+    qkv = torch.randn(6, (heads + 2 * kv_heads) * dim, generator=g).to(dtype).to(DEVICE)
+    positions = torch.tensor([0, 1, 5, 77, 1000, 4095], device=DEVICE)
+    inv_freq = (1.0 / (10000.0 ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))).to(DEVICE)
+    ref, out = qkv.clone(), qkv.clone()
+    rope_qkv_inplace(ref, positions, inv_freq, heads + kv_heads, dim, backend="torch")
+    rope_qkv_inplace(out, positions, inv_freq, heads + kv_heads, dim, backend="triton")
+    tol = {"rtol": 1.6e-2, "atol": 1e-2} if dtype == torch.bfloat16 else {"rtol": 1e-4, "atol": 1e-4}
+    torch.testing.assert_close(out, ref, **tol)
+    assert torch.equal(out[:, (heads + kv_heads) * dim :], qkv[:, (heads + kv_heads) * dim :])  # v untouched
+    assert torch.equal(out[0], ref[0]) or torch.allclose(out[0].float(), qkv[0].float())  # position 0 is the identity
