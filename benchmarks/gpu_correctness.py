@@ -14,13 +14,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _gpu_common import run_meta
 
 from structgen.attention import ForwardBatch
 from structgen.memory import MemoryConfig
@@ -146,15 +148,7 @@ def main() -> None:
             for r in compare(cfg, device, tmp):
                 rows.append({"model": name, **r})
     worst = max(float(r["max_abs_diff"]) / max(float(r["ref_max_abs"]), 1e-6) for r in rows)  # type: ignore[arg-type]
-    meta = {
-        "machine": torch.cuda.get_device_name(0),
-        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip()
-        or os.environ.get("STRUCTGEN_COMMIT", "?"),
-        "command": "python benchmarks/gpu_correctness.py",
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "worst_relative_diff": worst,
-    }
+    meta = {**run_meta(), "worst_relative_diff": round(worst, 5)}
     os.makedirs(args.out, exist_ok=True)
     Path(args.out, "gpu-correctness.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     lines = [

@@ -103,7 +103,7 @@ def test_decode_step_synchronizes_only_for_sampled_ids(gpu_model_dir: str) -> No
 
         gr.replay = counted  # type: ignore[method-assign]
         steps = 10
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], acc_events=True) as prof:
             for _ in range(steps):
                 e.step()
         assert replays == steps  # every measured step was a CUDA-graph decode
