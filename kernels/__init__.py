@@ -6,7 +6,7 @@ triton imports, the torch reference otherwise; ``"torch"`` and ``"triton"`` forc
 Triton kernels also run on CPU tensors under ``TRITON_INTERPRET=1``, which is how CI tests them).
 
 Kernels: precomputed FSM mask rows applied to logits (fused with temperature, or with greedy
-argmax), the xgrammar-layout token bitmask, RMSNorm (+ residual add), SiLU-and-mul, rotary
+argmax), RMSNorm (+ residual add), SiLU-and-mul, rotary
 embedding in place on the fused qkv projection.
 """
 
@@ -19,7 +19,6 @@ import torch
 
 from .mask_rows_torch import apply_mask_rows_torch, masked_argmax_torch
 from .model_ops_torch import fused_add_rms_norm_torch, rms_norm_torch, rope_qkv_inplace_torch, silu_and_mul_torch
-from .token_bitmask_torch import apply_token_bitmask_inplace_torch
 
 BACKENDS = ("auto", "torch", "triton")
 
@@ -88,19 +87,6 @@ def masked_argmax(
     return masked_argmax_torch(logits, row_idx, pool, vocab_limit=vocab_limit)
 
 
-def apply_token_bitmask_inplace(
-    logits: torch.Tensor, bitmask: torch.Tensor, indices: torch.Tensor | None = None, *, backend: str = "auto"
-) -> None:
-    """Mask disallowed tokens to ``-inf`` in place from a per-step bitmask in xgrammar's layout
-    (``int32 [B, W]``).  Shapes as in
-    :func:`~structgen.kernels.token_bitmask_torch.apply_token_bitmask_inplace_torch`; only a
-    torch implementation (the engine uses :func:`apply_mask_rows`).  Raises ``ValueError`` for
-    an unknown backend."""
-    if backend not in ("auto", "torch"):
-        raise ValueError(f"unknown token-bitmask backend {backend!r}; available: auto, torch")
-    apply_token_bitmask_inplace_torch(logits, bitmask, indices)
-
-
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, *, backend: str = "auto") -> torch.Tensor:
     """RMSNorm of ``x`` ``[T, H]``; see :func:`~structgen.kernels.model_ops_torch.rms_norm_torch`."""
     if resolve_backend(backend, x.device) == "triton":
@@ -140,7 +126,6 @@ def rope_qkv_inplace(
 __all__ = [
     "BACKENDS",
     "apply_mask_rows",
-    "apply_token_bitmask_inplace",
     "fused_add_rms_norm",
     "masked_argmax",
     "resolve_backend",

@@ -79,6 +79,14 @@ def _masked_argmax_partial_kernel(
     tl.store(best_idx_ptr + b * num_blocks + blk, blk * BLOCK + idx)
 
 
+def _check_triton(logits: torch.Tensor, row_idx: torch.Tensor, pool: torch.Tensor) -> None:
+    _check(logits, row_idx, pool)
+    if logits.stride(1) != 1 or pool.stride(1) != 1:
+        raise ValueError("logits and pool must be contiguous along the vocabulary")
+    if pool.shape[0] == 0:
+        raise ValueError("the mask-row pool is empty")
+
+
 def apply_mask_rows_triton(
     logits: torch.Tensor,
     row_idx: torch.Tensor,
@@ -90,11 +98,7 @@ def apply_mask_rows_triton(
     """Triton version of :func:`~structgen.kernels.mask_rows_torch.apply_mask_rows_torch`
     (same arguments, errors and result).  Grid ``(B, ceil(V / 2048))``; reads and writes each
     logit once."""
-    _check(logits, row_idx, pool)
-    if logits.stride(1) != 1 or pool.stride(1) != 1:
-        raise ValueError("logits and pool must be contiguous along the vocabulary")
-    if pool.shape[0] == 0:
-        raise ValueError("the mask-row pool is empty")
+    _check_triton(logits, row_idx, pool)
     batch, vocab = logits.shape
     if batch == 0:
         return
@@ -121,11 +125,7 @@ def masked_argmax_triton(
     """Triton version of :func:`~structgen.kernels.mask_rows_torch.masked_argmax_torch`: a
     per-block max/argmax kernel (grid ``(B, ceil(V / 2048))``) then a ``[B, blocks]`` reduction.
     Reads each logit once and writes none."""
-    _check(logits, row_idx, pool)
-    if logits.stride(1) != 1 or pool.stride(1) != 1:
-        raise ValueError("logits and pool must be contiguous along the vocabulary")
-    if pool.shape[0] == 0:
-        raise ValueError("the mask-row pool is empty")
+    _check_triton(logits, row_idx, pool)
     batch, vocab = logits.shape
     blocks = triton.cdiv(vocab, BLOCK_V)
     best_val = torch.empty((batch, blocks), dtype=torch.float32, device=logits.device)  # [B, NB]

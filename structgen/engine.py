@@ -13,9 +13,10 @@ from typing import Any, NamedTuple
 import torch
 
 from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler, Vocabulary
+from structgen.kernels import BACKENDS as KERNEL_BACKENDS
 
 from .memory import MemoryConfig
-from .model_runner import ModelRunner
+from .model_runner import ModelRunner, check_attention_backend
 from .radix_cache import RadixCache
 from .request import GenerateRequest, Req, RequestError, RequestOutput, SamplingParams, Status, StreamChunk, Usage
 from .sampling import Sampler
@@ -49,10 +50,9 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.device != "auto":
             torch.device(self.device)  # raises RuntimeError for a malformed device string
-        if self.mask_backend not in ("auto", "torch", "triton"):
-            raise ValueError(f"mask_backend must be auto, torch or triton, got {self.mask_backend!r}")
-        if self.attention_backend not in ("auto", "torch", "flashinfer"):
-            raise ValueError(f"attention_backend must be auto, torch or flashinfer, got {self.attention_backend!r}")
+        if self.mask_backend not in KERNEL_BACKENDS:
+            raise ValueError(f"mask_backend must be one of {', '.join(KERNEL_BACKENDS)}; got {self.mask_backend!r}")
+        check_attention_backend(self.attention_backend)
         if self.cuda_graph_max_bs < 1:
             raise ValueError(f"cuda_graph_max_bs must be ≥ 1, got {self.cuda_graph_max_bs}")
         if self.mask_pool_rows < 1:

@@ -43,6 +43,13 @@ def _pinned_int32(values: torch.Tensor) -> torch.Tensor:
     return values.to(torch.int32).pin_memory()
 
 
+def _indptr(lens: list[int]) -> torch.Tensor:
+    """Pinned host int32 ``[len(lens) + 1]`` prefix sums of ``lens``."""
+    out = torch.zeros(len(lens) + 1, dtype=torch.int64)
+    out[1:] = torch.tensor(lens, dtype=torch.int64).cumsum(0)
+    return _pinned_int32(out)
+
+
 class FlashInferAttentionBackend(AttentionBackend):
     """``AttentionBackend`` on FlashInfer.  ``windows``: the distinct per-layer sliding windows
     (0 = full attention); ``layer_windows[i]`` is layer ``i``'s; ``sm_scale`` the softmax scale
@@ -82,58 +89,38 @@ class FlashInferAttentionBackend(AttentionBackend):
 
     # ------------------------------------------------------------------ planning
 
-    def page_table(self, batch: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(qo_indptr, kv_indptr, kv_indices)``: int32 host (pinned) ``[B+1]``, ``[B+1]`` and
-        the device int32 ``[sum kv_len]`` KV slots of each request in order."""
+    def page_indices(self, rows: list[int], kv_lens: list[int]) -> torch.Tensor:
+        """Host int64 ``[sum kv_lens]``: the KV slots of each request row in order."""
         table = self.req_to_token.req_to_token_cpu
-        kv_lens = [p + n for p, n in zip(batch.prefix_lens, batch.extend_lens)]
-        qo_indptr = torch.zeros(len(kv_lens) + 1, dtype=torch.int64)
-        qo_indptr[1:] = torch.tensor(batch.extend_lens, dtype=torch.int64).cumsum(0)
-        kv_indptr = torch.zeros(len(kv_lens) + 1, dtype=torch.int64)
-        kv_indptr[1:] = torch.tensor(kv_lens, dtype=torch.int64).cumsum(0)
-        indices = torch.cat([table[row, :n] for row, n in zip(batch.req_pool_indices, kv_lens)]).to(torch.int32)  # [N]
-        return _pinned_int32(qo_indptr), _pinned_int32(kv_indptr), to_device(indices, self.device)
+        return torch.cat([table[row, :n] for row, n in zip(rows, kv_lens)])
+
+    def plan_decode(self, wrappers: dict[int, Any], kv_lens: list[int], kv_indices: torch.Tensor) -> None:
+        """Plan decode ``wrappers`` (window → wrapper) for requests of ``kv_lens`` tokens whose
+        slots are ``kv_indices`` (host int64, sent with one pinned non-blocking copy)."""
+        self._plan(wrappers, None, kv_lens, kv_indices)
+
+    def _plan(self, wrappers: dict[int, Any], extend_lens: list[int] | None, kv_lens: list[int], kv_indices: torch.Tensor) -> None:
+        kv_indptr = _indptr(kv_lens)
+        indices_gpu = to_device(kv_indices.to(torch.int32), self.device)  # [N]
+        last_page_len = _pinned_int32(torch.ones(len(kv_lens), dtype=torch.int64))  # page size 1
+        heads = (self.num_heads, self.num_kv_heads, self.head_dim, 1)
+        dtype = self.kv_pool.dtype
+        for w, wrapper in wrappers.items():
+            opts = {"window_left": w - 1 if w > 0 else -1, "q_data_type": dtype, "kv_data_type": dtype, "sm_scale": self.sm_scale}
+            if extend_lens is None:
+                wrapper.plan(kv_indptr, indices_gpu, last_page_len, *heads, **opts)
+            else:
+                wrapper.plan(_indptr(extend_lens), kv_indptr, indices_gpu, last_page_len, *heads, causal=True, **opts)
+        self._active = dict(wrappers)
 
     def plan(self, batch: ForwardBatch) -> None:
         self._out_loc = to_device(batch.out_cache_loc_cpu, self.device)  # [T]
-        qo_indptr, kv_indptr, kv_indices = self.page_table(batch)
-        last_page_len = _pinned_int32(torch.ones(len(batch.extend_lens), dtype=torch.int64))
-        dtype = self.kv_pool.dtype
-        decode_only = all(n == 1 for n in batch.extend_lens)
-        for w in self.windows:
-            if decode_only:
-                wrapper = self.decode[w]
-                wrapper.plan(
-                    kv_indptr,
-                    kv_indices,
-                    last_page_len,
-                    self.num_heads,
-                    self.num_kv_heads,
-                    self.head_dim,
-                    1,
-                    window_left=w - 1 if w > 0 else -1,
-                    q_data_type=dtype,
-                    kv_data_type=dtype,
-                    sm_scale=self.sm_scale,
-                )
-            else:
-                wrapper = self.prefill[w]
-                wrapper.plan(
-                    qo_indptr,
-                    kv_indptr,
-                    kv_indices,
-                    last_page_len,
-                    self.num_heads,
-                    self.num_kv_heads,
-                    self.head_dim,
-                    1,
-                    causal=True,
-                    window_left=w - 1 if w > 0 else -1,
-                    q_data_type=dtype,
-                    kv_data_type=dtype,
-                    sm_scale=self.sm_scale,
-                )
-            self._active[w] = wrapper
+        kv_lens = [p + n for p, n in zip(batch.prefix_lens, batch.extend_lens)]
+        indices = self.page_indices(batch.req_pool_indices, kv_lens)
+        if all(n == 1 for n in batch.extend_lens):
+            self._plan(self.decode, None, kv_lens, indices)
+        else:
+            self._plan(self.prefill, batch.extend_lens, kv_lens, indices)
 
     def bind(self, wrappers: dict[int, Any], out_loc: torch.Tensor) -> None:
         """Use already-planned ``wrappers`` (window → wrapper) and the device ``out_loc`` for the
@@ -177,9 +164,8 @@ class DecodeGraphRunner:
         self.buckets = graph_buckets(max_bs)
         top = self.buckets[-1]
         dev = self.device
-        self.input_ids = torch.zeros(top, dtype=torch.int64, device=dev)  # [bs_max]
-        self.positions = torch.zeros(top, dtype=torch.int64, device=dev)
-        self.out_loc = torch.zeros(top, dtype=torch.int64, device=dev)
+        self.inputs = torch.zeros((3, top), dtype=torch.int64, device=dev)  # [3, bs_max]: input ids, positions, out_cache_loc
+        self.input_ids, self.positions, self.out_loc = self.inputs[0], self.inputs[1], self.inputs[2]
         self.kv_indptr_buf = torch.zeros(top + 1, dtype=torch.int32, device=dev)
         self.kv_indices_buf = torch.zeros(top * max_context, dtype=torch.int32, device=dev)
         self.last_page_buf = torch.ones(top, dtype=torch.int32, device=dev)
@@ -200,7 +186,7 @@ class DecodeGraphRunner:
                 )
                 for w in backend.windows
             }
-            self._plan(bs, torch.ones(bs, dtype=torch.int64), torch.zeros(bs, dtype=torch.int32))
+            backend.plan_decode(self.wrappers[bs], [1] * bs, torch.zeros(bs, dtype=torch.int64))
             backend.bind(self.wrappers[bs], self.out_loc[:bs])
             stream.wait_stream(torch.cuda.current_stream(dev))
             with torch.cuda.stream(stream):
@@ -213,26 +199,6 @@ class DecodeGraphRunner:
             self.graphs[bs] = graph
         torch.cuda.synchronize(dev)
 
-    def _plan(self, bs: int, kv_lens: torch.Tensor, kv_indices_gpu: torch.Tensor) -> None:
-        b = self.backend
-        kv_indptr = torch.zeros(bs + 1, dtype=torch.int64)
-        kv_indptr[1:] = kv_lens.cumsum(0)
-        last = _pinned_int32(torch.ones(bs, dtype=torch.int64))
-        for w, wrapper in self.wrappers[bs].items():
-            wrapper.plan(
-                _pinned_int32(kv_indptr),
-                kv_indices_gpu,
-                last,
-                b.num_heads,
-                b.num_kv_heads,
-                b.head_dim,
-                1,
-                window_left=w - 1 if w > 0 else -1,
-                q_data_type=b.kv_pool.dtype,
-                kv_data_type=b.kv_pool.dtype,
-                sm_scale=b.sm_scale,
-            )
-
     def can_run(self, batch: ForwardBatch) -> bool:
         """True for a batch of decodes only (every extend length 1, every row sampled) that fits
         the largest bucket."""
@@ -244,17 +210,13 @@ class DecodeGraphRunner:
         logits ``[B, V]`` (a view of the graph's static output, valid until the next replay)."""
         n = len(batch.extend_lens)
         bs = next(b for b in self.buckets if b >= n)
-        pad = bs - n
-        ids = torch.cat([batch.input_ids_cpu, torch.zeros(pad, dtype=torch.int64)])  # [bs]
-        pos = torch.cat([batch.positions_cpu, torch.zeros(pad, dtype=torch.int64)])
-        loc = torch.cat([batch.out_cache_loc_cpu, torch.zeros(pad, dtype=torch.int64)])
-        self.input_ids[:bs].copy_(to_device(ids, self.device), non_blocking=True)
-        self.positions[:bs].copy_(to_device(pos, self.device), non_blocking=True)
-        self.out_loc[:bs].copy_(to_device(loc, self.device), non_blocking=True)
-        table = self.backend.req_to_token.req_to_token_cpu
-        kv_lens = [p + 1 for p in batch.prefix_lens]
-        parts = [table[row, :k] for row, k in zip(batch.req_pool_indices, kv_lens)]
-        indices = torch.cat([*parts, torch.zeros(pad, dtype=torch.int64)]).to(torch.int32)
-        self._plan(bs, torch.tensor(kv_lens + [1] * pad, dtype=torch.int64), to_device(indices, self.device))
+        host = torch.zeros((3, bs), dtype=torch.int64)  # padded rows: token 0 at position 0 into slot 0
+        host[0, :n] = batch.input_ids_cpu
+        host[1, :n] = batch.positions_cpu
+        host[2, :n] = batch.out_cache_loc_cpu
+        self.inputs[:, :bs].copy_(to_device(host, self.device), non_blocking=True)
+        kv_lens = [p + 1 for p in batch.prefix_lens] + [1] * (bs - n)
+        indices = torch.cat([self.backend.page_indices(batch.req_pool_indices, kv_lens[:n]), torch.zeros(bs - n, dtype=torch.int64)])
+        self.backend.plan_decode(self.wrappers[bs], kv_lens, indices)
         self.graphs[bs].replay()
         return self.outputs[bs][:n]

@@ -13,14 +13,19 @@ from .models import LlamaForCausalLM, load_model
 ATTENTION_BACKENDS = ("auto", "torch", "flashinfer")
 
 
+def check_attention_backend(name: str) -> None:
+    """Raises ``ValueError`` unless ``name`` is one of :data:`ATTENTION_BACKENDS`."""
+    if name not in ATTENTION_BACKENDS:
+        raise ValueError(f"attention backend {name!r} is not available; available: {', '.join(ATTENTION_BACKENDS)}")
+
+
 def resolve_attention_backend(name: str, device: torch.device, dtype: torch.dtype) -> str:
     """``"torch"`` or ``"flashinfer"``.  ``"auto"`` takes FlashInfer on CUDA when it imports
     and the model runs in bfloat16 / float16, the torch backend otherwise.  Raises
     ``ValueError`` for an unknown name or an explicit ``"flashinfer"`` it cannot honour."""
     from .flashinfer_backend import FLASHINFER_DTYPES, flashinfer_available
 
-    if name not in ATTENTION_BACKENDS:
-        raise ValueError(f"attention backend {name!r} is not available; available: {', '.join(ATTENTION_BACKENDS)}")
+    check_attention_backend(name)
     usable = device.type == "cuda" and dtype in FLASHINFER_DTYPES and flashinfer_available()
     if name == "auto":
         return "flashinfer" if usable else "torch"
@@ -54,8 +59,7 @@ class ModelRunner:
         cuda_graph_max_bs: int = 256,
         random_weights_seed: int | None = None,
     ) -> None:
-        if attention_backend not in ATTENTION_BACKENDS:
-            raise ValueError(f"attention backend {attention_backend!r} is not available; available: {', '.join(ATTENTION_BACKENDS)}")
+        check_attention_backend(attention_backend)  # before the weights load
         self.device = device
         self.model: LlamaForCausalLM
         self.hf_config: Any

@@ -73,8 +73,15 @@ def tiny_config(kind: str = "llama", **overrides: object) -> object:
     from transformers import LlamaConfig, MistralConfig, Qwen2Config
 
     base = dict(
-        vocab_size=50257, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=512, bos_token_id=50256, eos_token_id=50256,
+        vocab_size=50257,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        bos_token_id=50256,
+        eos_token_id=50256,
     )
     base.update(overrides)
     cls = {"llama": LlamaConfig, "qwen2": Qwen2Config, "mistral": MistralConfig}[kind]

@@ -97,3 +97,26 @@ def test_presets() -> None:
     )  # fmt: skip
     with pytest.raises(ValueError, match="unknown model preset"):
         preset_config("gpt-5")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("mask_backend", "cuda-magic", "mask_backend must be one of auto, torch, triton"),
+        ("attention_backend", "xformers", "attention backend 'xformers' is not available"),
+        ("cuda_graph_max_bs", 0, "cuda_graph_max_bs must be ≥ 1"),
+        ("mask_pool_rows", 0, "mask_pool_rows must be ≥ 1"),
+    ],
+)
+def test_engine_config_rejects_bad_gpu_settings(field: str, value: object, message: str) -> None:
+    from structgen import EngineConfig
+
+    with pytest.raises(ValueError, match=message):
+        EngineConfig(**{field: value})  # type: ignore[arg-type]
+
+
+def test_engine_rejects_flashinfer_without_cuda(tiny_llama_dir: str) -> None:
+    from structgen import Engine, EngineConfig
+
+    with pytest.raises(ValueError, match="needs CUDA, flashinfer installed"):
+        Engine(tiny_llama_dir, EngineConfig(device="cpu", attention_backend="flashinfer"))

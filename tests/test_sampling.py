@@ -1,43 +1,12 @@
-"""Token-bitmask kernel (torch reference) and the sampler's filters."""
+"""The sampler's filters and draws."""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
-from structgen.kernels import apply_token_bitmask_inplace
 
 from structgen.request import SamplingParams
 from structgen.sampling import Sampler, _top_k, _top_p
-
-
-def _pack(allowed: np.ndarray) -> torch.Tensor:
-    words = (allowed.shape[1] + 31) // 32
-    pad = np.zeros((allowed.shape[0], words * 32), dtype=bool)
-    pad[:, : allowed.shape[1]] = allowed
-    return torch.from_numpy(np.packbits(pad, axis=1, bitorder="little").view("<i4").copy())
-
-
-@pytest.mark.parametrize("vocab", [1, 31, 32, 33, 100, 1000])
-def test_bitmask_matches_naive(vocab: int) -> None:
-    rng = np.random.default_rng(vocab)
-    allowed = rng.random((5, vocab)) < 0.3
-    logits = torch.randn(5, vocab)
-    expect = logits.clone()
-    expect[~torch.from_numpy(allowed)] = float("-inf")
-    apply_token_bitmask_inplace(logits, _pack(allowed))
-    assert torch.equal(logits, expect)
-
-
-def test_bitmask_indices_short_mask_and_errors() -> None:
-    logits = torch.zeros(3, 70)
-    mask = _pack(np.ones((1, 40), dtype=bool))  # 2 words; ids 40.. are clear bits or beyond the mask
-    apply_token_bitmask_inplace(logits, mask, torch.tensor([1]))
-    assert torch.isinf(logits[1, 40:]).all() and not torch.isinf(logits[1, :40]).any() and not torch.isinf(logits[[0, 2]]).any()
-    with pytest.raises(ValueError, match="unknown token-bitmask backend"):
-        apply_token_bitmask_inplace(logits, mask, torch.tensor([1]), backend="cuda-magic")
-    with pytest.raises(TypeError, match="int32"):
-        apply_token_bitmask_inplace(logits, mask.long())
 
 
 def test_top_k_top_p() -> None:

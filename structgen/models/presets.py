@@ -30,24 +30,6 @@ PRESETS: dict[str, dict[str, Any]] = {
         "initializer_range": 0.02,
         "dtype": "bfloat16",
     },
-    "llama3-1b-shape": {  # a small Llama-3-shaped model (head_dim 64) for GPU tests
-        "model_type": "llama",
-        "architectures": ["LlamaForCausalLM"],
-        "hidden_size": 512,
-        "intermediate_size": 1536,
-        "num_hidden_layers": 4,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 2,
-        "vocab_size": 128256,
-        "max_position_embeddings": 8192,
-        "rope_theta": 500000.0,
-        "rms_norm_eps": 1e-5,
-        "bos_token_id": 128000,
-        "eos_token_id": 128001,
-        "tie_word_embeddings": True,
-        "initializer_range": 0.02,
-        "dtype": "bfloat16",
-    },
 }
 
 
