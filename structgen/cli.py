@@ -1,4 +1,4 @@
-"""``structgen`` command line: ``generate``, ``compile``, ``bench conformance``."""
+"""``structgen`` command line: ``generate``, ``serve``, ``compile``, ``bench conformance``."""
 
 from __future__ import annotations
 
@@ -43,6 +43,31 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--no-jump-forward", action="store_true", help="decode forced tokens one by one")
     gen.add_argument("--device", default="auto")
     gen.add_argument("--dtype", default="auto")
+    srv = sub.add_parser("serve", help="serve /v1/structured and the OpenAI-compatible routes over HTTP")
+    srv.add_argument("--model", default=None, help="local Hugging Face model folder (default: the embedded default model)")
+    srv.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the model folder)")
+    srv.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
+    srv.add_argument("--port", type=int, default=8000)
+    srv.add_argument(
+        "--api-key", default=os.environ.get("STRUCTGEN_API_KEY"), help="require 'Authorization: Bearer KEY' ($STRUCTGEN_API_KEY)"
+    )
+    srv.add_argument("--max-queue", type=int, default=1024, help="requests in flight before 429")
+    srv.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024, help="larger bodies get 413")
+    srv.add_argument("--served-model-name", default=None, help="model id in /v1/models (default: the folder name)")
+    srv.add_argument("--device", default="auto")
+    srv.add_argument("--dtype", default="auto")
+    srv.add_argument("--max-total-tokens", type=int, default=0, help="KV-pool slots (0: from --mem-fraction)")
+    srv.add_argument("--mem-fraction", type=float, default=0.5)
+    srv.add_argument("--max-running-requests", type=int, default=256)
+    srv.add_argument("--max-context", type=int, default=4096)
+    srv.add_argument("--compile-timeout-s", type=float, default=10.0)
+    srv.add_argument("--max-states", type=int, default=50_000)
+    srv.add_argument("--compile-workers", type=int, default=2)
+    srv.add_argument("--no-radix-cache", action="store_true")
+    srv.add_argument("--no-jump-forward", action="store_true", help="engine default for requests that do not say")
+    srv.add_argument("--no-cuda-graph", action="store_true")
+    srv.add_argument("--random-weights-seed", type=int, default=None, help="draw random weights (benchmarks of a config-only folder)")
+    srv.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     bench = sub.add_parser("bench", help="benchmarks")
     bsub = bench.add_subparsers(dest="bench", required=True)
     conf = bsub.add_parser("conformance", help="JSON-Schema-Test-Suite and MaskBench through the compile layer")
@@ -204,6 +229,54 @@ def _generate_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve_command(args: argparse.Namespace) -> int:
+    try:
+        from structgen.server import ServerConfig, serve
+    except ImportError as e:
+        print(f"structgen: error: the server needs the 'server' extra (pip install 'structgen[server]'): {e}", file=sys.stderr)
+        return 2
+    from structgen.engine import EngineConfig
+    from structgen.fsm import CompilerConfig
+    from structgen.memory import MemoryConfig
+    from structgen.models.llama import UnsupportedModelError
+    from structgen.models.loader import ModelLoadError
+    from structgen.scheduler import SchedulerConfig
+
+    try:
+        engine = EngineConfig(
+            device=args.device,
+            dtype=args.dtype,
+            cuda_graph=not args.no_cuda_graph,
+            random_weights_seed=args.random_weights_seed,
+            memory=MemoryConfig(
+                max_total_tokens=args.max_total_tokens,
+                mem_fraction=args.mem_fraction,
+                max_running_requests=args.max_running_requests,
+                max_context=args.max_context,
+            ),
+            scheduler=SchedulerConfig(
+                max_running_requests=args.max_running_requests, radix_cache=not args.no_radix_cache, jump_forward=not args.no_jump_forward
+            ),
+            compiler=CompilerConfig(timeout_s=args.compile_timeout_s, max_states=args.max_states, workers=args.compile_workers),
+        )
+        config = ServerConfig(
+            model=args.model,
+            tokenizer=args.tokenizer,
+            host=args.host,
+            port=args.port,
+            api_key=args.api_key,
+            max_queue=args.max_queue,
+            max_body_bytes=args.max_body_bytes,
+            served_model_name=args.served_model_name,
+            engine=engine,
+        )
+        serve(config, log_level=args.log_level)
+    except (ValueError, RuntimeError, ModelLoadError, UnsupportedModelError) as e:
+        print(f"structgen: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
@@ -211,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
         return _compile_command(args)
     if args.command == "generate":
         return _generate_command(args)
+    if args.command == "serve":
+        return _serve_command(args)
     if args.command == "bench" and args.bench == "conformance":
         from structgen.conformance import run
 

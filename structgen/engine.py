@@ -164,22 +164,23 @@ class Engine:
         elif isinstance(prompt, Sequence) and prompt and all(isinstance(m, dict) for m in prompt):
             if not getattr(tok, "chat_template", None):
                 raise RequestError(
-                    f"prompt: chat messages need a chat template, and the tokenizer of {self.model_path!r} has none; pass text"
+                    f"prompt: chat messages need a chat template, and the tokenizer of {self.model_path!r} has none; pass text",
+                    param="prompt",
                 )
             try:
                 text = tok.apply_chat_template(list(prompt), add_generation_prompt=True, tokenize=False)
             except Exception as exc:  # jinja errors, bad roles
-                raise RequestError(f"prompt: the chat template rejected the messages: {exc}") from None
+                raise RequestError(f"prompt: the chat template rejected the messages: {exc}", param="prompt") from None
             ids = list(tok(text, add_special_tokens=False)["input_ids"])
         elif isinstance(prompt, Sequence) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
             bad = [t for t in prompt if not 0 <= t < self.runner.vocab_size]
             if bad:
-                raise RequestError(f"prompt: token ids {bad[:5]} outside the vocabulary [0, {self.runner.vocab_size})")
+                raise RequestError(f"prompt: token ids {bad[:5]} outside the vocabulary [0, {self.runner.vocab_size})", param="prompt")
             ids = list(prompt)
         else:
-            raise RequestError("prompt must be a non-empty string, a list of chat messages (dicts) or a list of token ids")
+            raise RequestError("prompt must be a non-empty string, a list of chat messages (dicts) or a list of token ids", param="prompt")
         if not ids:
-            raise RequestError("prompt is empty after tokenization")
+            raise RequestError("prompt is empty after tokenization", param="prompt")
         return ids
 
     def submit(self, request: GenerateRequest) -> int:
@@ -188,18 +189,19 @@ class Engine:
         if self._closed:
             raise RuntimeError("engine is closed")
         if not isinstance(request.params, SamplingParams):
-            raise RequestError("params must be a SamplingParams")
+            raise RequestError("params must be a SamplingParams", param="params")
         if request.constraint is not None and not isinstance(request.constraint, Constraint):
-            raise RequestError("constraint must be a structgen.Constraint")
+            raise RequestError("constraint must be a structgen.Constraint", param="constraint")
         ids = self.tokenize(request.prompt)
         ctx = self.runner.max_context
         if len(ids) >= ctx:
             raise RequestError(
-                f"prompt has {len(ids)} tokens; the context is {ctx} tokens (room for at least one generated token is needed)"
+                f"prompt has {len(ids)} tokens; the context is {ctx} tokens (room for at least one generated token is needed)",
+                param="prompt",
             )
         cap = self.runner.allocator.capacity
         if len(ids) >= cap:
-            raise RequestError(f"prompt has {len(ids)} tokens; the KV pool holds {cap}")
+            raise RequestError(f"prompt has {len(ids)} tokens; the KV pool holds {cap}", param="prompt")
         params = request.params
         room = min(ctx, cap) - len(ids)
         if params.max_tokens > room:

@@ -15,7 +15,13 @@ if TYPE_CHECKING:
 
 
 class RequestError(ValueError):
-    """A request that cannot be served as given (prompt too long, bad parameter); names the field."""
+    """A request that cannot be served as given (prompt too long, bad parameter); names the field.
+
+    ``param``: the offending field (``"prompt"``, ``"max_tokens"``, …) or None."""
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
 
 
 @dataclass(frozen=True)
@@ -38,19 +44,19 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
-            raise RequestError(f"max_tokens must be an integer ≥ 1, got {self.max_tokens!r}")
+            raise RequestError(f"max_tokens must be an integer ≥ 1, got {self.max_tokens!r}", param="max_tokens")
         if not isinstance(self.temperature, (int, float)) or not math.isfinite(self.temperature) or self.temperature < 0:
-            raise RequestError(f"temperature must be a finite number ≥ 0, got {self.temperature!r}")
+            raise RequestError(f"temperature must be a finite number ≥ 0, got {self.temperature!r}", param="temperature")
         if not isinstance(self.top_k, int) or self.top_k < 0:
-            raise RequestError(f"top_k must be an integer ≥ 0 (0 disables it), got {self.top_k!r}")
+            raise RequestError(f"top_k must be an integer ≥ 0 (0 disables it), got {self.top_k!r}", param="top_k")
         if not isinstance(self.top_p, (int, float)) or not 0 < self.top_p <= 1:
-            raise RequestError(f"top_p must be in (0, 1], got {self.top_p!r}")
+            raise RequestError(f"top_p must be in (0, 1], got {self.top_p!r}", param="top_p")
         if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
-            raise RequestError(f"seed must be a non-negative integer, got {self.seed!r}")
+            raise RequestError(f"seed must be a non-negative integer, got {self.seed!r}", param="seed")
         if isinstance(self.stop, str):
             object.__setattr__(self, "stop", (self.stop,))
         if any(not isinstance(s, str) or not s for s in self.stop):
-            raise RequestError(f"stop must be non-empty strings, got {self.stop!r}")
+            raise RequestError(f"stop must be non-empty strings, got {self.stop!r}", param="stop")
 
 
 @dataclass(frozen=True)
@@ -69,7 +75,8 @@ class Usage(NamedTuple):
     ``completion_tokens`` = ``sampled_tokens`` + ``forced_tokens`` − ``rolled_back_tokens`` (an EOS
     that ends the output counts as sampled and completion).  ``cached_tokens``: prompt tokens
     served by the radix cache.  ``forwards``: model forwards the request took part in.
-    ``ttft_s`` / ``latency_s``: seconds from submission to the first token / to the end.
+    ``ttft_s`` / ``latency_s`` / ``queue_s``: seconds from submission to the first token / to the
+    end / to the first forward that included it.
     """
 
     prompt_tokens: int
@@ -82,6 +89,7 @@ class Usage(NamedTuple):
     retractions: int
     ttft_s: float
     latency_s: float
+    queue_s: float = 0.0
 
 
 class RequestOutput(NamedTuple):
@@ -150,6 +158,7 @@ class Req:
     forwards: int = 0
     retractions: int = 0
     wait_steps: int = 0
+    scheduled_s: float | None = None
     first_token_s: float | None = None
     finished_s: float | None = None
     sent_bytes: int = 0
@@ -186,4 +195,5 @@ class Req:
             retractions=self.retractions,
             ttft_s=first - self.arrival_s,
             latency_s=end - self.arrival_s,
+            queue_s=(self.scheduled_s if self.scheduled_s is not None else end) - self.arrival_s,
         )

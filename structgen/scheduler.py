@@ -295,8 +295,11 @@ class PrefillManager:
         self.waiting = [r for r in self.waiting if id(r) not in taken]
         for r in self.waiting:
             r.wait_steps += 1
+        now = time.perf_counter()
         for r, _n in admitted:
             r.status = Status.RUNNING
+            if r.scheduled_s is None:
+                r.scheduled_s = now
         return admitted
 
 
@@ -391,7 +394,8 @@ class Scheduler:
             self.prefill.add(req)
 
     def has_work(self) -> bool:
-        return bool(len(self.grammar) or len(self.prefill) or len(self.decode))
+        """True while a request is queued, running, or finished but not yet reported."""
+        return bool(len(self.grammar) or len(self.prefill) or len(self.decode) or self.finished)
 
     def abort(self, rid: int) -> Req | None:
         """Remove request ``rid`` wherever it is; returns it finished with reason "abort"."""

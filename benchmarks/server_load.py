@@ -1,0 +1,338 @@
+"""Load test of the HTTP server: N requests at concurrency C mixing JSON Schemas, regexes and
+free text (a third streamed), against a server started in-process (or ``--url``).
+
+Reports requests/s, latency p50/p99 (client side), TTFT and TPOT p50/p99 (server timings),
+validity of every schema / regex output (jsonschema / ``re.fullmatch``), and lost requests.
+
+    python benchmarks/server_load.py                       # CPU: tiny random Llama + GPT-2 tokenizer
+    python benchmarks/server_load.py --preset llama3-8b --tokenizer .carry/llama3 --concurrency 64 256   # H200
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import httpx
+import jsonschema
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+SCHEMAS: list[dict[str, Any]] = [
+    {
+        "type": "object",
+        "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+        "required": ["name", "age"],
+    },
+    {
+        "type": "object",
+        "properties": {
+            "order_id": {"type": "integer", "minimum": 1, "maximum": 99999},
+            "status": {"enum": ["pending", "shipped", "delivered"]},
+            "items": {"type": "array", "items": {"type": "string", "maxLength": 8}, "minItems": 1, "maxItems": 3},
+            "paid": {"type": "boolean"},
+        },
+        "required": ["order_id", "status", "items", "paid"],
+    },
+    {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "maxLength": 10},
+            "address": {
+                "type": "object",
+                "properties": {"street": {"type": "string", "maxLength": 12}, "zip": {"type": "string", "pattern": "^[0-9]{5}$"}},
+                "required": ["street", "zip"],
+            },
+            "rating": {"type": "integer", "minimum": 1, "maximum": 5},
+        },
+        "required": ["city", "address"],
+    },
+    {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string", "minLength": 1, "maxLength": 16},
+            "date": {"type": "string", "format": "date"},
+            "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}, "maxItems": 2},
+        },
+        "required": ["title", "date"],
+    },
+]
+REGEXES = [r"(yes|no)", r"[0-9]{3}-[0-9]{4}", r"[A-Z][a-z]{2,8} [A-Z][a-z]{2,8}", r"(red|green|blue)( and (red|green|blue)){0,2}"]
+FEW_SHOT = "You extract structured data. Answer with JSON only.\n" + "".join(
+    f"Example {i}: text about item {i} -> a JSON object with its fields.\n" for i in range(12)
+)
+
+
+class Job(NamedTuple):
+    kind: str  # "schema" | "regex" | "text"
+    body: dict[str, Any]
+    check: Any  # schema dict, regex str or None
+
+
+class Record(NamedTuple):
+    kind: str
+    stream: bool
+    status: int
+    latency_s: float
+    ttft_ms: float | None
+    total_ms: float | None
+    completion_tokens: int
+    forced_tokens: int
+    valid: bool | None
+    error: str | None
+
+
+def build_workload(n: int, seed: int = 0, *, text_max_tokens: int = 24) -> list[Job]:
+    """``n`` request bodies for ``/v1/structured``: 50% schemas, 25% regexes, 25% free text;
+    half of the prompts share a few-shot prefix; every third is streamed.  Deterministic."""
+    rng = random.Random(seed)
+    jobs = []
+    for i in range(n):
+        u = rng.random()
+        prompt = (FEW_SHOT if rng.random() < 0.5 else "") + f"Request {i}: describe item {rng.randrange(10**6)}.\n"
+        body: dict[str, Any] = {"prompt": prompt, "stream": i % 3 == 0, "seed": i, "temperature": rng.choice([0.0, 0.7])}
+        if u < 0.5:
+            schema = SCHEMAS[rng.randrange(len(SCHEMAS))]
+            jobs.append(Job("schema", {**body, "json_schema": schema, "max_tokens": 200}, schema))
+        elif u < 0.75:
+            regex = REGEXES[rng.randrange(len(REGEXES))]
+            jobs.append(Job("regex", {**body, "regex": regex, "max_tokens": 64}, regex))
+        else:
+            jobs.append(Job("text", {**body, "max_tokens": text_max_tokens}, None))
+    return jobs
+
+
+def _validate(job: Job, payload: dict[str, Any]) -> bool | None:
+    if job.kind == "text":
+        return None
+    if payload.get("finish_reason") != "stop":
+        return False
+    text = payload.get("text", "")
+    if job.kind == "regex":
+        return re.fullmatch(job.check, text) is not None
+    try:
+        value = json.loads(text)
+        jsonschema.Draft202012Validator(job.check, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER).validate(value)
+    except (ValueError, jsonschema.ValidationError):
+        return False
+    return value == payload.get("output")
+
+
+async def _one(client: httpx.AsyncClient, job: Job) -> Record:
+    t0 = time.perf_counter()
+    stream = bool(job.body.get("stream"))
+    try:
+        if stream:
+            final: dict[str, Any] | None = None
+            async with client.stream("POST", "/v1/structured", json=job.body) as resp:
+                if resp.status_code != 200:
+                    await resp.aread()
+                    return Record(job.kind, True, resp.status_code, time.perf_counter() - t0, None, None, 0, 0, False, resp.text[:200])
+                async for line in resp.aiter_lines():
+                    if line.startswith("data: ") and line != "data: [DONE]":
+                        event = json.loads(line[6:])
+                        if event.get("object") == "structured.final" or "error" in event:
+                            final = event
+            if final is None or "error" in final:
+                return Record(job.kind, True, 200, time.perf_counter() - t0, None, None, 0, 0, False, json.dumps(final)[:200])
+            payload = final
+        else:
+            resp = await client.post("/v1/structured", json=job.body)
+            if resp.status_code != 200:
+                return Record(job.kind, False, resp.status_code, time.perf_counter() - t0, None, None, 0, 0, False, resp.text[:200])
+            payload = resp.json()
+    except httpx.HTTPError as exc:
+        return Record(job.kind, stream, 0, time.perf_counter() - t0, None, None, 0, 0, False, repr(exc))
+    usage, timings = payload["usage"], payload["timings"]
+    return Record(
+        job.kind,
+        stream,
+        200,
+        time.perf_counter() - t0,
+        timings["ttft_ms"],
+        timings["total_ms"],
+        usage["completion_tokens"],
+        usage["forced_tokens"],
+        _validate(job, payload),
+        None,
+    )
+
+
+async def run_load(url: str, jobs: list[Job], concurrency: int, *, timeout_s: float = 600.0) -> tuple[list[Record], float]:
+    """Send ``jobs`` with at most ``concurrency`` in flight; returns the records (input order)
+    and the wall time in seconds."""
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    sem = asyncio.Semaphore(concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=timeout_s, limits=limits) as client:
+
+        async def bounded(job: Job) -> Record:
+            async with sem:
+                return await _one(client, job)
+
+        t0 = time.perf_counter()
+        records = await asyncio.gather(*(bounded(j) for j in jobs))
+        return list(records), time.perf_counter() - t0
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    v = sorted(values)
+    return v[min(len(v) - 1, round(q * (len(v) - 1)))]
+
+
+def summarize(records: list[Record], wall_s: float) -> dict[str, Any]:
+    """Counts, requests/s, output tokens/s, latency / TTFT / TPOT percentiles (ms), validity."""
+    ok = [r for r in records if r.status == 200 and r.error is None]
+    checked = [r for r in ok if r.valid is not None]
+    tpot = [
+        (r.total_ms - r.ttft_ms) / (r.completion_tokens - 1)
+        for r in ok
+        if r.ttft_ms is not None and r.total_ms is not None and r.completion_tokens > 1
+    ]
+    lat = [r.latency_s * 1e3 for r in ok]
+    ttft = [r.ttft_ms for r in ok if r.ttft_ms is not None]
+    tokens = sum(r.completion_tokens for r in ok)
+    return {
+        "requests": len(records),
+        "ok": len(ok),
+        "lost": sum(1 for r in records if r.status == 0),
+        "errors": sum(1 for r in records if r.status != 200 or r.error is not None),
+        "valid": sum(1 for r in checked if r.valid),
+        "checked": len(checked),
+        "req_per_s": len(ok) / wall_s,
+        "out_tok_per_s": tokens / wall_s,
+        "forced_share": sum(r.forced_tokens for r in ok) / max(1, tokens),
+        "latency_p50_ms": _pct(lat, 0.5),
+        "latency_p99_ms": _pct(lat, 0.99),
+        "ttft_p50_ms": _pct(ttft, 0.5),
+        "ttft_p99_ms": _pct(ttft, 0.99),
+        "tpot_p50_ms": _pct(tpot, 0.5),
+        "tpot_p99_ms": _pct(tpot, 0.99),
+        "wall_s": wall_s,
+    }
+
+
+def _tiny_model(path: str) -> None:
+    sys.path.insert(0, str(ROOT))
+    from transformers import LlamaConfig
+
+    from structgen.default_model import CHAT_TEMPLATE, gpt2_tokenizer_dir
+    from structgen.models import write_random_checkpoint
+
+    cfg = LlamaConfig(
+        vocab_size=50257,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        bos_token_id=50256,
+        eos_token_id=50256,
+    )
+    write_random_checkpoint(path, cfg, seed=0, tokenizer_dir=gpt2_tokenizer_dir(), chat_template=CHAT_TEMPLATE)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--url", default=None, help="an already running server (default: start one in-process)")
+    ap.add_argument("--model", default=None, help="model folder (default: a tiny random Llama with the GPT-2 tokenizer)")
+    ap.add_argument("--preset", default=None, help="a random-weight preset (llama3-8b) with --tokenizer")
+    ap.add_argument("--tokenizer", default=None)
+    ap.add_argument("--num-requests", type=int, default=500)
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[64])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--stem", default=None, help="results file stem (default: server-load-<cpu|gpu>)")
+    args = ap.parse_args()
+
+    from _gpu_common import run_meta, write_results
+
+    meta = run_meta()
+    rows, notes = [], []
+    jobs = build_workload(args.num_requests, args.seed)
+    # each concurrency level gets its own prompts (a repeat would be served from the radix cache)
+    level_jobs = {conc: build_workload(args.num_requests, args.seed + 1000 * k) for k, conc in enumerate(args.concurrency)}
+    kinds = {k: sum(1 for j in jobs if j.kind == k) for k in ("schema", "regex", "text")}
+    runs: list[tuple[int, list[Record], float]] = []
+    if args.url:
+        label = args.url
+        for conc in args.concurrency:
+            runs.append((conc, *asyncio.run(run_load(args.url, level_jobs[conc], conc))))
+    else:
+        from structgen.engine import EngineConfig
+        from structgen.memory import MemoryConfig
+        from structgen.scheduler import SchedulerConfig
+        from structgen.server import ServerConfig, ServerThread, create_app
+
+        tmp = tempfile.mkdtemp(prefix="structgen-load-")
+        model, random_seed = args.model, None
+        if args.preset:
+            from structgen.models.presets import write_preset_folder
+
+            model, random_seed = os.fspath(write_preset_folder(args.preset, tmp, tokenizer_dir=args.tokenizer)), 0
+        elif model is None:
+            _tiny_model(tmp)
+            model = tmp
+        top = max(64, *args.concurrency)
+        engine = EngineConfig(
+            random_weights_seed=random_seed,
+            memory=MemoryConfig(max_running_requests=top, max_context=2048, mem_fraction=0.8),
+            scheduler=SchedulerConfig(max_running_requests=top),
+        )
+        app = create_app(ServerConfig(model=model, max_queue=max(1024, 2 * top), engine=engine))
+        with ServerThread(app) as server:  # one server; each concurrency level is a client setting
+            asyncio.run(run_load(server.url, build_workload(32, args.seed + 1), min(32, top)))  # warm-up: compiles, graphs
+            for conc in args.concurrency:
+                runs.append((conc, *asyncio.run(run_load(server.url, level_jobs[conc], conc))))
+        label = args.preset or (args.model or "tiny random Llama (2 layers, hidden 64) + GPT-2 tokenizer")
+    for conc, records, wall in runs:
+        s = summarize(records, wall)
+        rows.append(
+            [
+                conc,
+                s["requests"],
+                s["ok"],
+                s["lost"],
+                f"{s['valid']}/{s['checked']}",
+                round(s["req_per_s"], 2),
+                round(s["out_tok_per_s"], 1),
+                round(s["forced_share"], 3),
+                round(s["latency_p50_ms"], 1),
+                round(s["latency_p99_ms"], 1),
+                round(s["ttft_p50_ms"], 1),
+                round(s["ttft_p99_ms"], 1),
+                round(s["tpot_p50_ms"], 2),
+                round(s["tpot_p99_ms"], 2),
+            ]
+        )
+        errs = [r.error for r in records if r.error][:3]
+        if errs:
+            notes.append(f"- concurrency {conc}: first errors: {errs}")
+    notes += [
+        f"- model: {label}; workload: {args.num_requests} `/v1/structured` requests ({kinds['schema']} JSON Schema, {kinds['regex']} regex, "
+        f"{kinds['text']} free text at seed {args.seed}; every third streamed; half share a {len(FEW_SHOT)}-character few-shot "
+        f"prefix); concurrency level k uses seed {args.seed} + 1000k, after a 32-request warm-up, on one server.",
+        "- latency: client side, request sent → last byte; TTFT / TPOT: the server's `timings` (TTFT from the request's arrival, "
+        "compile and tokenization included; TPOT = (total − TTFT) / (completion tokens − 1)).",
+        "- valid: schema outputs parsed and checked with jsonschema (formats included), regex outputs with `re.fullmatch`.",
+    ]
+    header = ["concurrency", "requests", "answered 200", "lost", "valid", "req/s", "out tok/s", "forced share",
+              "latency p50 ms", "latency p99 ms", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms"]  # fmt: skip
+    stem = args.stem or ("server-load-gpu" if "H200" in meta["machine"] or "NVIDIA" in meta["machine"] else "server-load-cpu")
+    write_results(args.out, stem, "HTTP server load", meta, header, rows, notes)
+
+
+if __name__ == "__main__":
+    main()
