@@ -495,7 +495,6 @@ def create_app(config: ServerConfig | None = None, *, engine: Engine | None = No
     ) -> Response:
         """Run one request: JSON when ``stream`` is false, else SSE deltas, the final events
         and ``[DONE]``; errors before the first byte are plain error responses."""
-        status = 200
         svc.admit()
         released = False
 
@@ -505,21 +504,21 @@ def create_app(config: ServerConfig | None = None, *, engine: Engine | None = No
                 released = True
                 svc.release()
 
-        try:
-            if not stream:
+        if not stream:
 
-                async def work() -> Response:
-                    run = await start()
-                    return JSONResponse(render(await svc.collect(run)))
+            async def work() -> Response:
+                run = await start()
+                return JSONResponse(render(await svc.collect(run)))
 
+            try:
                 return await _unless_disconnected(request, work())  # type: ignore[no-any-return]
-            run = await start()
-        except APIError as exc:
-            status = exc.status
-            raise
-        finally:
-            if not stream or status != 200:
+            finally:
                 release_once()
+        try:
+            run = await start()
+        except BaseException:
+            release_once()
+            raise
 
         created = time.time()
         done = False
