@@ -11,6 +11,7 @@ word-list entries; ``"heldout"`` uses only the unseen phrasings and the unseen v
 determined by the seed.
 """
 
+# ruff: noqa: E501  (word lists and phrasings read best one field per line)
 from __future__ import annotations
 
 import datetime
@@ -30,7 +31,7 @@ LAST = "Smith Garcia Chen Müller Rossi Silva Novak Kowalski Tanaka Okafor Patel
 CITIES = "Lisbon Porto Madrid Berlin Munich Vienna Prague Warsaw Krakow Oslo Bergen Dublin Cork Paris Lyon Nice Rome Milan Turin Athens Zagreb Sofia Riga Tallinn Vilnius Helsinki Geneva Zurich Bern Ghent Leiden Utrecht Seville Bilbao Malaga Naples Verona Graz Brno Gdansk Aarhus Malmo Tampere Salzburg Lucerne Bruges Delft Toledo Genoa".split()  # fmt: skip
 STREETS = "Oak Maple Cedar Elm Pine Birch River Lake Hill Park Mill Church Market Station Garden Bridge Forest Harbor Meadow Orchard Willow Spring Chestnut Aspen Poplar Laurel Juniper Hazel Rowan Alder".split()  # fmt: skip
 STREET_KINDS = ["Street", "Road", "Avenue", "Lane", "Way"]
-SYLLABLES = "ka lo ve ri to na mi so pe du la zen tor vin bel mar cor fin gal hex".split()
+SYLLABLES = "ka lo ve ri to na mi so pe du la zen tor vin bel mar cor fin gal hex bra qui sta nel dor pim rus wen yal fo gi ju tam ser kol ane pol vik ema dru".split()  # fmt: skip
 COMPANY_KINDS = ["Labs", "Systems", "Group", "Works", "Partners", "Logistics", "Foods", "Energy", "Media", "Robotics"]
 INDUSTRIES = ["software", "retail", "logistics", "energy", "healthcare", "finance", "education", "manufacturing"]
 ADJECTIVES = "Silver Quiet Golden Swift Bright Hidden Crimson Gentle Frozen Wild Lucky Ancient Velvet Hollow Bold Paper Iron Lunar Amber Northern Misty Rapid Solar Tiny Grand".split()  # fmt: skip
@@ -91,12 +92,27 @@ class Domain:
 # ------------------------------------------------------------------------------ value generators
 
 
-def _pick(items: list[str]) -> Callable[[random.Random, str], str]:
-    return lambda rng, split: rng.choice(_split(items, split))
+def _word(rng: random.Random) -> str:
+    """A made-up capitalized word of 2–3 syllables: values the model cannot have memorized, so it
+    must copy them from the text."""
+    return "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 3))).capitalize()
+
+
+def _pick(items: list[str], made_up: float = 0.5) -> Callable[[random.Random, str], str]:
+    """An entry of the split's share of ``items``, or (with probability ``made_up``) a made-up word."""
+    return lambda rng, split: _word(rng) if rng.random() < made_up else rng.choice(_split(items, split))
+
+
+def _first(rng: random.Random, split: str) -> str:
+    return _word(rng) if rng.random() < 0.5 else rng.choice(_split(FIRST, split))
+
+
+def _last(rng: random.Random, split: str) -> str:
+    return _word(rng) if rng.random() < 0.5 else rng.choice(_split(LAST, split))
 
 
 def _person(rng: random.Random, split: str) -> str:
-    return f"{rng.choice(_split(FIRST, split))} {rng.choice(_split(LAST, split))}"
+    return f"{_first(rng, split)} {_last(rng, split)}"
 
 
 def _company(rng: random.Random, split: str) -> str:
@@ -104,24 +120,28 @@ def _company(rng: random.Random, split: str) -> str:
     return f"{root} {rng.choice(_split(COMPANY_KINDS, split))}"
 
 
+def _adj_noun(rng: random.Random, split: str) -> str:
+    return f"{_pick(ADJECTIVES, 0.3)(rng, split)} {_pick(NOUNS, 0.3)(rng, split)}"
+
+
 def _title(rng: random.Random, split: str) -> str:
-    return f"The {rng.choice(_split(ADJECTIVES, split))} {rng.choice(_split(NOUNS, split))}"
+    return f"The {_adj_noun(rng, split)}"
 
 
 def _product(rng: random.Random, split: str) -> str:
-    return f"{rng.choice(_split(ADJECTIVES, split))} {rng.choice(_split(NOUNS, split))}"
+    return _adj_noun(rng, split)
 
 
 def _street(rng: random.Random, split: str) -> str:
-    return f"{rng.randint(1, 250)} {rng.choice(_split(STREETS, split))} {rng.choice(STREET_KINDS)}"
+    return f"{rng.randint(1, 250)} {_pick(STREETS)(rng, split)} {rng.choice(STREET_KINDS)}"
 
 
 def _address(rng: random.Random, split: str) -> dict[str, Any]:
-    return {"street": _street(rng, split), "city": rng.choice(_split(CITIES, split)), "zip": f"{rng.randint(1000, 99999):05d}"}
+    return {"street": _street(rng, split), "city": _pick(CITIES)(rng, split), "zip": f"{rng.randint(1000, 99999):05d}"}
 
 
 def _email(rng: random.Random, split: str) -> str:
-    user = f"{rng.choice(_split(FIRST, split)).lower()}.{rng.choice(_split(LAST, split)).lower()}".replace("ü", "u")
+    user = f"{_first(rng, split).lower()}.{_last(rng, split).lower()}".replace("ü", "u")
     return f"{user}@{rng.choice(['mail', 'post', 'inbox', 'web'])}.{rng.choice(['com', 'org', 'net', 'eu'])}"
 
 
@@ -192,22 +212,83 @@ DOMAINS: tuple[Domain, ...] = (
         "person",
         ("A short profile follows.", "Here is what we know about someone.", "Contact card:", "Profile notes."),
         (
-            _f("name", STR, True, _person, ["Name: {v}.", "This profile belongs to {v}.", "The person is called {v}.", "{v} is the person described here."]),
-            _f("age", {"type": "integer", "minimum": 0, "maximum": 120}, True, _int(18, 95), ["Age: {v}.", "They are {v} years old.", "The person's age is {v}.", "At {v}, they keep busy."]),
+            _f(
+                "name",
+                STR,
+                True,
+                _person,
+                ["Name: {v}.", "This profile belongs to {v}.", "The person is called {v}.", "{v} is the person described here."],
+            ),
+            _f(
+                "age",
+                {"type": "integer", "minimum": 0, "maximum": 120},
+                True,
+                _int(18, 95),
+                ["Age: {v}.", "They are {v} years old.", "The person's age is {v}.", "At {v}, they keep busy."],
+            ),
             _f("email", STR, False, _email, ["Email: {v}.", "You can write to {v}.", "Their email address is {v}.", "Reach them at {v}."]),
-            _f("address", ADDRESS, False, _address, ["Address: {v}.", "They live at {v}.", "Home is {v}.", "Their home address is {v}."], _show_address),
-            _f("is_member", {"type": "boolean"}, False, _bool, ["They are a member.|They are not a member.", "Membership: active.|Membership: none.", "They joined the club.|They never joined the club.", "Club member: yes.|Club member: no."]),
+            _f(
+                "address",
+                ADDRESS,
+                False,
+                _address,
+                ["Address: {v}.", "They live at {v}.", "Home is {v}.", "Their home address is {v}."],
+                _show_address,
+            ),
+            _f(
+                "is_member",
+                {"type": "boolean"},
+                False,
+                _bool,
+                [
+                    "They are a member.|They are not a member.",
+                    "Membership: active.|Membership: none.",
+                    "They joined the club.|They never joined the club.",
+                    "Club member: yes.|Club member: no.",
+                ],
+            ),
         ),
     ),
     Domain(
         "company",
         ("Company overview.", "Business register entry:", "A note about a firm.", "Corporate summary."),
         (
-            _f("company", STR, True, _company, ["Company: {v}.", "The firm is {v}.", "{v} is the business in question.", "This entry concerns {v}."]),
-            _f("industry", _enum(INDUSTRIES), True, lambda rng, s: rng.choice(INDUSTRIES), ["Industry: {v}.", "It works in {v}.", "Its sector is {v}.", "The company operates in {v}."]),
-            _f("employees", {"type": "integer", "minimum": 1, "maximum": 1000000}, False, _int(3, 90000), ["Employees: {v}.", "It employs {v} people.", "The headcount is {v}.", "Staff count stands at {v}."]),
-            _f("founded", {"type": "integer", "minimum": 1800, "maximum": 2030}, False, _int(1890, 2024), ["Founded: {v}.", "It was founded in {v}.", "The firm dates from {v}.", "Its founding year is {v}."]),
-            _f("headquarters", ADDRESS, False, _address, ["Headquarters: {v}.", "The head office is at {v}.", "It is based at {v}.", "Main office: {v}."], _show_address),
+            _f(
+                "company",
+                STR,
+                True,
+                _company,
+                ["Company: {v}.", "The firm is {v}.", "{v} is the business in question.", "This entry concerns {v}."],
+            ),
+            _f(
+                "industry",
+                _enum(INDUSTRIES),
+                True,
+                lambda rng, s: rng.choice(INDUSTRIES),
+                ["Industry: {v}.", "It works in {v}.", "Its sector is {v}.", "The company operates in {v}."],
+            ),
+            _f(
+                "employees",
+                {"type": "integer", "minimum": 1, "maximum": 1000000},
+                False,
+                _int(3, 90000),
+                ["Employees: {v}.", "It employs {v} people.", "The headcount is {v}.", "Staff count stands at {v}."],
+            ),
+            _f(
+                "founded",
+                {"type": "integer", "minimum": 1800, "maximum": 2030},
+                False,
+                _int(1890, 2024),
+                ["Founded: {v}.", "It was founded in {v}.", "The firm dates from {v}.", "Its founding year is {v}."],
+            ),
+            _f(
+                "headquarters",
+                ADDRESS,
+                False,
+                _address,
+                ["Headquarters: {v}.", "The head office is at {v}.", "It is based at {v}.", "Main office: {v}."],
+                _show_address,
+            ),
         ),
     ),
     Domain(
@@ -216,21 +297,77 @@ DOMAINS: tuple[Domain, ...] = (
         (
             _f("product", STR, True, _product, ["Product: {v}.", "The item is the {v}.", "We sell the {v}.", "Listing for the {v}."]),
             _f("price", PRICE, True, _price, ["Price: {v}.", "It costs {v}.", "The price is {v}.", "Yours for {v}."], _show_price),
-            _f("category", _enum(CATEGORIES), False, lambda rng, s: rng.choice(CATEGORIES), ["Category: {v}.", "It belongs in {v}.", "Filed under {v}.", "Shelved with {v} goods."]),
-            _f("in_stock", {"type": "boolean"}, False, _bool, ["In stock.|Out of stock.", "Available now.|Currently unavailable.", "We have it in stock.|It is sold out.", "Ships today.|Back-ordered."]),
-            _f("tags", {"type": "array", "items": STR, "maxItems": 4}, False, _list_of(TAGS, 1, 3), ["Tags: {v}.", "It is tagged {v}.", "Labels: {v}.", "Marked as {v}."], _show_list),
+            _f(
+                "category",
+                _enum(CATEGORIES),
+                False,
+                lambda rng, s: rng.choice(CATEGORIES),
+                ["Category: {v}.", "It belongs in {v}.", "Filed under {v}.", "Shelved with {v} goods."],
+            ),
+            _f(
+                "in_stock",
+                {"type": "boolean"},
+                False,
+                _bool,
+                [
+                    "In stock.|Out of stock.",
+                    "Available now.|Currently unavailable.",
+                    "We have it in stock.|It is sold out.",
+                    "Ships today.|Back-ordered.",
+                ],
+            ),
+            _f(
+                "tags",
+                {"type": "array", "items": STR, "maxItems": 4},
+                False,
+                _list_of(TAGS, 1, 3),
+                ["Tags: {v}.", "It is tagged {v}.", "Labels: {v}.", "Marked as {v}."],
+                _show_list,
+            ),
         ),
     ),
     Domain(
         "order",
         ("Order confirmation.", "Purchase record:", "An order was placed.", "Order details."),
         (
-            _f("order_id", {"type": "integer", "minimum": 1, "maximum": 9999999}, True, _int(1000, 999999), ["Order number {v}.", "Order ID: {v}.", "This is order {v}.", "Reference {v} applies."]),
+            _f(
+                "order_id",
+                {"type": "integer", "minimum": 1, "maximum": 9999999},
+                True,
+                _int(1000, 999999),
+                ["Order number {v}.", "Order ID: {v}.", "This is order {v}.", "Reference {v} applies."],
+            ),
             _f("customer", STR, True, _person, ["Customer: {v}.", "It was placed by {v}.", "The buyer is {v}.", "Ordered by {v}."]),
-            _f("status", _enum(ORDER_STATUS), True, lambda rng, s: rng.choice(ORDER_STATUS), ["Status: {v}.", "The order is {v}.", "Current state: {v}.", "It has been marked {v}."]),
-            _f("total", PRICE, False, _price, ["Total: {v}.", "The total comes to {v}.", "Amount charged: {v}.", "They paid {v}."], _show_price),
-            _f("quantity", {"type": "integer", "minimum": 1, "maximum": 1000}, False, _int(1, 40), ["Quantity: {v}.", "They bought {v} units.", "Items in the order: {v}.", "{v} pieces were ordered."]),
-            _f("shipping_address", ADDRESS, False, _address, ["Ship to {v}.", "Delivery address: {v}.", "It goes to {v}.", "Send it to {v}."], _show_address),
+            _f(
+                "status",
+                _enum(ORDER_STATUS),
+                True,
+                lambda rng, s: rng.choice(ORDER_STATUS),
+                ["Status: {v}.", "The order is {v}.", "Current state: {v}.", "It has been marked {v}."],
+            ),
+            _f(
+                "total",
+                PRICE,
+                False,
+                _price,
+                ["Total: {v}.", "The total comes to {v}.", "Amount charged: {v}.", "They paid {v}."],
+                _show_price,
+            ),
+            _f(
+                "quantity",
+                {"type": "integer", "minimum": 1, "maximum": 1000},
+                False,
+                _int(1, 40),
+                ["Quantity: {v}.", "They bought {v} units.", "Items in the order: {v}.", "{v} pieces were ordered."],
+            ),
+            _f(
+                "shipping_address",
+                ADDRESS,
+                False,
+                _address,
+                ["Ship to {v}.", "Delivery address: {v}.", "It goes to {v}.", "Send it to {v}."],
+                _show_address,
+            ),
         ),
     ),
     Domain(
@@ -238,11 +375,41 @@ DOMAINS: tuple[Domain, ...] = (
         ("Event announcement.", "Save the date!", "Calendar entry:", "Upcoming event."),
         (
             _f("event", STR, True, _title, ["Event: {v}.", "Join us for {v}.", "The event is called {v}.", "Coming up: {v}."]),
-            _f("kind", _enum(EVENT_KINDS), True, lambda rng, s: rng.choice(EVENT_KINDS), ["Type: {v}.", "It is a {v}.", "Format: {v}.", "Expect a {v}."]),
-            _f("date", DATE, True, _date, ["Date: {v}.", "It takes place on {v}.", "Mark {v} in your calendar.", "Scheduled for {v}."], _show_date),
+            _f(
+                "kind",
+                _enum(EVENT_KINDS),
+                True,
+                lambda rng, s: rng.choice(EVENT_KINDS),
+                ["Type: {v}.", "It is a {v}.", "Format: {v}.", "Expect a {v}."],
+            ),
+            _f(
+                "date",
+                DATE,
+                True,
+                _date,
+                ["Date: {v}.", "It takes place on {v}.", "Mark {v} in your calendar.", "Scheduled for {v}."],
+                _show_date,
+            ),
             _f("city", STR, False, _pick(CITIES), ["City: {v}.", "It will be held in {v}.", "Location: {v}.", "The venue is in {v}."]),
-            _f("capacity", {"type": "integer", "minimum": 1, "maximum": 100000}, False, _int(20, 5000), ["Capacity: {v}.", "There are {v} seats.", "Up to {v} guests can attend.", "Room for {v} people."]),
-            _f("free", {"type": "boolean"}, False, _bool, ["Entry is free.|Tickets are required.", "No charge.|Paid entry.", "Admission: free.|Admission: paid.", "It costs nothing.|It is a paid event."]),
+            _f(
+                "capacity",
+                {"type": "integer", "minimum": 1, "maximum": 100000},
+                False,
+                _int(20, 5000),
+                ["Capacity: {v}.", "There are {v} seats.", "Up to {v} guests can attend.", "Room for {v} people."],
+            ),
+            _f(
+                "free",
+                {"type": "boolean"},
+                False,
+                _bool,
+                [
+                    "Entry is free.|Tickets are required.",
+                    "No charge.|Paid entry.",
+                    "Admission: free.|Admission: paid.",
+                    "It costs nothing.|It is a paid event.",
+                ],
+            ),
         ),
     ),
     Domain(
@@ -251,11 +418,23 @@ DOMAINS: tuple[Domain, ...] = (
         (
             _f("passenger", STR, True, _person, ["Passenger: {v}.", "Booked for {v}.", "Traveller name: {v}.", "The ticket is for {v}."]),
             _f("airline", STR, True, _pick(AIRLINES), ["Airline: {v}.", "You fly with {v}.", "Operated by {v}.", "Carrier: {v}."]),
-            _f("flight_number", {"type": "string", "pattern": "^[A-Z]{2}[0-9]{2,4}$"}, True, lambda rng, s: "".join(rng.choice("ABCDEFGHJKLMNPRSTUVWXZ") for _ in range(2)) + str(rng.randint(10, 9999)), ["Flight {v}.", "Flight number: {v}.", "You are on flight {v}.", "Board flight {v}."]),
+            _f(
+                "flight_number",
+                {"type": "string", "pattern": "^[A-Z]{2}[0-9]{2,4}$"},
+                True,
+                lambda rng, s: "".join(rng.choice("ABCDEFGHJKLMNPRSTUVWXZ") for _ in range(2)) + str(rng.randint(10, 9999)),
+                ["Flight {v}.", "Flight number: {v}.", "You are on flight {v}.", "Board flight {v}."],
+            ),
             _f("from_city", STR, True, _pick(CITIES), ["From: {v}.", "Departing from {v}.", "Origin: {v}.", "It leaves {v}."]),
             _f("to_city", STR, True, _pick(CITIES), ["To: {v}.", "Arriving in {v}.", "Destination: {v}.", "It lands in {v}."]),
             _f("date", DATE, False, _date, ["Date: {v}.", "Departure on {v}.", "You travel on {v}.", "The flight is on {v}."], _show_date),
-            _f("cabin", _enum(CABINS), False, lambda rng, s: rng.choice(CABINS), ["Cabin: {v}.", "Seat class: {v}.", "You fly {v}.", "Booked in {v} class."]),
+            _f(
+                "cabin",
+                _enum(CABINS),
+                False,
+                lambda rng, s: rng.choice(CABINS),
+                ["Cabin: {v}.", "Seat class: {v}.", "You fly {v}.", "Booked in {v} class."],
+            ),
         ),
     ),
     Domain(
@@ -263,11 +442,40 @@ DOMAINS: tuple[Domain, ...] = (
         ("Clinic visit summary.", "Appointment notes:", "Patient visit record.", "Visit report."),
         (
             _f("patient", STR, True, _person, ["Patient: {v}.", "The patient is {v}.", "Seen today: {v}.", "Visit for {v}."]),
-            _f("doctor", STR, True, lambda rng, s: "Dr. " + rng.choice(_split(LAST, s)), ["Doctor: {v}.", "Attending physician: {v}.", "Seen by {v}.", "{v} examined the patient."]),
-            _f("specialty", _enum(SPECIALTIES), False, lambda rng, s: rng.choice(SPECIALTIES), ["Department: {v}.", "Specialty: {v}.", "Clinic: {v}.", "Referred to {v}."]),
+            _f(
+                "doctor",
+                STR,
+                True,
+                lambda rng, s: "Dr. " + _last(rng, s),
+                ["Doctor: {v}.", "Attending physician: {v}.", "Seen by {v}.", "{v} examined the patient."],
+            ),
+            _f(
+                "specialty",
+                _enum(SPECIALTIES),
+                False,
+                lambda rng, s: rng.choice(SPECIALTIES),
+                ["Department: {v}.", "Specialty: {v}.", "Clinic: {v}.", "Referred to {v}."],
+            ),
             _f("date", DATE, True, _date, ["Date: {v}.", "Visit date: {v}.", "Seen on {v}.", "The appointment was on {v}."], _show_date),
-            _f("reason", STR, True, _pick(REASONS), ["Reason: {v}.", "Complaint: {v}.", "They came in with {v}.", "Presenting issue: {v}."]),
-            _f("follow_up", {"type": "boolean"}, False, _bool, ["A follow-up is needed.|No follow-up needed.", "Return visit booked.|No return visit.", "Follow-up: yes.|Follow-up: no.", "Come back in two weeks.|No need to come back."]),
+            _f(
+                "reason",
+                STR,
+                True,
+                _pick(REASONS, 0.0),
+                ["Reason: {v}.", "Complaint: {v}.", "They came in with {v}.", "Presenting issue: {v}."],
+            ),
+            _f(
+                "follow_up",
+                {"type": "boolean"},
+                False,
+                _bool,
+                [
+                    "A follow-up is needed.|No follow-up needed.",
+                    "Return visit booked.|No return visit.",
+                    "Follow-up: yes.|Follow-up: no.",
+                    "Come back in two weeks.|No need to come back.",
+                ],
+            ),
         ),
     ),
     Domain(
@@ -276,9 +484,27 @@ DOMAINS: tuple[Domain, ...] = (
         (
             _f("title", STR, True, _title, ["Title: {v}.", "The book is {v}.", "Read {v}.", "It is titled {v}."]),
             _f("author", STR, True, _person, ["Author: {v}.", "Written by {v}.", "It is by {v}.", "{v} wrote it."]),
-            _f("year", {"type": "integer", "minimum": 1500, "maximum": 2030}, False, _int(1900, 2024), ["Year: {v}.", "Published in {v}.", "It came out in {v}.", "First printed in {v}."]),
-            _f("pages", {"type": "integer", "minimum": 1, "maximum": 5000}, False, _int(80, 1200), ["Pages: {v}.", "It runs to {v} pages.", "Length: {v} pages.", "A {v}-page read."]),
-            _f("genre", _enum(GENRES), False, lambda rng, s: rng.choice(GENRES), ["Genre: {v}.", "It is a {v} book.", "Shelved under {v}.", "A work of {v}."]),
+            _f(
+                "year",
+                {"type": "integer", "minimum": 1500, "maximum": 2030},
+                False,
+                _int(1900, 2024),
+                ["Year: {v}.", "Published in {v}.", "It came out in {v}.", "First printed in {v}."],
+            ),
+            _f(
+                "pages",
+                {"type": "integer", "minimum": 1, "maximum": 5000},
+                False,
+                _int(80, 1200),
+                ["Pages: {v}.", "It runs to {v} pages.", "Length: {v} pages.", "A {v}-page read."],
+            ),
+            _f(
+                "genre",
+                _enum(GENRES),
+                False,
+                lambda rng, s: rng.choice(GENRES),
+                ["Genre: {v}.", "It is a {v} book.", "Shelved under {v}.", "A work of {v}."],
+            ),
         ),
     ),
     Domain(
@@ -286,23 +512,75 @@ DOMAINS: tuple[Domain, ...] = (
         ("Hotel reservation.", "Booking confirmation:", "Your stay is booked.", "Reservation summary."),
         (
             _f("guest", STR, True, _person, ["Guest: {v}.", "Reserved for {v}.", "The guest is {v}.", "Booking name: {v}."]),
-            _f("hotel", STR, True, lambda rng, s: f"Hotel {rng.choice(_split(ADJECTIVES, s))} {rng.choice(_split(NOUNS, s))}", ["Hotel: {v}.", "You stay at {v}.", "Property: {v}.", "Booked at {v}."]),
+            _f(
+                "hotel",
+                STR,
+                True,
+                lambda rng, s: f"Hotel {_adj_noun(rng, s)}",
+                ["Hotel: {v}.", "You stay at {v}.", "Property: {v}.", "Booked at {v}."],
+            ),
             _f("check_in", DATE, True, _date, ["Check-in: {v}.", "Arrival on {v}.", "You arrive {v}.", "Check in on {v}."], _show_date),
-            _f("nights", {"type": "integer", "minimum": 1, "maximum": 60}, True, _int(1, 14), ["Nights: {v}.", "The stay is {v} nights.", "Length of stay: {v} nights.", "You stay {v} nights."]),
-            _f("room", _enum(ROOM_TYPES), False, lambda rng, s: rng.choice(ROOM_TYPES), ["Room: {v}.", "Room type: {v}.", "You have a {v} room.", "A {v} room is reserved."]),
-            _f("breakfast", {"type": "boolean"}, False, _bool, ["Breakfast included.|Breakfast not included.", "With breakfast.|Room only.", "Breakfast: yes.|Breakfast: no.", "Morning meal included.|No morning meal."]),
+            _f(
+                "nights",
+                {"type": "integer", "minimum": 1, "maximum": 60},
+                True,
+                _int(1, 14),
+                ["Nights: {v}.", "The stay is {v} nights.", "Length of stay: {v} nights.", "You stay {v} nights."],
+            ),
+            _f(
+                "room",
+                _enum(ROOM_TYPES),
+                False,
+                lambda rng, s: rng.choice(ROOM_TYPES),
+                ["Room: {v}.", "Room type: {v}.", "You have a {v} room.", "A {v} room is reserved."],
+            ),
+            _f(
+                "breakfast",
+                {"type": "boolean"},
+                False,
+                _bool,
+                [
+                    "Breakfast included.|Breakfast not included.",
+                    "With breakfast.|Room only.",
+                    "Breakfast: yes.|Breakfast: no.",
+                    "Morning meal included.|No morning meal.",
+                ],
+            ),
         ),
     ),
     Domain(
         "job_posting",
         ("Job posting.", "We are hiring!", "Open position:", "Vacancy notice."),
         (
-            _f("role", STR, True, lambda rng, s: rng.choice(JOB_TITLES), ["Role: {v}.", "We need a {v}.", "Position: {v}.", "Hiring a {v}."]),
+            _f("role", STR, True, _pick(JOB_TITLES, 0.0), ["Role: {v}.", "We need a {v}.", "Position: {v}.", "Hiring a {v}."]),
             _f("company", STR, True, _company, ["Company: {v}.", "Employer: {v}.", "Join {v}.", "The hiring firm is {v}."]),
-            _f("level", _enum(JOB_LEVELS), False, lambda rng, s: rng.choice(JOB_LEVELS), ["Level: {v}.", "Seniority: {v}.", "This is a {v} role.", "Experience level: {v}."]),
-            _f("salary", {"type": "integer", "minimum": 0, "maximum": 1000000}, False, lambda rng, s: rng.randint(20, 180) * 1000, ["Salary: {v}.", "Pay is {v} per year.", "It pays {v}.", "Annual salary: {v}."]),
+            _f(
+                "level",
+                _enum(JOB_LEVELS),
+                False,
+                lambda rng, s: rng.choice(JOB_LEVELS),
+                ["Level: {v}.", "Seniority: {v}.", "This is a {v} role.", "Experience level: {v}."],
+            ),
+            _f(
+                "salary",
+                {"type": "integer", "minimum": 0, "maximum": 1000000},
+                False,
+                lambda rng, s: rng.randint(20, 180) * 1000,
+                ["Salary: {v}.", "Pay is {v} per year.", "It pays {v}.", "Annual salary: {v}."],
+            ),
             _f("city", STR, False, _pick(CITIES), ["City: {v}.", "Based in {v}.", "The office is in {v}.", "Work from {v}."]),
-            _f("remote", {"type": "boolean"}, False, _bool, ["Remote work is allowed.|On-site only.", "Remote: yes.|Remote: no.", "You can work from home.|No remote work.", "Fully remote.|Office based."]),
+            _f(
+                "remote",
+                {"type": "boolean"},
+                False,
+                _bool,
+                [
+                    "Remote work is allowed.|On-site only.",
+                    "Remote: yes.|Remote: no.",
+                    "You can work from home.|No remote work.",
+                    "Fully remote.|Office based.",
+                ],
+            ),
         ),
     ),
 )
