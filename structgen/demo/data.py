@@ -6,8 +6,11 @@ our canonical layout (``SchemaOptions().dumps``, properties in schema order).  T
 types string / integer / number / boolean / enum / date / nested object / list, optional fields
 (in the schema but absent from the text → absent from the answer).
 
-Splits: ``"train"`` uses all but the last phrasing of every field and intro, and 4 of every 5
-word-list entries; ``"heldout"`` uses only the unseen phrasings and the unseen values.  Fully
+Half the sentences use the field's own phrasings, half field-agnostic ones built on the field's
+name (so the model learns to find a value by its label).  Splits: ``"train"`` uses all but the
+last own phrasing of every field, all but the last 4 field-agnostic ones and all but the last
+intro, and 4 of every 5 word-list entries; ``"heldout"`` uses only the unseen phrasings and the
+unseen word-list entries (half of all names, cities, ... are made-up words in both).  Fully
 determined by the seed.
 """
 
@@ -586,10 +589,25 @@ DOMAINS: tuple[Domain, ...] = (
 )
 
 
+# Field-agnostic phrasings keyed on the field's name ("flight_number" → "flight number"): they
+# teach the model to find a value by its label, which is what a user's own schema needs.
+GENERIC = (
+    "{L}: {v}.", "The {l} is {v}.", "{L} = {v}.", "Its {l} is {v}.", "{L} - {v}.", "For {l}, {v}.",
+    "We have {v} as the {l}.", "{L} noted as {v}.", "The record lists {v} for {l}.", "Recorded {l}: {v}.",
+    "{v} is the {l}.", "{L} is {v}.", "The {l} field says {v}.", "Note the {l}: {v}.", "{L} given as {v}.", "Regarding {l}: {v}.",
+)  # fmt: skip
+GENERIC_HELD_OUT = 4  # the last 4 are held out
+
+
 def _phrase(field: FieldSpec, split: str, rng: random.Random, value: Any) -> str:
-    pool = field.phrases[:-1] if split == "train" else field.phrases[-1:]
-    template = rng.choice(pool)
-    if field.schema.get("type") == "boolean":
+    is_bool = field.schema.get("type") == "boolean"
+    if rng.random() < 0.5:
+        pool = GENERIC[:-GENERIC_HELD_OUT] if split == "train" else GENERIC[-GENERIC_HELD_OUT:]
+        label = field.name.replace("_", " ")
+        shown = ("yes" if value else "no") if is_bool else field.show(rng, value)
+        return rng.choice(pool).format(L=label.capitalize(), l=label, v=shown)
+    template = rng.choice(field.phrases[:-1] if split == "train" else field.phrases[-1:])
+    if is_bool:
         yes, no = template.split("|")
         return yes if value else no
     return template.format(v=field.show(rng, value))
