@@ -6,10 +6,10 @@ our canonical layout (``SchemaOptions().dumps``, properties in schema order).  T
 types string / integer / number / boolean / enum / date / nested object / list, optional fields
 (in the schema but absent from the text → absent from the answer).
 
-Half the sentences use the field's own phrasings, half field-agnostic ones built on the field's
-name (so the model learns to find a value by its label).  Splits: ``"train"`` uses all but the
-last own phrasing of every field, all but the last 4 field-agnostic ones and all but the last
-intro, and 4 of every 5 word-list entries; ``"heldout"`` uses only the unseen phrasings and the
+40% of the sentences use the field's own phrasings, 60% field-agnostic ones composed from pieces
+around the field's name (so the model learns to find a value by its label).  Splits: ``"train"``
+uses all but the last own phrasing of every field, all but the last field-agnostic links, all but
+the last intro, and 4 of every 5 word-list entries; ``"heldout"`` uses only the unseen phrasings and the
 unseen word-list entries (half of all names, cities, ... are made-up words in both).  Fully
 determined by the seed.
 """
@@ -589,23 +589,71 @@ DOMAINS: tuple[Domain, ...] = (
 )
 
 
-# Field-agnostic phrasings keyed on the field's name ("flight_number" → "flight number"): they
-# teach the model to find a value by its label, which is what a user's own schema needs.
-GENERIC = (
-    "{L}: {v}.", "The {l} is {v}.", "{L} = {v}.", "Its {l} is {v}.", "{L} - {v}.", "For {l}, {v}.",
-    "We have {v} as the {l}.", "{L} noted as {v}.", "The record lists {v} for {l}.", "Recorded {l}: {v}.",
-    "{v} is the {l}.", "{L} is {v}.", "The {l} field says {v}.", "Note the {l}: {v}.", "{L} given as {v}.", "Regarding {l}: {v}.",
-)  # fmt: skip
-GENERIC_HELD_OUT = 4  # the last 4 are held out
+# Field-agnostic phrasings keyed on the field's name ("flight_number" → "flight number"), built
+# from pieces (a prefix, the label, a link, the value; or value first): hundreds of sentence
+# shapes, so the model learns to find a value by its label instead of memorizing templates.
+# The last pieces of LINKS and VALUE_FIRST are held out.
+PREFIXES = (
+    "",
+    "",
+    "",
+    "Also, ",
+    "Note: ",
+    "For the record, ",
+    "Please note that ",
+    "FYI, ",
+    "Update: ",
+    "As requested, ",
+    "In short, ",
+    "Finally, ",
+)
+LINKS = (
+    ": ",
+    " is ",
+    " = ",
+    " - ",
+    " was ",
+    " reads ",
+    " equals ",
+    " shows ",
+    " is listed as ",
+    " is set to ",
+    " came out as ",
+    " stands at ",
+    " turned out to be ",
+    " is given as ",
+)
+VALUE_FIRST = (
+    "{v} is the {l}",
+    "{v} for {l}",
+    "{v} ({l})",
+    "{v} as {l}",
+    "{v}, the {l}",
+    "{v} as the {l}",
+    "{v} is its {l}",
+    "{v} was the {l}",
+)
+HELD_OUT_LINKS = 4
+HELD_OUT_VALUE_FIRST = 2
+
+
+def _generic(label: str, shown: str, split: str, rng: random.Random) -> str:
+    links = LINKS[:-HELD_OUT_LINKS] if split == "train" else LINKS[-HELD_OUT_LINKS:]
+    firsts = VALUE_FIRST[:-HELD_OUT_VALUE_FIRST] if split == "train" else VALUE_FIRST[-HELD_OUT_VALUE_FIRST:]
+    if rng.random() < 0.7:
+        body = rng.choice([label, f"the {label}", f"its {label}"]) + rng.choice(links) + shown
+    else:
+        body = rng.choice(firsts).format(v=shown, l=label)
+    prefix = rng.choice(PREFIXES)
+    sentence = prefix + body
+    return sentence[0].upper() + sentence[1:] + "."
 
 
 def _phrase(field: FieldSpec, split: str, rng: random.Random, value: Any) -> str:
     is_bool = field.schema.get("type") == "boolean"
-    if rng.random() < 0.5:
-        pool = GENERIC[:-GENERIC_HELD_OUT] if split == "train" else GENERIC[-GENERIC_HELD_OUT:]
-        label = field.name.replace("_", " ")
+    if rng.random() < 0.6:
         shown = ("yes" if value else "no") if is_bool else field.show(rng, value)
-        return rng.choice(pool).format(L=label.capitalize(), l=label, v=shown)
+        return _generic(field.name.replace("_", " "), shown, split, rng)
     template = rng.choice(field.phrases[:-1] if split == "train" else field.phrases[-1:])
     if is_bool:
         yes, no = template.split("|")
