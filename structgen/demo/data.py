@@ -637,11 +637,28 @@ HELD_OUT_LINKS = 4
 HELD_OUT_VALUE_FIRST = 2
 
 
-def _generic(label: str, shown: str, split: str, rng: random.Random) -> str:
+FILLER = "now then still already just really currently officially apparently clearly simply finally usually reportedly certainly indeed basically actually also again once truly exactly".split()  # fmt: skip
+DISTRACTORS = (
+    "The weather was mild.", "Thanks for reading.", "More details may follow.", "This was written quickly.",
+    "Nothing else to add.", "See you soon.", "All other items are unchanged.", "Please keep this note.",
+    "The office opens at nine.", "Questions go to the front desk.", "Keep this for your records.", "Have a nice day.",
+)  # fmt: skip
+
+
+def _link(split: str, rng: random.Random) -> str:
+    """A fixed link, or (train only) one padded with 1–2 filler words, so no single wording
+    between a label and its value is needed to find the value."""
     links = LINKS[:-HELD_OUT_LINKS] if split == "train" else LINKS[-HELD_OUT_LINKS:]
+    link = rng.choice(links)
+    if split == "train" and rng.random() < 0.5:
+        link = " " + " ".join(rng.sample(FILLER, rng.randint(1, 2))) + link
+    return link
+
+
+def _generic(label: str, shown: str, split: str, rng: random.Random) -> str:
     firsts = VALUE_FIRST[:-HELD_OUT_VALUE_FIRST] if split == "train" else VALUE_FIRST[-HELD_OUT_VALUE_FIRST:]
     if rng.random() < 0.7:
-        body = rng.choice([label, f"the {label}", f"its {label}"]) + rng.choice(links) + shown
+        body = rng.choice([label, f"the {label}", f"its {label}"]) + _link(split, rng) + shown
     else:
         body = rng.choice(firsts).format(v=shown, l=label)
     prefix = rng.choice(PREFIXES)
@@ -682,6 +699,8 @@ def make_example(rng: random.Random, split: str, domain: Domain | None = None) -
         value = f.gen(rng, split)
         answer[f.name] = value
         sentences.append(_phrase(f, split, rng, value))
+    distractors = DISTRACTORS[:-3] if split == "train" else DISTRACTORS[-3:]
+    sentences += rng.sample(distractors, rng.choice([0, 0, 1, 2]))
     rng.shuffle(sentences)
     intros = dom.intros[:-1] if split == "train" else dom.intros[-1:]
     text = " ".join([rng.choice(intros), *sentences])
