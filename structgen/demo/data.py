@@ -96,8 +96,11 @@ class Domain:
 
 
 def _word(rng: random.Random) -> str:
-    """A made-up capitalized word of 2–3 syllables: values the model cannot have memorized, so it
-    must copy them from the text."""
+    """A made-up capitalized word: values the model cannot have memorized, so it
+    must copy them from the text.  Half are random letter strings, so every token piece of the
+    vocabulary shows up in values during training (a token never seen there cannot be copied)."""
+    if rng.random() < 0.5:
+        return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 9))).capitalize()
     return "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 3))).capitalize()
 
 
