@@ -72,7 +72,9 @@ def evaluate(model: str | None, n: int, seed: int = 0) -> dict[str, Any]:
         hits, total, exact = hits + h, total + t, exact + (got == e.answer)
         (free,) = engine.generate([GenerateRequest(e.prompt, params)])
         try:
-            jsonschema.Draft202012Validator(e.schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER).validate(json.loads(free.text))
+            jsonschema.Draft202012Validator(e.schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER).validate(
+                json.loads(free.text)
+            )
             valid_u += 1
         except (ValueError, jsonschema.ValidationError):
             pass

@@ -14,6 +14,7 @@ from structgen.fsm.compiler import OutputValidationError
 from structgen.fsm.errors import GrammarCompileError
 from structgen.schemas import ConstraintError, SchemaOptions
 
+from .demo.prompting import format_prompt
 from .engine import Engine, EngineConfig
 from .request import GenerateRequest, RequestError, RequestOutput, SamplingParams
 
@@ -41,10 +42,15 @@ _engines_lock = threading.Lock()
 
 
 def default_model_path() -> str:
-    """The embedded default checkpoint, written on first use (see :mod:`structgen.default_model`)."""
+    """The embedded default model folder (see :mod:`structgen.default_model`)."""
     from .default_model import ensure_default_model
 
     return os.fspath(ensure_default_model())
+
+
+def uses_extraction_prompt(model_path: str | os.PathLike[str]) -> bool:
+    """True for a model folder trained on structgen's extraction prompt (``structgen_prompt.json``)."""
+    return os.path.isfile(os.path.join(os.fspath(model_path), "structgen_prompt.json"))
 
 
 def get_engine(model: str | os.PathLike[str] | None = None, config: EngineConfig | None = None) -> Engine:
@@ -128,7 +134,9 @@ def generate(
     Schema → a validated ``dict``/value) or ``regex`` (→ a fully matching ``str``).
 
     ``prompt``: text, chat messages (the tokenizer's chat template), or a *list* of those to run
-    concurrently (returns a list).  ``engine``: an :class:`Engine`; else the shared engine of
+    concurrently (returns a list).  With a model trained on structgen's extraction prompt (the
+    embedded demo model: its folder has ``structgen_prompt.json``), a text prompt for a schema is
+    wrapped in that prompt (the schema's field list, then the text).  ``engine``: an :class:`Engine`; else the shared engine of
     ``model`` (a local folder), else of the embedded default model.  With ``return_output`` the
     result is ``(value, RequestOutput)`` (usage and stats).
 
@@ -146,6 +154,10 @@ def generate(
     )
     prompts = list(prompt) if batch else [prompt]
     eng = engine if engine is not None else get_engine(model)
+    if uses_extraction_prompt(eng.model_path) and constraint.kind == "json_schema":
+        schema_value = constraint.schema
+        if isinstance(schema_value, dict):
+            prompts = [format_prompt(schema_value, p) if isinstance(p, str) else p for p in prompts]
     outs = eng.generate([GenerateRequest(p, params, constraint) for p in prompts])
     for out in outs:  # input errors surface as themselves, not as GenerationError
         if isinstance(out.error, (RequestError, ConstraintError, GrammarCompileError)):

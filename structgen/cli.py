@@ -1,4 +1,4 @@
-"""``structgen`` command line: ``generate``, ``serve``, ``compile``, ``bench conformance``."""
+"""``structgen`` command line: ``demo``, ``generate``, ``serve``, ``compile``, ``bench conformance``."""
 
 from __future__ import annotations
 
@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--no-jump-forward", action="store_true", help="decode forced tokens one by one")
     gen.add_argument("--device", default="auto")
     gen.add_argument("--dtype", default="auto")
+    demo = sub.add_parser("demo", help="a few extractions with the embedded demo model, with stats")
+    demo.add_argument("--model", default=None, help="model folder (default: the embedded demo model)")
+    demo.add_argument("--held-out", type=int, default=3, help="examples from the generator's held-out split")
     srv = sub.add_parser("serve", help="serve /v1/structured and the OpenAI-compatible routes over HTTP")
     srv.add_argument("--model", default=None, help="local Hugging Face model folder (default: the embedded default model)")
     srv.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the model folder)")
@@ -286,6 +289,10 @@ def main(argv: list[str] | None = None) -> int:
         return _generate_command(args)
     if args.command == "serve":
         return _serve_command(args)
+    if args.command == "demo":
+        from structgen.demo.run import run_demo
+
+        return run_demo(args.model, held_out=args.held_out)
     if args.command == "bench" and args.bench == "conformance":
         from structgen.conformance import run
 

@@ -58,7 +58,11 @@ def train_tokenizer(out: str, *, vocab_size: int = 4096, examples: int = 40000, 
 
     texts = [e.prompt + e.target for e in generate_examples(examples, "train", seed)]
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    # digits split one by one: numbers are copied digit by digit instead of through ~1,000
+    # multi-digit tokens the model would have to learn one by one
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+    )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, special_tokens=[EOS, PAD], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), min_frequency=2

@@ -638,6 +638,7 @@ VALUE_FIRST = (
 )
 HELD_OUT_LINKS = 4
 HELD_OUT_VALUE_FIRST = 2
+GENERIC_LINKS_HELD_OUT = LINKS[-HELD_OUT_LINKS:]
 
 
 FILLER = "now then still already just really currently officially apparently clearly simply finally usually reportedly certainly indeed basically actually also again once truly exactly".split()  # fmt: skip

@@ -1,0 +1,109 @@
+"""The demo data generator and the embedded demo model (packaged, loaded, accurate enough that a
+broken export cannot land)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+from pydantic import BaseModel, Field
+
+import structgen
+from structgen.demo.data import DOMAINS, GENERIC_LINKS_HELD_OUT, generate_examples, make_example
+from structgen.demo.prompting import describe_fields, format_prompt
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+# Field-level exact match on the 20 fixed held-out examples below (greedy, constrained): 0.046
+# with random weights of the same shape, 0.557 for the shipped checkpoint.  The issue's bar is
+# 0.80, which this checkpoint does not reach (benchmarks/results/demo-model.md); the threshold
+# stops a broken export from landing.
+SMOKE_MIN_FIELD_EM = 0.35
+
+
+def test_generator_is_deterministic_and_valid() -> None:
+    a = list(generate_examples(200, "train", seed=3))
+    b = list(generate_examples(200, "train", seed=3))
+    assert a == b
+    assert a != list(generate_examples(200, "train", seed=4))
+    validator = jsonschema.Draft202012Validator
+    for e in a + list(generate_examples(200, "heldout", seed=3)):
+        value = json.loads(e.target)
+        assert value == e.answer
+        validator(e.schema, format_checker=validator.FORMAT_CHECKER).validate(value)
+        assert list(value) == [k for k in e.schema["properties"] if k in value]  # canonical order
+        assert e.prompt == format_prompt(e.schema, e.text)
+    assert {e.domain for e in a} == {d.name for d in DOMAINS}
+
+
+def test_held_out_split_uses_unseen_phrasings() -> None:
+    train_text = " ".join(e.text for e in generate_examples(3000, "train", seed=0))
+    own_phrasings = " ".join(p for d in DOMAINS for f in d.fields for p in f.phrases)
+    unseen = [link for link in GENERIC_LINKS_HELD_OUT if link not in own_phrasings]
+    assert unseen
+    for link in unseen:
+        assert link not in train_text
+    for dom in DOMAINS:
+        assert dom.intros[-1] not in train_text
+    with pytest.raises(ValueError, match="split"):
+        import random
+
+        make_example(random.Random(0), "test")
+
+
+def test_describe_fields_for_a_pydantic_model() -> None:
+    class Address(BaseModel):
+        city: str
+        zip: str = Field(pattern=r"^[0-9]{5}$")
+
+    class Person(BaseModel):
+        name: str
+        age: int
+        home: Address
+        tags: list[str] = []
+
+    text = describe_fields(Person.model_json_schema())
+    assert text == "name: string; age: integer; home: object {city: string; zip: string}; tags: list of string, optional"
+
+
+@pytest.fixture(scope="module")
+def demo_engine() -> structgen.Engine:
+    from structgen.api import default_model_path
+
+    engine = structgen.Engine(default_model_path())
+    yield engine
+    engine.close()
+
+
+def test_packaged_model_is_small_and_generates_valid_objects(demo_engine: structgen.Engine) -> None:
+    folder = Path(demo_engine.model_path)
+    assert sum(f.stat().st_size for f in folder.iterdir()) <= 25_000_000
+    assert (folder / "README.md").is_file() and (folder / "structgen_prompt.json").is_file()
+    for e in generate_examples(5, "heldout", seed=11):
+        value = structgen.generate(schema=e.schema, prompt=e.text, engine=demo_engine)
+        jsonschema.validate(value, e.schema)
+
+
+def test_accuracy_smoke_on_fixed_held_out_examples(demo_engine: structgen.Engine) -> None:
+    from demo_model import field_matches
+
+    hits = total = 0
+    for e in generate_examples(20, "heldout", seed=0):
+        value = structgen.generate(schema=e.schema, prompt=e.text, engine=demo_engine)
+        h, t = field_matches(e.answer, value)
+        hits, total = hits + h, total + t
+    assert hits / total >= SMOKE_MIN_FIELD_EM, hits / total
+
+
+def test_generate_defaults_to_the_demo_model_and_demo_command(capsys: pytest.CaptureFixture[str]) -> None:
+    from structgen.cli import main
+    from structgen.demo.run import Person
+
+    person = structgen.generate(Person, "Profile notes. The name is Ana Silva. Age: 30.")
+    assert isinstance(person, Person)
+    assert main(["demo", "--held-out", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("object: ") == 3 and "forced (jump-forward)" in out
