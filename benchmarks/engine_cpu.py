@@ -19,6 +19,7 @@ import platform
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,6 @@ from typing import Any
 import torch
 
 from structgen import Constraint, Engine, EngineConfig, GenerateRequest, SamplingParams
-from structgen.api import default_model_path
 from structgen.memory import MemoryConfig
 from structgen.scheduler import SchedulerConfig
 
@@ -46,6 +46,30 @@ CHARACTER_REGEX = (
     + r"""    "bogart": "[\w\d\s]{1,16}"\n"""
     + r"""\}"""
 )  # sgl-project/sglang benchmark/json_jump_forward (Apache-2.0)
+
+
+def random_llama_gpt2(path: str) -> str:
+    """The benchmark's model: a seeded random-weight Llama (2 layers, hidden 128) with the
+    vendored GPT-2 tokenizer (the embedded default before the trained demo model shipped)."""
+    from transformers import LlamaConfig
+
+    from structgen.default_model import CHAT_TEMPLATE, gpt2_tokenizer_dir
+    from structgen.models import write_random_checkpoint
+
+    config = LlamaConfig(
+        vocab_size=50257,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        bos_token_id=50256,
+        eos_token_id=50256,
+        tie_word_embeddings=False,
+    )
+    write_random_checkpoint(path, config, seed=0, tokenizer_dir=gpt2_tokenizer_dir(), chat_template=CHAT_TEMPLATE)
+    return path
 
 
 def _engine(path: str, **sched: Any) -> Engine:
@@ -127,7 +151,7 @@ def main() -> int:
         print(f"names file {args.names!r} not found (../shared/fixtures/sglang/harry_potter_names.txt)", file=sys.stderr)
         return 2
     names = [line.strip() for line in Path(args.names).read_text().splitlines() if line.strip()]
-    path = default_model_path()
+    path = random_llama_gpt2(tempfile.mkdtemp(prefix="structgen-engine-bench-"))
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     radix = bench_radix(path)
     jf = bench_jump_forward(path, names)
@@ -137,7 +161,7 @@ def main() -> int:
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, CPU only, torch {torch.__version__}",
         "commit": commit,
         "date": time.strftime("%Y-%m-%d"),
-        "model": "embedded default: random-weight Llama (2 layers, hidden 128), GPT-2 tokenizer, float32",
+        "model": "seeded random-weight Llama (2 layers, hidden 128), GPT-2 tokenizer, float32 (the embedded default before the demo model)",
     }
     result = {"meta": meta, "radix": radix, "jump_forward": jf}
     os.makedirs(args.out, exist_ok=True)
