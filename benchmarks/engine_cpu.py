@@ -3,7 +3,7 @@
 1. radix: 32 requests sharing a 512-token prefix; prompt tokens computed by prefill with the
    radix cache on vs off (target: ≥ 90% fewer with it on).
 2. jump-forward: SGLang's ``json_jump_forward`` character regex over the 50 names of
-   ``../shared/fixtures/sglang/harry_potter_names.txt``; model forwards with jump-forward on vs
+   ``structgen/assets/bench/harry_potter_names.txt``; model forwards with jump-forward on vs
    off (target: ≥ 40% fewer), forced-token share, wall time.
 
 Usage: ``python benchmarks/engine_cpu.py [--out benchmarks/results] [--names FILE]``.
@@ -27,25 +27,9 @@ from typing import Any
 import torch
 
 from structgen import Constraint, Engine, EngineConfig, GenerateRequest, SamplingParams
+from structgen.bench_json import ASSETS, CHARACTER_REGEX
 from structgen.memory import MemoryConfig
 from structgen.scheduler import SchedulerConfig
-
-CHARACTER_REGEX = (
-    r"""\{\n"""
-    + r"""    "name": "[\w\d\s]{1,16}",\n"""
-    + r"""    "house": "(Gryffindor|Slytherin|Ravenclaw|Hufflepuff)",\n"""
-    + r"""    "blood status": "(Pure-blood|Half-blood|Muggle-born)",\n"""
-    + r"""    "occupation": "(student|teacher|auror|ministry of magic|death eater|order of the phoenix)",\n"""
-    + r"""    "wand": \{\n"""
-    + r"""        "wood": "[\w\d\s]{1,16}",\n"""
-    + r"""        "core": "[\w\d\s]{1,16}",\n"""
-    + r"""        "length": [0-9]{1,2}\.[0-9]{0,2}\n"""
-    + r"""    \},\n"""
-    + r"""    "alive": "(Alive|Deceased)",\n"""
-    + r"""    "patronus": "[\w\d\s]{1,16}",\n"""
-    + r"""    "bogart": "[\w\d\s]{1,16}"\n"""
-    + r"""\}"""
-)  # sgl-project/sglang benchmark/json_jump_forward (Apache-2.0)
 
 
 def random_llama_gpt2(path: str) -> str:
@@ -143,12 +127,10 @@ def bench_jump_forward(path: str, names: list[str]) -> dict[str, Any]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results")
-    ap.add_argument(
-        "--names", default=str(Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "sglang" / "harry_potter_names.txt")
-    )
+    ap.add_argument("--names", default=str(ASSETS / "harry_potter_names.txt"))
     args = ap.parse_args()
     if not os.path.isfile(args.names):
-        print(f"names file {args.names!r} not found (../shared/fixtures/sglang/harry_potter_names.txt)", file=sys.stderr)
+        print(f"names file {args.names!r} not found", file=sys.stderr)
         return 2
     names = [line.strip() for line in Path(args.names).read_text().splitlines() if line.strip()]
     path = random_llama_gpt2(tempfile.mkdtemp(prefix="structgen-engine-bench-"))

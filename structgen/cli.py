@@ -6,6 +6,7 @@ import argparse
 import os
 import shlex
 import sys
+from pathlib import Path
 
 _SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "fixtures")
 
@@ -73,6 +74,21 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     bench = sub.add_parser("bench", help="benchmarks")
     bsub = bench.add_subparsers(dest="bench", required=True)
+    bj = bsub.add_parser("json", help="JSON-decoding benchmark: workloads × modes × concurrency, with plots")
+    src_model = bj.add_mutually_exclusive_group()
+    src_model.add_argument("--model", default=None, help="local model folder (default: the embedded demo model)")
+    src_model.add_argument("--config", default=None, help="a random-weight preset (llama3-8b); needs --random-weights and --tokenizer")
+    bj.add_argument("--random-weights", action="store_true", help="draw the --config weights at random on the device")
+    bj.add_argument("--tokenizer", default=None, help="tokenizer folder (for --config)")
+    bj.add_argument("--workload", default="character,extraction,maskbench,shared-prefix", help="comma list")
+    bj.add_argument("--modes", default="default,no-jump-forward,no-radix,unconstrained,no-cuda-graph", help="comma list")
+    bj.add_argument("--num-requests", type=int, default=64)
+    bj.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
+    bj.add_argument("--device", default="auto")
+    bj.add_argument("--dtype", default="auto")
+    bj.add_argument("--seed", type=int, default=0)
+    bj.add_argument("--out", default="benchmarks/results/bench-json")
+    bj.add_argument("--no-progress", action="store_true")
     conf = bsub.add_parser("conformance", help="JSON-Schema-Test-Suite and MaskBench through the compile layer")
     conf.add_argument("--tokenizer", required=True, help="local Hugging Face tokenizer folder")
     conf.add_argument("--suites", default="test-suite,maskbench", help="comma list of test-suite, maskbench")
@@ -280,6 +296,49 @@ def _serve_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_json_command(args: argparse.Namespace, argv: list[str]) -> int:
+    import tempfile
+
+    from structgen.bench_json import bench_json
+    from structgen.engine import EngineConfig
+    from structgen.models.llama import UnsupportedModelError
+    from structgen.models.loader import ModelLoadError
+
+    try:
+        seed = None
+        model = args.model
+        if args.config is not None:
+            if not args.random_weights or args.tokenizer is None:
+                raise ValueError("--config needs --random-weights and --tokenizer (no checkpoint is read)")
+            from structgen.models.presets import write_preset_folder
+
+            model = os.fspath(write_preset_folder(args.config, tempfile.mkdtemp(prefix="structgen-bench-"), tokenizer_dir=args.tokenizer))
+            seed = 0
+        if model is None:
+            from structgen.api import default_model_path
+
+            model = default_model_path()
+        rows = bench_json(
+            model,
+            workloads=[w.strip() for w in args.workload.split(",") if w.strip()],
+            modes=[m.strip() for m in args.modes.split(",") if m.strip()],
+            concurrency=args.concurrency,
+            num_requests=args.num_requests,
+            out_dir=args.out,
+            base=EngineConfig(device=args.device, dtype=args.dtype, random_weights_seed=seed),
+            tokenizer=args.tokenizer,
+            seed=args.seed,
+            command="structgen " + shlex.join(argv),
+            progress=not args.no_progress,
+        )
+    except (ValueError, FileNotFoundError, ModelLoadError, UnsupportedModelError) as e:
+        print(f"structgen: error: {e}", file=sys.stderr)
+        return 2
+    print((Path(args.out) / "results.md").read_text())
+    print(f"{len(rows)} runs; results.jsonl, results.md and plots in {args.out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
@@ -293,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
         from structgen.demo.run import run_demo
 
         return run_demo(args.model, held_out=args.held_out)
+    if args.command == "bench" and args.bench == "json":
+        return _bench_json_command(args, argv)
     if args.command == "bench" and args.bench == "conformance":
         from structgen.conformance import run
 

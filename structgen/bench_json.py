@@ -1,0 +1,404 @@
+"""``structgen bench json``: JSON-decoding benchmark of the engine across workloads, modes and
+concurrency levels, written as ``results.jsonl``, ``results.md`` and PNG plots.
+
+Workloads (each request: a prompt, a constraint, ``max_tokens``):
+
+- ``character``: SGLang's ``json_jump_forward`` character regex over its 50 Harry Potter names
+  (``structgen/assets/bench``, Apache-2.0, sgl-project/sglang).
+- ``extraction``: schemas and texts of the demo-model generator's held-out split.
+- ``maskbench``: JSONSchemaBench schemas sampled with a fixed seed from
+  ``../shared/fixtures/maskbench/data`` (skipped when absent; schemas the compiler refuses are
+  left out and counted), with an instruction prompt.
+- ``shared-prefix``: extraction queries behind one long few-shot prefix (radix-cache reuse).
+
+Modes (each a fresh engine, so no cache carries over): ``default`` (jump-forward, radix cache,
+constrained, CUDA graphs), ``no-jump-forward``, ``no-radix``, ``unconstrained`` (same prompts and
+``max_tokens``, no grammar; validity still checked) and ``no-cuda-graph`` (CUDA only).
+
+Metrics per (workload, mode, concurrency): requests/s, output tokens/s, TTFT and TPOT p50/p99,
+forwards per request, forced-token share, cache hit rate, validity rate, peak GPU memory.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import random
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from structgen.fsm import Constraint
+from structgen.fsm.compiler import OutputValidationError
+
+from .engine import Engine, EngineConfig
+from .request import GenerateRequest, RequestError, SamplingParams
+
+ASSETS = Path(__file__).resolve().parent / "assets" / "bench"
+MASKBENCH_DIR = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "maskbench" / "data"
+
+CHARACTER_REGEX = (
+    r"""\{\n"""
+    + r"""    "name": "[\w\d\s]{1,16}",\n"""
+    + r"""    "house": "(Gryffindor|Slytherin|Ravenclaw|Hufflepuff)",\n"""
+    + r"""    "blood status": "(Pure-blood|Half-blood|Muggle-born)",\n"""
+    + r"""    "occupation": "(student|teacher|auror|ministry of magic|death eater|order of the phoenix)",\n"""
+    + r"""    "wand": \{\n"""
+    + r"""        "wood": "[\w\d\s]{1,16}",\n"""
+    + r"""        "core": "[\w\d\s]{1,16}",\n"""
+    + r"""        "length": [0-9]{1,2}\.[0-9]{0,2}\n"""
+    + r"""    \},\n"""
+    + r"""    "alive": "(Alive|Deceased)",\n"""
+    + r"""    "patronus": "[\w\d\s]{1,16}",\n"""
+    + r"""    "bogart": "[\w\d\s]{1,16}"\n"""
+    + r"""\}"""
+)  # sgl-project/sglang benchmark/json_jump_forward (Apache-2.0)
+
+WORKLOADS = ("character", "extraction", "maskbench", "shared-prefix")
+MODES = ("default", "no-jump-forward", "no-radix", "unconstrained", "no-cuda-graph")
+
+
+class BenchRequest(NamedTuple):
+    prompt: str
+    constraint: Constraint
+    max_tokens: int
+
+
+class Record(NamedTuple):
+    """One finished request: token counts, seconds from submission, validity (None: rejected)."""
+
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    forced_tokens: int
+    forwards: int
+    ttft_s: float
+    latency_s: float
+    finish_reason: str
+    valid: bool
+
+
+def character_requests(n: int) -> list[BenchRequest]:
+    names = [x.strip() for x in (ASSETS / "harry_potter_names.txt").read_text().splitlines() if x.strip()]
+    c = Constraint.regex(CHARACTER_REGEX)
+    prompt = "{} is a character in Harry Potter. Please fill in the following information about this character.\n"
+    return [BenchRequest(prompt.format(names[i % len(names)]), c, 256) for i in range(n)]
+
+
+def extraction_requests(n: int, seed: int) -> list[BenchRequest]:
+    from .demo.data import generate_examples
+
+    return [BenchRequest(e.prompt, Constraint.json_schema(e.schema), 200) for e in generate_examples(n, "heldout", seed)]
+
+
+def shared_prefix_requests(n: int, seed: int, shots: int = 4) -> list[BenchRequest]:
+    """Extraction queries behind ``shots`` worked examples (~120 tokens each with the demo
+    model's tokenizer), so the prefix fits a 1,024-token context."""
+    from .demo.data import generate_examples
+
+    prefix = "".join(e.prompt + e.target + "\n\n" for e in generate_examples(shots, "train", seed + 1))
+    return [BenchRequest(prefix + e.prompt, Constraint.json_schema(e.schema), 200) for e in generate_examples(n, "heldout", seed)]
+
+
+def maskbench_requests(
+    n: int, seed: int, root: Path = MASKBENCH_DIR, check: Callable[[Constraint], bool] | None = None
+) -> list[BenchRequest]:
+    """``n`` schemas sampled with ``seed`` (those ``check`` rejects are skipped); [] when the
+    data folder is absent."""
+    if not root.is_dir():
+        return []
+    files = sorted(root.glob("*.json"))
+    random.Random(seed).shuffle(files)
+    out: list[BenchRequest] = []
+    for f in files:
+        if len(out) >= n:
+            break
+        schema = json.loads(f.read_text())["schema"]
+        c = Constraint.json_schema(schema)
+        if check is not None and not check(c):
+            continue
+        text = json.dumps(schema)[:1500]
+        out.append(BenchRequest(f"Write one JSON value that satisfies this JSON Schema:\n{text}\nJSON: ", c, 256))
+    return out
+
+
+def build_workload(name: str, n: int, seed: int, check: Callable[[Constraint], bool] | None = None) -> list[BenchRequest]:
+    """The requests of workload ``name``.  Raises ``ValueError`` for an unknown name."""
+    if name == "character":
+        return character_requests(n)
+    if name == "extraction":
+        return extraction_requests(n, seed)
+    if name == "shared-prefix":
+        return shared_prefix_requests(n, seed)
+    if name == "maskbench":
+        return maskbench_requests(n, seed, check=check)
+    raise ValueError(f"unknown workload {name!r}; choose from {', '.join(WORKLOADS)}")
+
+
+def mode_config(base: EngineConfig, mode: str) -> tuple[EngineConfig, bool]:
+    """(engine config, constrained?) of ``mode``.  Raises ``ValueError`` for an unknown mode."""
+    import dataclasses
+
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+    sched = base.scheduler
+    if mode == "no-jump-forward":
+        sched = dataclasses.replace(sched, jump_forward=False)
+    if mode == "no-radix":
+        sched = dataclasses.replace(sched, radix_cache=False)
+    cfg = dataclasses.replace(base, scheduler=sched, cuda_graph=base.cuda_graph and mode != "no-cuda-graph")
+    return cfg, mode != "unconstrained"
+
+
+def run(
+    engine: Engine, requests: Sequence[BenchRequest], concurrency: int, constrained: bool, on_done: Callable[[], None] | None = None
+) -> tuple[list[Record], float]:
+    """Keep at most ``concurrency`` requests in the engine until all finish (greedy); returns
+    the records (input order) and the wall time in seconds."""
+    queue = deque(enumerate(requests))
+    inflight: dict[int, int] = {}
+    records: list[Record | None] = [None] * len(requests)
+    t0 = time.perf_counter()
+    while queue or inflight:
+        while queue and len(inflight) < concurrency:
+            i, r = queue.popleft()
+            try:
+                rid = engine.submit(
+                    GenerateRequest(r.prompt, SamplingParams(max_tokens=r.max_tokens), r.constraint if constrained else None)
+                )
+            except RequestError:
+                records[i] = Record(0, 0, 0, 0, 0, 0.0, 0.0, "error", False)
+                continue
+            inflight[rid] = i
+        for chunk in engine.step():
+            if chunk.finished and chunk.rid in inflight:
+                i = inflight.pop(chunk.rid)
+                out = engine.output(chunk.rid)
+                engine.forget(chunk.rid)
+                u = out.usage
+                records[i] = Record(
+                    u.prompt_tokens, u.cached_tokens, u.completion_tokens, u.forced_tokens, u.forwards, u.ttft_s, u.latency_s,
+                    out.finish_reason, out.finish_reason == "stop" and _valid(requests[i].constraint, out.text),
+                )  # fmt: skip
+                if on_done is not None:
+                    on_done()
+    wall = time.perf_counter() - t0
+    return [r for r in records if r is not None], wall
+
+
+def _valid(constraint: Constraint, text: str) -> bool:
+    try:
+        constraint.validate(text)
+    except (OutputValidationError, ValueError):
+        return False
+    return True
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in [0, 1]) of ``values``; NaN when empty."""
+    if not values:
+        return float("nan")
+    v = sorted(values)
+    return v[min(len(v) - 1, max(0, round(q * (len(v) - 1))))]
+
+
+def summarize(records: Sequence[Record], wall_s: float, peak_mem_bytes: int = 0) -> dict[str, float]:
+    """Throughput and latency metrics of one run (times in ms)."""
+    done = [r for r in records if r.finish_reason != "error"]
+    tokens = sum(r.completion_tokens for r in done)
+    prompt = sum(r.prompt_tokens for r in done)
+    tpot = [(r.latency_s - r.ttft_s) / (r.completion_tokens - 1) * 1e3 for r in done if r.completion_tokens > 1]
+    n = max(1, len(done))
+    return {
+        "requests": len(records),
+        "req_per_s": len(done) / wall_s if wall_s > 0 else 0.0,
+        "out_tok_per_s": tokens / wall_s if wall_s > 0 else 0.0,
+        "ttft_p50_ms": percentile([r.ttft_s * 1e3 for r in done], 0.5),
+        "ttft_p99_ms": percentile([r.ttft_s * 1e3 for r in done], 0.99),
+        "tpot_p50_ms": percentile(tpot, 0.5),
+        "tpot_p99_ms": percentile(tpot, 0.99),
+        "forwards_per_req": sum(r.forwards for r in done) / n,
+        "forced_share": sum(r.forced_tokens for r in done) / tokens if tokens else 0.0,
+        "cache_hit_rate": sum(r.cached_tokens for r in done) / prompt if prompt else 0.0,
+        "validity": sum(1 for r in records if r.valid) / len(records) if records else 0.0,
+        "peak_gpu_mem_mb": peak_mem_bytes / 2**20,
+        "wall_s": wall_s,
+    }
+
+
+COLUMNS = [
+    ("workload", "workload"), ("mode", "mode"), ("concurrency", "conc"), ("requests", "requests"), ("req_per_s", "req/s"),
+    ("out_tok_per_s", "out tok/s"), ("ttft_p50_ms", "TTFT p50 ms"), ("ttft_p99_ms", "TTFT p99 ms"), ("tpot_p50_ms", "TPOT p50 ms"),
+    ("tpot_p99_ms", "TPOT p99 ms"), ("forwards_per_req", "forwards/req"), ("forced_share", "forced share"),
+    ("cache_hit_rate", "cache hit"), ("validity", "valid"), ("peak_gpu_mem_mb", "peak GPU MB"),
+]  # fmt: skip
+
+
+def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    lines = ["# JSON-decoding benchmark", "", *(f"- {k}: `{v}`" if k == "command" else f"- {k}: {v}" for k, v in meta.items()), ""]
+    lines += ["| " + " | ".join(h for _k, h in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for r in rows:
+        cells = [f"{r[k]:.3g}" if isinstance(r[k], float) else str(r[k]) for k, _h in COLUMNS]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict[str, Any]], tpots: dict[str, list[float]], out: Path) -> list[Path]:
+    """throughput.png (req/s vs concurrency, a line per mode, a panel per workload),
+    tpot.png (TPOT distribution per mode), forced_share.png (per workload, default mode)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    workloads = sorted({r["workload"] for r in rows})
+    fig, axes = plt.subplots(1, len(workloads), figsize=(4.5 * len(workloads), 3.6), squeeze=False)
+    for ax, w in zip(axes[0], workloads):
+        for mode in sorted({r["mode"] for r in rows if r["workload"] == w}):
+            pts = sorted((r["concurrency"], r["req_per_s"]) for r in rows if r["workload"] == w and r["mode"] == mode)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=mode)
+        ax.set_xscale("log", base=2)
+        ax.set_title(w)
+        ax.set_xlabel("concurrency")
+        ax.set_ylabel("requests/s")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    paths.append(out / "throughput.png")
+    fig.savefig(paths[-1], dpi=100)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    modes = sorted(m for m in tpots if tpots[m])
+    ax.boxplot([tpots[m] for m in modes], showfliers=False)
+    ax.set_xticks(range(1, len(modes) + 1), modes, rotation=20, fontsize=8)
+    ax.set_ylabel("TPOT (ms)")
+    ax.set_title("TPOT per request, all workloads and concurrencies")
+    fig.tight_layout()
+    paths.append(out / "tpot.png")
+    fig.savefig(paths[-1], dpi=100)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    shares = {w: max((r["forced_share"] for r in rows if r["workload"] == w and r["mode"] == "default"), default=0.0) for w in workloads}
+    ax.bar(list(shares), [100 * v for v in shares.values()])
+    ax.set_ylabel("forced tokens (%)")
+    ax.set_title("jump-forward: forced-token share (default mode)")
+    fig.tight_layout()
+    paths.append(out / "forced_share.png")
+    fig.savefig(paths[-1], dpi=100)
+    plt.close(fig)
+    return paths
+
+
+def bench_json(
+    model: str,
+    *,
+    workloads: Sequence[str],
+    modes: Sequence[str],
+    concurrency: Sequence[int],
+    num_requests: int,
+    out_dir: str,
+    base: EngineConfig | None = None,
+    tokenizer: str | None = None,
+    seed: int = 0,
+    command: str = "",
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """Run every (workload, mode, concurrency) on ``model``; write ``results.jsonl``,
+    ``results.md`` and the plots under ``out_dir``; return the summary rows.  Raises
+    ``ValueError`` for an unknown workload or mode or a concurrency < 1."""
+    import platform
+
+    import torch
+    from tqdm import tqdm
+
+    for w in workloads:
+        if w not in WORKLOADS:
+            raise ValueError(f"unknown workload {w!r}; choose from {', '.join(WORKLOADS)}")
+    for m in modes:
+        mode_config(EngineConfig(), m)
+    if not concurrency or min(concurrency) < 1:
+        raise ValueError(f"concurrency levels must be ≥ 1, got {list(concurrency)}")
+    base = base or EngineConfig()
+    cuda = torch.cuda.is_available() and base.device in ("auto", "cuda")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "command": command,
+        "machine": f"{torch.cuda.get_device_name(0) if cuda else 'CPU only'}; {os.cpu_count()} CPU cores; {platform.platform()}",
+        "commit": os.environ.get("STRUCTGEN_COMMIT") or _git_commit(),
+        "model": model,
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    rows: list[dict[str, Any]] = []
+    tpots: dict[str, list[float]] = {}
+    skipped: list[str] = []
+    with open(out / "results.jsonl", "w") as log:
+        log.write(json.dumps({"meta": meta}) + "\n")
+        for w in workloads:
+            for mode in modes:
+                if mode == "no-cuda-graph" and not cuda:
+                    skipped.append(f"{w}/{mode}: CUDA graphs exist only on CUDA")
+                    continue
+                cfg, constrained = mode_config(base, mode)
+                for conc in concurrency:
+                    engine = Engine(model, cfg, tokenizer_path=tokenizer)
+                    try:
+                        reqs = build_workload(w, num_requests, seed, check=_compiles(engine))
+                        if not reqs:
+                            skipped.append(f"{w}: no requests (data absent)")
+                            break
+                        if cuda:
+                            torch.cuda.reset_peak_memory_stats()
+                        bar = tqdm(total=len(reqs), desc=f"{w} {mode} c={conc}", disable=not progress, leave=False)
+                        records, wall = run(engine, reqs, conc, constrained, on_done=functools.partial(bar.update, 1))
+                        bar.close()
+                        peak = torch.cuda.max_memory_allocated() if cuda else 0
+                    finally:
+                        engine.close()
+                    row = {"workload": w, "mode": mode, "concurrency": conc, **summarize(records, wall, peak)}
+                    rows.append(row)
+                    tpots.setdefault(mode, []).extend(
+                        (r.latency_s - r.ttft_s) / (r.completion_tokens - 1) * 1e3 for r in records if r.completion_tokens > 1
+                    )
+                    log.write(json.dumps(row) + "\n")
+                    log.flush()
+    md = markdown(rows, meta) + "".join(f"\n- skipped {s}" for s in skipped)
+    (out / "results.md").write_text(md + "\n")
+    if rows:
+        plot(rows, tpots, out)
+    return rows
+
+
+def _compiles(engine: Engine) -> Callable[[Constraint], bool]:
+    """A check on a separate compiler, so the engine's own cache stays cold (compile time is
+    part of every workload's TTFT alike)."""
+    from structgen.fsm import GrammarCompiler
+    from structgen.fsm.errors import GrammarCompileError
+    from structgen.schemas import ConstraintError
+
+    compiler = GrammarCompiler(engine.vocab, engine.compiler.config)
+
+    def check(c: Constraint) -> bool:
+        try:
+            compiler.compile(c)
+        except (ConstraintError, GrammarCompileError):
+            return False
+        return True
+
+    return check
+
+
+def _git_commit() -> str:
+    import subprocess
+
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
+        ).stdout.strip()
+    except OSError:
+        return "?"
