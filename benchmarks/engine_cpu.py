@@ -29,31 +29,8 @@ import torch
 from structgen import Constraint, Engine, EngineConfig, GenerateRequest, SamplingParams
 from structgen.bench_json import ASSETS, CHARACTER_REGEX
 from structgen.memory import MemoryConfig
+from structgen.models.presets import write_random_gpt2_checkpoint
 from structgen.scheduler import SchedulerConfig
-
-
-def random_llama_gpt2(path: str) -> str:
-    """The benchmark's model: a seeded random-weight Llama (2 layers, hidden 128) with the
-    vendored GPT-2 tokenizer (the embedded default before the trained demo model shipped)."""
-    from transformers import LlamaConfig
-
-    from structgen.default_model import CHAT_TEMPLATE, gpt2_tokenizer_dir
-    from structgen.models import write_random_checkpoint
-
-    config = LlamaConfig(
-        vocab_size=50257,
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
-        bos_token_id=50256,
-        eos_token_id=50256,
-        tie_word_embeddings=False,
-    )
-    write_random_checkpoint(path, config, seed=0, tokenizer_dir=gpt2_tokenizer_dir(), chat_template=CHAT_TEMPLATE)
-    return path
 
 
 def _engine(path: str, **sched: Any) -> Engine:
@@ -133,7 +110,7 @@ def main() -> int:
         print(f"names file {args.names!r} not found", file=sys.stderr)
         return 2
     names = [line.strip() for line in Path(args.names).read_text().splitlines() if line.strip()]
-    path = random_llama_gpt2(tempfile.mkdtemp(prefix="structgen-engine-bench-"))
+    path = str(write_random_gpt2_checkpoint("llama-gpt2-small", tempfile.mkdtemp(prefix="structgen-engine-bench-")))
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     radix = bench_radix(path)
     jf = bench_jump_forward(path, names)
@@ -143,7 +120,7 @@ def main() -> int:
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, CPU only, torch {torch.__version__}",
         "commit": commit,
         "date": time.strftime("%Y-%m-%d"),
-        "model": "seeded random-weight Llama (2 layers, hidden 128), GPT-2 tokenizer, float32 (the embedded default before the demo model)",
+        "model": "preset llama-gpt2-small: seeded random-weight Llama (2 layers, hidden 128), GPT-2 tokenizer, float32",
     }
     result = {"meta": meta, "radix": radix, "jump_forward": jf}
     os.makedirs(args.out, exist_ok=True)

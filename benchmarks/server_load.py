@@ -16,7 +16,6 @@ import json
 import os
 import random
 import re
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,8 +24,9 @@ from typing import Any, NamedTuple
 import httpx
 import jsonschema
 
+from structgen.bench_json import percentile
+
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 
 SCHEMAS: list[dict[str, Any]] = [
     {
@@ -184,13 +184,6 @@ async def run_load(url: str, jobs: list[Job], concurrency: int, *, timeout_s: fl
         return list(records), time.perf_counter() - t0
 
 
-def _pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    v = sorted(values)
-    return v[min(len(v) - 1, round(q * (len(v) - 1)))]
-
-
 def summarize(records: list[Record], wall_s: float) -> dict[str, Any]:
     """Counts, requests/s, output tokens/s, latency / TTFT / TPOT percentiles (ms), validity."""
     ok = [r for r in records if r.status == 200 and r.error is None]
@@ -213,35 +206,14 @@ def summarize(records: list[Record], wall_s: float) -> dict[str, Any]:
         "req_per_s": len(ok) / wall_s,
         "out_tok_per_s": tokens / wall_s,
         "forced_share": sum(r.forced_tokens for r in ok) / max(1, tokens),
-        "latency_p50_ms": _pct(lat, 0.5),
-        "latency_p99_ms": _pct(lat, 0.99),
-        "ttft_p50_ms": _pct(ttft, 0.5),
-        "ttft_p99_ms": _pct(ttft, 0.99),
-        "tpot_p50_ms": _pct(tpot, 0.5),
-        "tpot_p99_ms": _pct(tpot, 0.99),
+        "latency_p50_ms": percentile(lat, 0.5),
+        "latency_p99_ms": percentile(lat, 0.99),
+        "ttft_p50_ms": percentile(ttft, 0.5),
+        "ttft_p99_ms": percentile(ttft, 0.99),
+        "tpot_p50_ms": percentile(tpot, 0.5),
+        "tpot_p99_ms": percentile(tpot, 0.99),
         "wall_s": wall_s,
     }
-
-
-def _tiny_model(path: str) -> None:
-    sys.path.insert(0, str(ROOT))
-    from transformers import LlamaConfig
-
-    from structgen.default_model import CHAT_TEMPLATE, gpt2_tokenizer_dir
-    from structgen.models import write_random_checkpoint
-
-    cfg = LlamaConfig(
-        vocab_size=50257,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=1024,
-        bos_token_id=50256,
-        eos_token_id=50256,
-    )
-    write_random_checkpoint(path, cfg, seed=0, tokenizer_dir=gpt2_tokenizer_dir(), chat_template=CHAT_TEMPLATE)
 
 
 def main() -> None:
@@ -283,8 +255,9 @@ def main() -> None:
 
             model, random_seed = os.fspath(write_preset_folder(args.preset, tmp, tokenizer_dir=args.tokenizer)), 0
         elif model is None:
-            _tiny_model(tmp)
-            model = tmp
+            from structgen.models.presets import write_random_gpt2_checkpoint
+
+            model = str(write_random_gpt2_checkpoint("llama-gpt2-tiny", tmp))
         top = max(64, *args.concurrency)
         engine = EngineConfig(
             random_weights_seed=random_seed,
@@ -296,7 +269,7 @@ def main() -> None:
             asyncio.run(run_load(server.url, build_workload(32, args.seed + 1), min(32, top)))  # warm-up: compiles, graphs
             for conc in args.concurrency:
                 runs.append((conc, *asyncio.run(run_load(server.url, level_jobs[conc], conc))))
-        label = args.preset or (args.model or "tiny random Llama (2 layers, hidden 64) + GPT-2 tokenizer")
+        label = args.preset or (args.model or "preset llama-gpt2-tiny: random Llama (2 layers, hidden 64) + GPT-2 tokenizer")
     for conc, records, wall in runs:
         s = summarize(records, wall)
         rows.append(

@@ -206,7 +206,10 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def summarize(records: Sequence[Record], wall_s: float, peak_mem_bytes: int = 0) -> dict[str, float]:
-    """Throughput and latency metrics of one run (times in ms)."""
+    """Throughput and latency metrics of one run (times in ms).  ``validity`` counts every
+    request (rejected and ``max_tokens``-truncated ones are invalid); ``length_share``: served
+    requests that hit ``max_tokens``; ``stopped_invalid``: requests that ended on their own with
+    an invalid output (0 under a grammar)."""
     done = [r for r in records if r.finish_reason != "error"]
     tokens = sum(r.completion_tokens for r in done)
     prompt = sum(r.prompt_tokens for r in done)
@@ -224,6 +227,8 @@ def summarize(records: Sequence[Record], wall_s: float, peak_mem_bytes: int = 0)
         "forced_share": sum(r.forced_tokens for r in done) / tokens if tokens else 0.0,
         "cache_hit_rate": sum(r.cached_tokens for r in done) / prompt if prompt else 0.0,
         "validity": sum(1 for r in records if r.valid) / len(records) if records else 0.0,
+        "length_share": sum(1 for r in done if r.finish_reason == "length") / n if done else 0.0,
+        "stopped_invalid": sum(1 for r in done if r.finish_reason == "stop" and not r.valid),
         "peak_gpu_mem_mb": peak_mem_bytes / 2**20,
         "wall_s": wall_s,
     }
@@ -233,7 +238,8 @@ COLUMNS = [
     ("workload", "workload"), ("mode", "mode"), ("concurrency", "conc"), ("requests", "requests"), ("req_per_s", "req/s"),
     ("out_tok_per_s", "out tok/s"), ("ttft_p50_ms", "TTFT p50 ms"), ("ttft_p99_ms", "TTFT p99 ms"), ("tpot_p50_ms", "TPOT p50 ms"),
     ("tpot_p99_ms", "TPOT p99 ms"), ("forwards_per_req", "forwards/req"), ("forced_share", "forced share"),
-    ("cache_hit_rate", "cache hit"), ("validity", "valid"), ("peak_gpu_mem_mb", "peak GPU MB"),
+    ("cache_hit_rate", "cache hit"), ("validity", "valid"), ("length_share", "hit max_tokens"),
+    ("stopped_invalid", "stopped invalid"), ("peak_gpu_mem_mb", "peak GPU MB"),
 ]  # fmt: skip
 
 
@@ -310,7 +316,7 @@ def bench_json(
 ) -> list[dict[str, Any]]:
     """Run every (workload, mode, concurrency) on ``model``; write ``results.jsonl``,
     ``results.md`` and the plots under ``out_dir``; return the summary rows.  Raises
-    ``ValueError`` for an unknown workload or mode or a concurrency < 1."""
+    ``ValueError`` for an unknown workload or mode, a concurrency < 1 or ``num_requests`` < 1."""
     import platform
 
     import torch
@@ -323,6 +329,8 @@ def bench_json(
         mode_config(EngineConfig(), m)
     if not concurrency or min(concurrency) < 1:
         raise ValueError(f"concurrency levels must be ≥ 1, got {list(concurrency)}")
+    if num_requests < 1:
+        raise ValueError(f"num_requests must be ≥ 1, got {num_requests}")
     base = base or EngineConfig()
     cuda = torch.cuda.is_available() and base.device in ("auto", "cuda")
     out = Path(out_dir)

@@ -350,8 +350,14 @@ def main(argv: list[str] | None = None) -> int:
         return _serve_command(args)
     if args.command == "demo":
         from structgen.demo.run import run_demo
+        from structgen.models.llama import UnsupportedModelError
+        from structgen.models.loader import ModelLoadError
 
-        return run_demo(args.model, held_out=args.held_out)
+        try:
+            return run_demo(args.model, held_out=args.held_out)
+        except (ValueError, FileNotFoundError, ModelLoadError, UnsupportedModelError) as e:
+            print(f"structgen: error: {e}", file=sys.stderr)
+            return 2
     if args.command == "bench" and args.bench == "json":
         return _bench_json_command(args, argv)
     if args.command == "bench" and args.bench == "conformance":

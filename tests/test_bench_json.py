@@ -44,6 +44,8 @@ def test_summarize_on_synthetic_timings() -> None:
     assert s["validity"] == pytest.approx(2 / 4)
     assert s["forwards_per_req"] == pytest.approx((6 + 4 + 1) / 3)
     assert s["peak_gpu_mem_mb"] == pytest.approx(3.0)
+    assert s["length_share"] == pytest.approx(1 / 3)  # the one-token request ended on max_tokens
+    assert s["stopped_invalid"] == 0
     empty = summarize([], wall_s=1.0)
     assert empty["req_per_s"] == 0.0 and math.isnan(empty["ttft_p50_ms"])
 
@@ -92,3 +94,10 @@ def test_cli_tiny_cpu_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtu
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "results.jsonl" in capsys.readouterr().out
     assert main(["bench", "json", "--workload", "nope", "--out", str(out)]) == 2
+    assert "unknown workload 'nope'" in capsys.readouterr().err
+    assert main(["bench", "json", "--concurrency", "0", "--out", str(out)]) == 2
+    assert "concurrency levels must be ≥ 1" in capsys.readouterr().err
+    assert main(["bench", "json", "--num-requests", "0", "--out", str(out)]) == 2
+    assert "num_requests must be ≥ 1" in capsys.readouterr().err
+    assert main(["bench", "json", "--config", "llama3-8b", "--out", str(out)]) == 2
+    assert "--random-weights" in capsys.readouterr().err

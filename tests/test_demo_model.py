@@ -17,10 +17,9 @@ from structgen.demo.prompting import describe_fields, format_prompt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
-# Field-level exact match on the 20 fixed held-out examples below (greedy, constrained): 0.046
-# with random weights of the same shape, 0.557 for the shipped checkpoint.  The bar is
-# 0.80, which this checkpoint does not reach (benchmarks/results/demo-model.md); the threshold
-# stops a broken export from landing.
+# The bar for this smoke set is 0.80, which the shipped checkpoint does not reach:
+# benchmarks/results/demo-model.md gives its figure and that of random weights of the same shape.
+# The threshold sits between the two, so a broken export cannot land.
 SMOKE_MIN_FIELD_EM = 0.35
 
 
@@ -88,14 +87,19 @@ def test_packaged_model_is_small_and_generates_valid_objects(demo_engine: struct
 
 
 def test_accuracy_smoke_on_fixed_held_out_examples(demo_engine: structgen.Engine) -> None:
-    from demo_model import field_matches
+    from demo_model import smoke_field_em
 
-    hits = total = 0
-    for e in generate_examples(20, "heldout", seed=0):
-        value = structgen.generate(schema=e.schema, prompt=e.text, engine=demo_engine)
-        h, t = field_matches(e.answer, value)
-        hits, total = hits + h, total + t
-    assert hits / total >= SMOKE_MIN_FIELD_EM, hits / total
+    em = smoke_field_em(demo_engine)
+    assert em >= SMOKE_MIN_FIELD_EM, em
+
+
+def test_demo_command_rejects_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from structgen.cli import main
+
+    assert main(["demo", "--model", str(tmp_path / "missing")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["demo", "--held-out", "-1"]) == 2
+    assert "held_out must be ≥ 0" in capsys.readouterr().err
 
 
 def test_generate_defaults_to_the_demo_model_and_demo_command(capsys: pytest.CaptureFixture[str]) -> None:

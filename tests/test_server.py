@@ -515,3 +515,16 @@ def test_serve_command_bad_model_folder(tmp_path: Path) -> None:
     from structgen.cli import main
 
     assert main(["serve", "--model", str(tmp_path / "missing"), "--port", "0"]) == 2
+
+
+def test_server_config_and_serve_flags_are_validated(capsys: pytest.CaptureFixture[str]) -> None:
+    from structgen.cli import main
+
+    for bad, needle in [({"port": 70000}, "port"), ({"max_queue": 0}, "max_queue"), ({"max_body_bytes": 10}, "max_body_bytes"),
+                        ({"api_key": ""}, "api_key"), ({"shutdown_grace_s": -1}, "shutdown_grace_s")]:  # fmt: skip
+        with pytest.raises(ValueError, match=needle):
+            ServerConfig(**bad)
+    assert main(["serve", "--max-queue", "0"]) == 2  # refused before any model is loaded
+    assert "max_queue must be ≥ 1" in capsys.readouterr().err
+    assert main(["serve", "--port", "-1"]) == 2
+    assert "port must be in" in capsys.readouterr().err

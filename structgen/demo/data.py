@@ -18,6 +18,7 @@ determined by the seed.
 from __future__ import annotations
 
 import datetime
+import functools
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -29,34 +30,35 @@ from .prompting import format_prompt
 
 SPLITS = ("train", "heldout")
 
-FIRST = "Ana Ben Carla David Elena Farid Grace Hugo Irene Jonas Kira Liam Maya Noah Olga Pablo Quinn Rosa Samir Tara Umar Vera Wen Ximena Yusuf Zoe Amir Bianca Chen Dario Emma Felix Gita Hana Ivan Julia Kofi Lena Marco Nadia Omar Priya Rafael Sofia Tomas Uma Viktor Willa Yara Zane Aiko Bruno Celia Dmitri Esme Fatima Goran Helga Ines Jamal".split()  # fmt: skip
-LAST = "Smith Garcia Chen Müller Rossi Silva Novak Kowalski Tanaka Okafor Patel Johansson Dubois Moreau Costa Ivanova Nguyen Kim Haddad Jensen Schmidt Lopez Weber Fischer Romano Santos Horvat Kaya Mendes Lindqvist Sato Reyes Brennan Duarte Eriksen Farouk Greco Hale Ibarra Jovanovic Keller Laurent Mbeki Nakamura Ortega Park Quint Rahman Stone Torres Ueda Varga Walsh Young Zielinski".split()  # fmt: skip
-CITIES = "Lisbon Porto Madrid Berlin Munich Vienna Prague Warsaw Krakow Oslo Bergen Dublin Cork Paris Lyon Nice Rome Milan Turin Athens Zagreb Sofia Riga Tallinn Vilnius Helsinki Geneva Zurich Bern Ghent Leiden Utrecht Seville Bilbao Malaga Naples Verona Graz Brno Gdansk Aarhus Malmo Tampere Salzburg Lucerne Bruges Delft Toledo Genoa".split()  # fmt: skip
-STREETS = "Oak Maple Cedar Elm Pine Birch River Lake Hill Park Mill Church Market Station Garden Bridge Forest Harbor Meadow Orchard Willow Spring Chestnut Aspen Poplar Laurel Juniper Hazel Rowan Alder".split()  # fmt: skip
+FIRST = tuple("Ana Ben Carla David Elena Farid Grace Hugo Irene Jonas Kira Liam Maya Noah Olga Pablo Quinn Rosa Samir Tara Umar Vera Wen Ximena Yusuf Zoe Amir Bianca Chen Dario Emma Felix Gita Hana Ivan Julia Kofi Lena Marco Nadia Omar Priya Rafael Sofia Tomas Uma Viktor Willa Yara Zane Aiko Bruno Celia Dmitri Esme Fatima Goran Helga Ines Jamal".split())  # fmt: skip
+LAST = tuple("Smith Garcia Chen Müller Rossi Silva Novak Kowalski Tanaka Okafor Patel Johansson Dubois Moreau Costa Ivanova Nguyen Kim Haddad Jensen Schmidt Lopez Weber Fischer Romano Santos Horvat Kaya Mendes Lindqvist Sato Reyes Brennan Duarte Eriksen Farouk Greco Hale Ibarra Jovanovic Keller Laurent Mbeki Nakamura Ortega Park Quint Rahman Stone Torres Ueda Varga Walsh Young Zielinski".split())  # fmt: skip
+CITIES = tuple("Lisbon Porto Madrid Berlin Munich Vienna Prague Warsaw Krakow Oslo Bergen Dublin Cork Paris Lyon Nice Rome Milan Turin Athens Zagreb Sofia Riga Tallinn Vilnius Helsinki Geneva Zurich Bern Ghent Leiden Utrecht Seville Bilbao Malaga Naples Verona Graz Brno Gdansk Aarhus Malmo Tampere Salzburg Lucerne Bruges Delft Toledo Genoa".split())  # fmt: skip
+STREETS = tuple("Oak Maple Cedar Elm Pine Birch River Lake Hill Park Mill Church Market Station Garden Bridge Forest Harbor Meadow Orchard Willow Spring Chestnut Aspen Poplar Laurel Juniper Hazel Rowan Alder".split())  # fmt: skip
 STREET_KINDS = ["Street", "Road", "Avenue", "Lane", "Way"]
 SYLLABLES = "ka lo ve ri to na mi so pe du la zen tor vin bel mar cor fin gal hex bra qui sta nel dor pim rus wen yal fo gi ju tam ser kol ane pol vik ema dru".split()  # fmt: skip
-COMPANY_KINDS = ["Labs", "Systems", "Group", "Works", "Partners", "Logistics", "Foods", "Energy", "Media", "Robotics"]
+COMPANY_KINDS = ("Labs", "Systems", "Group", "Works", "Partners", "Logistics", "Foods", "Energy", "Media", "Robotics")
 INDUSTRIES = ["software", "retail", "logistics", "energy", "healthcare", "finance", "education", "manufacturing"]
-ADJECTIVES = "Silver Quiet Golden Swift Bright Hidden Crimson Gentle Frozen Wild Lucky Ancient Velvet Hollow Bold Paper Iron Lunar Amber Northern Misty Rapid Solar Tiny Grand".split()  # fmt: skip
-NOUNS = "Lamp Kettle River Garden Compass Lantern Anchor Falcon Harbor Orchard Mirror Bridge Engine Forest Island Candle Meadow Tower Feather Valley Clock Pillow Basket Drum Sail".split()  # fmt: skip
+ADJECTIVES = tuple("Silver Quiet Golden Swift Bright Hidden Crimson Gentle Frozen Wild Lucky Ancient Velvet Hollow Bold Paper Iron Lunar Amber Northern Misty Rapid Solar Tiny Grand".split())  # fmt: skip
+NOUNS = tuple("Lamp Kettle River Garden Compass Lantern Anchor Falcon Harbor Orchard Mirror Bridge Engine Forest Island Candle Meadow Tower Feather Valley Clock Pillow Basket Drum Sail".split())  # fmt: skip
 CATEGORIES = ["kitchen", "garden", "office", "toys", "sports", "electronics"]
 ORDER_STATUS = ["pending", "shipped", "delivered", "cancelled"]
 EVENT_KINDS = ["concert", "conference", "workshop", "festival", "meetup"]
-AIRLINES = "Aerolux Skyway Nordair Bluejet Transalp Coastline Meridian Polaris Zephyr Aurora Atlantis Condorra Vistair Solstice Horizonte".split()  # fmt: skip
+AIRLINES = tuple("Aerolux Skyway Nordair Bluejet Transalp Coastline Meridian Polaris Zephyr Aurora Atlantis Condorra Vistair Solstice Horizonte".split())  # fmt: skip
 CABINS = ["economy", "premium", "business", "first"]
-REASONS = ["checkup", "headache", "fever", "back pain", "sprained ankle", "allergy", "cough", "rash", "flu symptoms", "ear infection", "vaccination", "sore throat", "insomnia", "migraine", "knee pain"]  # fmt: skip
+REASONS = ("checkup", "headache", "fever", "back pain", "sprained ankle", "allergy", "cough", "rash", "flu symptoms", "ear infection", "vaccination", "sore throat", "insomnia", "migraine", "knee pain")  # fmt: skip
 SPECIALTIES = ["cardiology", "dermatology", "pediatrics", "neurology", "orthopedics", "general practice"]
 GENRES = ["mystery", "fantasy", "romance", "history", "science", "poetry", "thriller"]
 ROOM_TYPES = ["single", "double", "twin", "suite"]
 JOB_LEVELS = ["junior", "mid", "senior", "lead"]
-JOB_TITLES = "engineer designer analyst accountant nurse teacher chef editor technician manager pilot architect".split()
-TAGS = "urgent fragile gift bulk priority sample refurbished eco imported local seasonal limited".split()
+JOB_TITLES = tuple("engineer designer analyst accountant nurse teacher chef editor technician manager pilot architect".split())
+TAGS = tuple("urgent fragile gift bulk priority sample refurbished eco imported local seasonal limited".split())
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"]
 
 
-def _split(items: list[str], split: str) -> list[str]:
-    """4 of every 5 entries for "train", the 5th for "heldout"."""
-    return [x for i, x in enumerate(items) if (i % 5 == 4) == (split == "heldout")]
+@functools.cache
+def _split(items: tuple[str, ...], split: str) -> tuple[str, ...]:
+    """4 of every 5 entries for "train", the 5th for "heldout" (computed once per word list)."""
+    return tuple(x for i, x in enumerate(items) if (i % 5 == 4) == (split == "heldout"))
 
 
 class Example(NamedTuple):
@@ -104,17 +106,22 @@ def _word(rng: random.Random) -> str:
     return "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 3))).capitalize()
 
 
-def _pick(items: list[str], made_up: float = 0.5) -> Callable[[random.Random, str], str]:
+def _choose(rng: random.Random, split: str, items: tuple[str, ...], made_up: float = 0.5) -> str:
     """An entry of the split's share of ``items``, or (with probability ``made_up``) a made-up word."""
-    return lambda rng, split: _word(rng) if rng.random() < made_up else rng.choice(_split(items, split))
+    return _word(rng) if rng.random() < made_up else rng.choice(_split(items, split))
+
+
+def _pick(items: tuple[str, ...], made_up: float = 0.5) -> Callable[[random.Random, str], str]:
+    """:func:`_choose` as a field's value generator."""
+    return lambda rng, split: _choose(rng, split, items, made_up)
 
 
 def _first(rng: random.Random, split: str) -> str:
-    return _word(rng) if rng.random() < 0.5 else rng.choice(_split(FIRST, split))
+    return _choose(rng, split, FIRST)
 
 
 def _last(rng: random.Random, split: str) -> str:
-    return _word(rng) if rng.random() < 0.5 else rng.choice(_split(LAST, split))
+    return _choose(rng, split, LAST)
 
 
 def _person(rng: random.Random, split: str) -> str:
@@ -127,7 +134,7 @@ def _company(rng: random.Random, split: str) -> str:
 
 
 def _adj_noun(rng: random.Random, split: str) -> str:
-    return f"{_pick(ADJECTIVES, 0.3)(rng, split)} {_pick(NOUNS, 0.3)(rng, split)}"
+    return f"{_choose(rng, split, ADJECTIVES, 0.3)} {_choose(rng, split, NOUNS, 0.3)}"
 
 
 def _title(rng: random.Random, split: str) -> str:
@@ -139,11 +146,11 @@ def _product(rng: random.Random, split: str) -> str:
 
 
 def _street(rng: random.Random, split: str) -> str:
-    return f"{rng.randint(1, 250)} {_pick(STREETS)(rng, split)} {rng.choice(STREET_KINDS)}"
+    return f"{rng.randint(1, 250)} {_choose(rng, split, STREETS)} {rng.choice(STREET_KINDS)}"
 
 
 def _address(rng: random.Random, split: str) -> dict[str, Any]:
-    return {"street": _street(rng, split), "city": _pick(CITIES)(rng, split), "zip": f"{rng.randint(1000, 99999):05d}"}
+    return {"street": _street(rng, split), "city": _choose(rng, split, CITIES), "zip": f"{rng.randint(1000, 99999):05d}"}
 
 
 def _email(rng: random.Random, split: str) -> str:
@@ -178,7 +185,7 @@ def _bool(rng: random.Random, _s: str) -> bool:
     return rng.random() < 0.5
 
 
-def _list_of(items: list[str], lo: int, hi: int) -> Callable[[random.Random, str], list[str]]:
+def _list_of(items: tuple[str, ...], lo: int, hi: int) -> Callable[[random.Random, str], list[str]]:
     def gen(rng: random.Random, split: str) -> list[str]:
         pool = _split(items, split)
         return rng.sample(pool, min(len(pool), rng.randint(lo, hi)))

@@ -38,7 +38,10 @@ HANDWRITTEN: list[tuple[Any, str]] = [
 
 def run_demo(model: str | None = None, *, held_out: int = 3, seed: int = 0) -> int:
     """Load the model (default: the embedded demo model), run the hand-written examples and
-    ``held_out`` examples of the held-out split, print each object with its stats; returns 0."""
+    ``held_out`` examples of the held-out split, print each object with its stats; returns 0.
+    Raises ``ValueError`` for ``held_out`` < 0 and ``ModelLoadError`` for a bad model folder."""
+    if held_out < 0:
+        raise ValueError(f"held_out must be ≥ 0, got {held_out}")
     from structgen.api import default_model_path, generate
     from structgen.engine import Engine
 

@@ -3,6 +3,10 @@
 ``llama3-8b`` is Meta-Llama-3-8B's published config.json (hidden 4096, 32 layers, 32 heads,
 8 KV heads, intermediate 14336, vocab 128256, RoPE θ 500000): used with the real Llama-3
 tokenizer and weights drawn on the GPU, it has the 8B model's exact shapes and memory traffic.
+``llama-gpt2-tiny`` / ``llama-gpt2-small`` are 2-layer Llamas sized for the vendored GPT-2
+tokenizer (hidden 64 / 128): the CPU server-load and engine benchmarks write them with
+:func:`write_random_gpt2_checkpoint` (``llama-gpt2-small`` was the embedded default before the
+trained demo model).
 """
 
 from __future__ import annotations
@@ -30,6 +34,30 @@ PRESETS: dict[str, dict[str, Any]] = {
         "initializer_range": 0.02,
         "dtype": "bfloat16",
     },
+    "llama-gpt2-tiny": {
+        "vocab_size": 50257,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 1024,
+        "bos_token_id": 50256,
+        "eos_token_id": 50256,
+        "tie_word_embeddings": False,
+    },
+    "llama-gpt2-small": {
+        "vocab_size": 50257,
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 2048,
+        "bos_token_id": 50256,
+        "eos_token_id": 50256,
+        "tie_word_embeddings": False,
+    },
 }
 
 
@@ -49,3 +77,15 @@ def write_preset_folder(name: str, path: str | os.PathLike[str], tokenizer_dir: 
     from .loader import write_model_folder
 
     return write_model_folder(path, preset_config(name), tokenizer_dir=tokenizer_dir)
+
+
+def write_random_gpt2_checkpoint(name: str, path: str | os.PathLike[str], seed: int = 0) -> Path:
+    """A seeded random-weight checkpoint of preset ``name`` with the vendored GPT-2 tokenizer and
+    a plain chat template, written into ``path``.  Raises ``ValueError`` for an unknown preset
+    and ``FileNotFoundError`` without the source tree's GPT-2 tokenizer."""
+    from structgen.default_model import CHAT_TEMPLATE, gpt2_tokenizer_dir
+
+    from .loader import write_random_checkpoint
+
+    write_random_checkpoint(path, preset_config(name), seed=seed, tokenizer_dir=gpt2_tokenizer_dir(), chat_template=CHAT_TEMPLATE)
+    return Path(path)
