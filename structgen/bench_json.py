@@ -8,7 +8,8 @@ Workloads (each request: a prompt, a constraint, ``max_tokens``):
 - ``extraction``: schemas and texts of the demo-model generator's held-out split.
 - ``maskbench``: JSONSchemaBench schemas sampled with a fixed seed from
   ``../shared/fixtures/maskbench/data`` (skipped when absent; schemas the compiler refuses are
-  left out and counted), with an instruction prompt.
+  left out and counted), with an instruction prompt; unbounded strings, arrays and numbers get
+  bounds (:func:`bound_schema`) so that random-weight models finish.
 - ``shared-prefix``: extraction queries behind one long few-shot prefix (radix-cache reuse).
 
 Modes (each a fresh engine, so no cache carries over): ``default`` (jump-forward, radix cache,
@@ -21,6 +22,7 @@ forwards per request, forced-token share, cache hit rate, validity rate, peak GP
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -103,6 +105,34 @@ def shared_prefix_requests(n: int, seed: int, shots: int = 4) -> list[BenchReque
     return [BenchRequest(prefix + e.prompt, Constraint.json_schema(e.schema), 200) for e in generate_examples(n, "heldout", seed)]
 
 
+def bound_schema(schema: Any, max_length: int = 32, max_items: int = 8, magnitude: int = 10**9) -> Any:
+    """A copy of ``schema`` whose unbounded values get bounds, so that random-weight models
+    give bounded outputs under every system alike: strings without ``maxLength`` (and without
+    ``enum``/``const``) get ``maxLength`` = max(``minLength``, ``max_length``), arrays without
+    ``maxItems`` get max(``minItems``, ``max_items``), integers and numbers without
+    ``minimum``/``maximum`` get ±``magnitude``.  Fraction digits stay unbounded (JSON Schema
+    cannot bound them)."""
+    if isinstance(schema, list):
+        return [bound_schema(x, max_length, max_items, magnitude) for x in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: bound_schema(v, max_length, max_items, magnitude) for k, v in schema.items()}
+    t = schema.get("type")
+    types = set(t) if isinstance(t, list) else {t} if isinstance(t, str) else set()
+    if "enum" in schema or "const" in schema:
+        return out
+    if "string" in types and "maxLength" not in schema:
+        out["maxLength"] = max(int(schema.get("minLength", 0) or 0), max_length)
+    if "array" in types and "maxItems" not in schema:
+        out["maxItems"] = max(int(schema.get("minItems", 0) or 0), max_items)
+    if types & {"integer", "number"}:
+        if "minimum" not in schema and "exclusiveMinimum" not in schema:
+            out["minimum"] = -magnitude
+        if "maximum" not in schema and "exclusiveMaximum" not in schema:
+            out["maximum"] = magnitude
+    return out
+
+
 def maskbench_requests(
     n: int, seed: int, root: Path = MASKBENCH_DIR, check: Callable[[Constraint], bool] | None = None
 ) -> list[BenchRequest]:
@@ -116,7 +146,7 @@ def maskbench_requests(
     for f in files:
         if len(out) >= n:
             break
-        schema = json.loads(f.read_text())["schema"]
+        schema = bound_schema(json.loads(f.read_text())["schema"])
         c = Constraint.json_schema(schema)
         if check is not None and not check(c):
             continue
@@ -125,23 +155,31 @@ def maskbench_requests(
     return out
 
 
-def build_workload(name: str, n: int, seed: int, check: Callable[[Constraint], bool] | None = None) -> list[BenchRequest]:
-    """The requests of workload ``name``.  Raises ``ValueError`` for an unknown name."""
+def build_workload(
+    name: str,
+    n: int,
+    seed: int,
+    check: Callable[[Constraint], bool] | None = None,
+    *,
+    shots: int = 4,
+    maskbench_dir: str | os.PathLike[str] | None = None,
+) -> list[BenchRequest]:
+    """The requests of workload ``name`` (``shots``: worked examples in the shared prefix;
+    ``maskbench_dir``: default :data:`MASKBENCH_DIR`).  Raises ``ValueError`` for an unknown
+    name."""
     if name == "character":
         return character_requests(n)
     if name == "extraction":
         return extraction_requests(n, seed)
     if name == "shared-prefix":
-        return shared_prefix_requests(n, seed)
+        return shared_prefix_requests(n, seed, shots)
     if name == "maskbench":
-        return maskbench_requests(n, seed, check=check)
+        return maskbench_requests(n, seed, Path(maskbench_dir) if maskbench_dir else MASKBENCH_DIR, check=check)
     raise ValueError(f"unknown workload {name!r}; choose from {', '.join(WORKLOADS)}")
 
 
 def mode_config(base: EngineConfig, mode: str) -> tuple[EngineConfig, bool]:
     """(engine config, constrained?) of ``mode``.  Raises ``ValueError`` for an unknown mode."""
-    import dataclasses
-
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     sched = base.scheduler
@@ -243,8 +281,15 @@ COLUMNS = [
 ]  # fmt: skip
 
 
-def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
-    lines = ["# JSON-decoding benchmark", "", *(f"- {k}: `{v}`" if k == "command" else f"- {k}: {v}" for k, v in meta.items()), ""]
+def markdown(rows: list[dict[str, Any]], metas: Sequence[dict[str, Any]]) -> str:
+    """The results table, after one bullet list per part (``--append`` runs add parts)."""
+    lines = ["# JSON-decoding benchmark", ""]
+    for i, meta in enumerate(metas):
+        if len(metas) > 1:
+            lines.append(f"Part {i + 1}:")
+        lines += [f"- {k}: `{v}`" if k == "command" else f"- {k}: {v}" for k, v in meta.items() if k != "skipped"]
+        lines += [f"- skipped {x}" for x in meta.get("skipped", [])]
+        lines.append("")
     lines += ["| " + " | ".join(h for _k, h in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for r in rows:
         cells = [f"{r[k]:.3g}" if isinstance(r[k], float) else str(r[k]) for k, _h in COLUMNS]
@@ -300,6 +345,12 @@ def plot(rows: list[dict[str, Any]], tpots: dict[str, list[float]], out: Path) -
     return paths
 
 
+def requests_at(num_requests: int, concurrency: int, waves: int) -> int:
+    """Requests run at one concurrency level: ``num_requests``, or with ``waves`` > 0
+    min(``num_requests``, max(4, ``waves`` × ``concurrency``)), so low levels stay short."""
+    return num_requests if waves <= 0 else min(num_requests, max(4, waves * concurrency))
+
+
 def bench_json(
     model: str,
     *,
@@ -311,26 +362,42 @@ def bench_json(
     base: EngineConfig | None = None,
     tokenizer: str | None = None,
     seed: int = 0,
+    baselines: Sequence[str] = (),
+    waves: int = 0,
+    shots: int = 4,
+    append: bool = False,
+    maskbench_dir: str | None = None,
     command: str = "",
     progress: bool = True,
 ) -> list[dict[str, Any]]:
-    """Run every (workload, mode, concurrency) on ``model``; write ``results.jsonl``,
-    ``results.md`` and the plots under ``out_dir``; return the summary rows.  Raises
-    ``ValueError`` for an unknown workload or mode, a concurrency < 1 or ``num_requests`` < 1."""
+    """Run every (workload, mode, concurrency) on ``model``, then every (workload, baseline,
+    concurrency) (:mod:`structgen.baselines`, same weights); write ``results.jsonl``,
+    ``results.md`` and the plots under ``out_dir``; return the summary rows.  ``waves``: see
+    :func:`requests_at`; ``shots``: worked examples of the shared-prefix workload; ``append``:
+    add to ``out_dir/results.jsonl`` (a new part; the reports cover all parts).  Raises
+    ``ValueError`` for an unknown workload, mode or baseline, a concurrency < 1,
+    ``num_requests`` < 1 or ``shots`` < 1."""
     import platform
 
     import torch
     from tqdm import tqdm
+
+    from .baselines import BASELINES, DESCRIPTIONS
 
     for w in workloads:
         if w not in WORKLOADS:
             raise ValueError(f"unknown workload {w!r}; choose from {', '.join(WORKLOADS)}")
     for m in modes:
         mode_config(EngineConfig(), m)
+    for b in baselines:
+        if b not in BASELINES:
+            raise ValueError(f"unknown baseline {b!r}; choose from {', '.join(BASELINES)}")
     if not concurrency or min(concurrency) < 1:
         raise ValueError(f"concurrency levels must be ≥ 1, got {list(concurrency)}")
     if num_requests < 1:
         raise ValueError(f"num_requests must be ≥ 1, got {num_requests}")
+    if shots < 1:
+        raise ValueError(f"shots must be ≥ 1, got {shots}")
     base = base or EngineConfig()
     cuda = torch.cuda.is_available() and base.device in ("auto", "cuda")
     out = Path(out_dir)
@@ -341,11 +408,31 @@ def bench_json(
         "commit": os.environ.get("STRUCTGEN_COMMIT") or _git_commit(),
         "model": model,
         "date": time.strftime("%Y-%m-%d"),
+        **{f"baseline {b}": DESCRIPTIONS[b] for b in baselines},
     }
     rows: list[dict[str, Any]] = []
-    tpots: dict[str, list[float]] = {}
     skipped: list[str] = []
-    with open(out / "results.jsonl", "w") as log:
+    workload_reqs: dict[str, list[BenchRequest]] = {}
+
+    def build(w: str, check: Callable[[Constraint], bool]) -> list[BenchRequest]:
+        return build_workload(w, num_requests, seed, check, shots=shots, maskbench_dir=maskbench_dir)
+
+    def record(log: Any, w: str, mode: str, conc: int, records: list[Record], wall: float, peak: int) -> None:
+        row = {"workload": w, "mode": mode, "concurrency": conc, **summarize(records, wall, peak)}
+        rows.append(row)
+        tpot = [round((r.latency_s - r.ttft_s) / (r.completion_tokens - 1) * 1e3, 3) for r in records if r.completion_tokens > 1]
+        log.write(json.dumps({**row, "tpots_ms": tpot}) + "\n")
+        log.flush()
+
+    # One model runner (weights, KV pool, CUDA graphs) serves every engine run: each mode
+    # gets a fresh engine (scheduler, radix cache, compiler, mask pool) on the same pools.
+    runner = None
+    if modes:
+        first = Engine(model, base, tokenizer_path=tokenizer)
+        first.close()
+        runner = first.runner
+        del first
+    with open(out / "results.jsonl", "a" if append else "w") as log:
         log.write(json.dumps({"meta": meta}) + "\n")
         for w in workloads:
             for mode in modes:
@@ -354,9 +441,13 @@ def bench_json(
                     continue
                 cfg, constrained = mode_config(base, mode)
                 for conc in concurrency:
-                    engine = Engine(model, cfg, tokenizer_path=tokenizer)
+                    engine = Engine(model, cfg, tokenizer_path=tokenizer, runner=runner)
                     try:
-                        reqs = build_workload(w, num_requests, seed, check=_compiles(engine))
+                        if w not in workload_reqs:
+                            workload_reqs[w] = build_workload(
+                                w, num_requests, seed, check=_compiles(engine.vocab, engine.compiler.config), shots=shots
+                            )
+                        reqs = workload_reqs[w][: requests_at(num_requests, conc, waves)]
                         if not reqs:
                             skipped.append(f"{w}: no requests (data absent)")
                             break
@@ -368,28 +459,100 @@ def bench_json(
                         peak = torch.cuda.max_memory_allocated() if cuda else 0
                     finally:
                         engine.close()
-                    row = {"workload": w, "mode": mode, "concurrency": conc, **summarize(records, wall, peak)}
-                    rows.append(row)
-                    tpots.setdefault(mode, []).extend(
-                        (r.latency_s - r.ttft_s) / (r.completion_tokens - 1) * 1e3 for r in records if r.completion_tokens > 1
-                    )
-                    log.write(json.dumps(row) + "\n")
-                    log.flush()
-    md = markdown(rows, meta) + "".join(f"\n- skipped {s}" for s in skipped)
-    (out / "results.md").write_text(md + "\n")
-    if rows:
-        plot(rows, tpots, out)
+                    record(log, w, mode, conc, records, wall, peak)
+        runner = None
+        if baselines:
+            _run_baselines(model, base, tokenizer, workloads, workload_reqs, build, baselines, concurrency, num_requests, waves,
+                           progress, lambda *a: record(log, *a))  # fmt: skip
+        log.write(json.dumps({"meta": {"skipped": skipped}}) + "\n")
+    write_reports(out)
     return rows
 
 
-def _compiles(engine: Engine) -> Callable[[Constraint], bool]:
+def write_reports(out: Path) -> None:
+    """``results.md`` and the plots from every part of ``out/results.jsonl``."""
+    metas: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
+    for line in (out / "results.jsonl").read_text().splitlines():
+        item = json.loads(line)
+        if "meta" in item:
+            if set(item["meta"]) == {"skipped"} and metas:
+                metas[-1]["skipped"] = item["meta"]["skipped"]
+            else:
+                metas.append(item["meta"])
+        else:
+            rows.append(item)
+    (out / "results.md").write_text(markdown(rows, metas) + "\n")
+    tpots: dict[str, list[float]] = {}
+    for r in rows:
+        tpots.setdefault(r["mode"], []).extend(r.get("tpots_ms", []))
+    if rows:
+        plot(rows, tpots, out)
+
+
+def _run_baselines(
+    model: str,
+    base: EngineConfig,
+    tokenizer: str | None,
+    workloads: Sequence[str],
+    workload_reqs: dict[str, list[BenchRequest]],
+    build: Callable[[str, Callable[[Constraint], bool]], list[BenchRequest]],
+    baselines: Sequence[str],
+    concurrency: Sequence[int],
+    num_requests: int,
+    waves: int,
+    progress: bool,
+    record: Callable[[str, str, int, list[Record], float, int], None],
+) -> None:
+    """Every (workload, baseline, concurrency) on the transformers twin of ``model`` (loaded
+    once, after every engine is closed, so the engine runs had the device to themselves)."""
+    import gc
+
+    import torch
+    from tqdm import tqdm
+    from transformers import AutoTokenizer
+
+    from structgen.fsm import Vocabulary
+
+    from .baselines import HFBaseline, load_hf_twin
+    from .engine import eos_token_ids
+    from .models.loader import load_hf_config
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    tok = AutoTokenizer.from_pretrained(tokenizer or model, local_files_only=True)
+    eos = eos_token_ids(model, load_hf_config(model), tok)
+    vocab = Vocabulary.from_tokenizer(tok, eos_token_ids=eos)
+    check = _compiles(vocab, base.compiler)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu") if base.device == "auto" else torch.device(base.device)
+    hf_model, _ = load_hf_twin(model, device=device, dtype=base.dtype, random_weights_seed=base.random_weights_seed)
+    cuda = device.type == "cuda"
+    for name in baselines:
+        runner = HFBaseline(name, hf_model, tok, vocab, eos)
+        for w in workloads:
+            if w not in workload_reqs:
+                workload_reqs[w] = build(w, check)
+            for conc in concurrency:
+                reqs = workload_reqs[w][: requests_at(num_requests, conc, waves)]
+                if not reqs:
+                    break
+                if cuda:
+                    torch.cuda.reset_peak_memory_stats()
+                bar = tqdm(total=len(reqs), desc=f"{w} {name} c={conc}", disable=not progress, leave=False)
+                records, wall = runner.run(reqs, conc, on_done=functools.partial(bar.update, 1))
+                bar.close()
+                record(w, name, conc, records, wall, torch.cuda.max_memory_allocated() if cuda else 0)
+
+
+def _compiles(vocab: Any, config: Any) -> Callable[[Constraint], bool]:
     """A check on a separate compiler, so the engine's own cache stays cold (compile time is
     part of every workload's TTFT alike)."""
     from structgen.fsm import GrammarCompiler
     from structgen.fsm.errors import GrammarCompileError
     from structgen.schemas import ConstraintError
 
-    compiler = GrammarCompiler(engine.vocab, engine.compiler.config)
+    compiler = GrammarCompiler(vocab, config)
 
     def check(c: Constraint) -> bool:
         try:

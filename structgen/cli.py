@@ -82,7 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
     bj.add_argument("--tokenizer", default=None, help="tokenizer folder (for --config)")
     bj.add_argument("--workload", default="character,extraction,maskbench,shared-prefix", help="comma list")
     bj.add_argument("--modes", default="default,no-jump-forward,no-radix,unconstrained,no-cuda-graph", help="comma list")
-    bj.add_argument("--num-requests", type=int, default=64)
+    bj.add_argument("--baselines", default="", help="comma list of hf-xgrammar, hf-outlines-core (same weights, batch-synchronous)")
+    bj.add_argument("--num-requests", type=int, default=64, help="requests per run (the cap when --waves is given)")
+    bj.add_argument("--waves", type=int, default=0, help="run min(N, max(4, waves × concurrency)) requests per level (0: N)")
+    bj.add_argument("--shots", type=int, default=4, help="worked examples in the shared-prefix workload's prefix")
+    bj.add_argument("--append", action="store_true", help="add to --out's results.jsonl; the reports cover every part")
+    bj.add_argument("--maskbench-dir", default=None, help="MaskBench schema folder (default: ../shared/fixtures/maskbench/data)")
     bj.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
     bj.add_argument("--device", default="auto")
     bj.add_argument("--dtype", default="auto")
@@ -328,6 +333,11 @@ def _bench_json_command(args: argparse.Namespace, argv: list[str]) -> int:
             base=EngineConfig(device=args.device, dtype=args.dtype, random_weights_seed=seed),
             tokenizer=args.tokenizer,
             seed=args.seed,
+            baselines=[b.strip() for b in args.baselines.split(",") if b.strip()],
+            waves=args.waves,
+            shots=args.shots,
+            append=args.append,
+            maskbench_dir=args.maskbench_dir,
             command="structgen " + shlex.join(argv),
             progress=not args.no_progress,
         )

@@ -59,6 +59,29 @@ class EngineConfig:
             raise ValueError(f"mask_pool_rows must be ≥ 1, got {self.mask_pool_rows}")
 
 
+def eos_token_ids(model_path: str, hf_config: Any, tokenizer: Any) -> list[int]:
+    """The ids that end generation: generation_config.json's ``eos_token_id``, else
+    config.json's, plus the tokenizer's EOS.  Raises ``ValueError`` when none is named."""
+    ids: list[int] = []
+    gen_cfg = os.path.join(model_path, "generation_config.json")
+    if os.path.isfile(gen_cfg):
+        import json
+
+        with open(gen_cfg, encoding="utf-8") as f:
+            eos = json.load(f).get("eos_token_id")
+        ids = [eos] if isinstance(eos, int) else list(eos or [])
+    if not ids:
+        eos = getattr(hf_config, "eos_token_id", None)
+        ids = [eos] if isinstance(eos, int) else list(eos or [])
+    tok_eos = tokenizer.eos_token_id
+    if tok_eos is not None and tok_eos not in ids:
+        ids.append(tok_eos)
+    ids = [i for i in ids if 0 <= i < len(tokenizer)]
+    if not ids:
+        raise ValueError(f"{model_path!r}: neither generation_config.json, config.json nor the tokenizer names an EOS token")
+    return ids
+
+
 class EngineStats(NamedTuple):
     """Engine-wide counters: forwards run, prompt tokens computed by prefill (retracted
     requests count again), radix-cache hit / evicted tokens, retractions, requests finished."""
@@ -75,8 +98,12 @@ class Engine:
     """A loaded model serving requests with continuous batching (a context manager).
 
     ``model_path``: a local Hugging Face folder (config.json, safetensors, tokenizer files);
-    ``tokenizer_path``: another folder for the tokenizer (default: ``model_path``).
-    Raises ``ModelLoadError`` / ``UnsupportedModelError`` for a bad folder.
+    ``tokenizer_path``: another folder for the tokenizer (default: ``model_path``);
+    ``runner``: the :class:`ModelRunner` of an earlier, closed engine of the same model (its
+    weights, pools and CUDA graphs are reused, so benchmarks compare scheduler settings without
+    reloading; ``config.cuda_graph`` switches its replays on or off; memory and kernel settings
+    stay the runner's).  Raises ``ModelLoadError`` / ``UnsupportedModelError`` for a bad
+    folder and ``ValueError`` for a runner whose pools are not empty.
     """
 
     def __init__(
@@ -85,20 +112,28 @@ class Engine:
         config: EngineConfig | None = None,
         *,
         tokenizer_path: str | os.PathLike[str] | None = None,
+        runner: ModelRunner | None = None,
     ) -> None:
         self.config = cfg = config or EngineConfig()
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else torch.device(cfg.device)
         self.model_path = os.fspath(model_path)
-        self.runner = ModelRunner(
-            self.model_path,
-            cfg.memory,
-            device=device,
-            dtype=cfg.dtype,
-            attention_backend=cfg.attention_backend,
-            cuda_graph=cfg.cuda_graph,
-            cuda_graph_max_bs=cfg.cuda_graph_max_bs,
-            random_weights_seed=cfg.random_weights_seed,
-        )
+        if runner is not None:
+            if not runner.pools_empty():
+                raise ValueError("the reused ModelRunner still holds KV slots or req-to-token rows: close its engine first")
+            runner.use_cuda_graph = cfg.cuda_graph
+            device = runner.device
+        else:
+            runner = ModelRunner(
+                self.model_path,
+                cfg.memory,
+                device=device,
+                dtype=cfg.dtype,
+                attention_backend=cfg.attention_backend,
+                cuda_graph=cfg.cuda_graph,
+                cuda_graph_max_bs=cfg.cuda_graph_max_bs,
+                random_weights_seed=cfg.random_weights_seed,
+            )
+        self.runner = runner
         from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(os.fspath(tokenizer_path or model_path), local_files_only=True)
@@ -119,24 +154,7 @@ class Engine:
         self._closed = False
 
     def _eos_ids(self) -> list[int]:
-        ids: list[int] = []
-        gen_cfg = os.path.join(self.model_path, "generation_config.json")
-        if os.path.isfile(gen_cfg):
-            import json
-
-            with open(gen_cfg, encoding="utf-8") as f:
-                eos = json.load(f).get("eos_token_id")
-            ids = [eos] if isinstance(eos, int) else list(eos or [])
-        if not ids:
-            eos = getattr(self.runner.hf_config, "eos_token_id", None)
-            ids = [eos] if isinstance(eos, int) else list(eos or [])
-        tok_eos = self.tokenizer.eos_token_id
-        if tok_eos is not None and tok_eos not in ids:
-            ids.append(tok_eos)
-        ids = [i for i in ids if 0 <= i < len(self.tokenizer)]
-        if not ids:
-            raise ValueError(f"{self.model_path!r}: neither generation_config.json, config.json nor the tokenizer names an EOS token")
-        return ids
+        return eos_token_ids(self.model_path, self.runner.hf_config, self.tokenizer)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -147,10 +165,21 @@ class Engine:
         self.close()
 
     def close(self) -> None:
-        """Stop compile workers and drop the model (idempotent)."""
-        if not self._closed:
+        """Stop compile workers, abort what is still running and empty the radix cache, so the
+        runner's pools are all free again (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            for rid in list(self._reqs):
+                self.abort(rid)
+            while self.scheduler.has_work():
+                self.step()
+            radix = self.cache.radix
+            if radix is not None:
+                radix.evict(radix.total_size)
+        finally:
             self.compiler.close()
-            self._closed = True
 
     # ------------------------------------------------------------------ requests
 

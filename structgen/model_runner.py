@@ -76,6 +76,7 @@ class ModelRunner:
         self.attention_backend = resolve_attention_backend(attention_backend, device, self.dtype)
         self.backend: AttentionBackend
         self.graph_runner = None
+        self.use_cuda_graph = cuda_graph  # an engine reusing this runner may turn replays off
         if self.attention_backend == "flashinfer":
             from .flashinfer_backend import DecodeGraphRunner, FlashInferAttentionBackend
 
@@ -95,6 +96,13 @@ class ModelRunner:
         else:
             self.backend = TorchAttentionBackend(self.kv_pool, self.req_to_token)
 
+    def pools_empty(self) -> bool:
+        """Every KV slot and req-to-token row is free (no request holds any, nothing cached)."""
+        return (
+            self.allocator.available == self.allocator.capacity
+            and self.req_to_token.available == self.req_to_token.req_to_token_cpu.shape[0]
+        )
+
     def _decode_logits(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         return self.model.compute_logits(self.model(input_ids, positions, self.backend))  # [B, V]
 
@@ -102,7 +110,7 @@ class ModelRunner:
     def forward(self, batch: ForwardBatch) -> torch.Tensor:
         """Run ``batch``; returns float32 logits ``[len(batch.sample_rows), vocab_size]`` (a
         CUDA-graph replay for a decode-only batch when graphs were captured)."""
-        if self.graph_runner is not None and self.graph_runner.can_run(batch):
+        if self.use_cuda_graph and self.graph_runner is not None and self.graph_runner.can_run(batch):
             return self.graph_runner.replay(batch)
         input_ids = to_device(batch.input_ids_cpu, self.device)  # [T]
         positions = to_device(batch.positions_cpu, self.device)  # [T]

@@ -50,6 +50,14 @@ def test_summarize_on_synthetic_timings() -> None:
     assert empty["req_per_s"] == 0.0 and math.isnan(empty["ttft_p50_ms"])
 
 
+def test_requests_per_level() -> None:
+    from structgen.bench_json import requests_at
+
+    assert requests_at(512, 1, 0) == 512  # no waves: every level runs them all
+    assert [requests_at(512, c, 2) for c in (1, 16, 64, 256)] == [4, 32, 128, 512]
+    assert requests_at(100, 64, 4) == 100
+
+
 def test_modes_and_workloads_are_validated() -> None:
     base = EngineConfig()
     assert mode_config(base, "no-jump-forward")[0].scheduler.jump_forward is False
@@ -74,12 +82,15 @@ def test_cli_tiny_cpu_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtu
     out = tmp_path / "bench"
     argv = ["bench", "json", "--workload", "character,extraction", "--modes", "default,no-jump-forward,unconstrained"]
     argv += ["--num-requests", "3", "--concurrency", "1", "3", "--device", "cpu", "--out", str(out), "--no-progress"]
+    argv += ["--baselines", "hf-xgrammar"]
     assert main(argv) == 0
     lines = (out / "results.jsonl").read_text().splitlines()
     meta = json.loads(lines[0])["meta"]
     assert {"command", "machine", "commit", "model", "date"} <= set(meta)
-    rows = [json.loads(x) for x in lines[1:]]
-    assert len(rows) == 2 * 3 * 2  # workloads × modes × concurrency levels
+    rows = [json.loads(x) for x in lines[1:] if "meta" not in json.loads(x)]
+    assert len(rows) == 2 * (3 + 1) * 2  # workloads × (modes + baseline) × concurrency levels
+    assert "transformers generate() + xgrammar" in meta["baseline hf-xgrammar"]
+    assert {r["mode"] for r in rows} == {"default", "no-jump-forward", "unconstrained", "hf-xgrammar"}
     for r in rows:
         assert r["requests"] == 3 and r["req_per_s"] > 0
         if r["mode"] != "unconstrained":
@@ -89,15 +100,88 @@ def test_cli_tiny_cpu_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert jf[("character", "no-jump-forward")]["forced_share"] == 0.0
     assert jf[("character", "default")]["forwards_per_req"] < jf[("character", "no-jump-forward")]["forwards_per_req"]
     md = (out / "results.md").read_text()
-    assert md.count("\n| character |") == 6 and "TPOT p99 ms" in md
+    assert md.count("\n| character |") == 8 and "TPOT p99 ms" in md
     for png in ("throughput.png", "tpot.png", "forced_share.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "results.jsonl" in capsys.readouterr().out
+    assert all(len(r["tpots_ms"]) <= r["requests"] for r in rows)
+    more = ["bench", "json", "--workload", "character", "--modes", "default", "--num-requests", "2", "--concurrency", "2"]
+    assert main([*more, "--device", "cpu", "--out", str(out), "--no-progress", "--append"]) == 0
+    md = (out / "results.md").read_text()
+    assert "Part 1:" in md and "Part 2:" in md and md.count("\n| character |") == 9
     assert main(["bench", "json", "--workload", "nope", "--out", str(out)]) == 2
     assert "unknown workload 'nope'" in capsys.readouterr().err
     assert main(["bench", "json", "--concurrency", "0", "--out", str(out)]) == 2
     assert "concurrency levels must be ≥ 1" in capsys.readouterr().err
     assert main(["bench", "json", "--num-requests", "0", "--out", str(out)]) == 2
     assert "num_requests must be ≥ 1" in capsys.readouterr().err
+    assert main(["bench", "json", "--baselines", "vllm", "--out", str(out)]) == 2
+    assert "unknown baseline 'vllm'" in capsys.readouterr().err
+    assert main(["bench", "json", "--shots", "0", "--out", str(out)]) == 2
+    assert "shots must be ≥ 1" in capsys.readouterr().err
     assert main(["bench", "json", "--config", "llama3-8b", "--out", str(out)]) == 2
     assert "--random-weights" in capsys.readouterr().err
+
+
+def test_bound_schema_adds_bounds_only_where_missing() -> None:
+    from structgen.bench_json import bound_schema
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "s": {"type": "string", "minLength": 40},
+            "t": {"type": "string", "maxLength": 3},
+            "e": {"type": "string", "enum": ["x"]},
+            "xs": {"type": "array", "items": {"type": ["integer", "null"]}},
+            "n": {"type": "number", "exclusiveMinimum": 0},
+        },
+    }
+    b = bound_schema(schema, max_length=16, max_items=4, magnitude=100)
+    p = b["properties"]
+    assert p["s"]["maxLength"] == 40 and p["t"] == {"type": "string", "maxLength": 3} and "maxLength" not in p["e"]
+    assert p["xs"]["maxItems"] == 4 and p["xs"]["items"] == {"type": ["integer", "null"], "minimum": -100, "maximum": 100}
+    assert p["n"] == {"type": "number", "exclusiveMinimum": 0, "maximum": 100}
+    assert "maxLength" not in schema["properties"]["s"]  # the input is not modified
+
+
+def test_hf_baselines_share_the_engine_weights_and_give_valid_outputs(tiny_llama_dir: str) -> None:
+    """The transformers twin decodes exactly what the engine decodes (same weights, greedy), and
+    both grammar baselines give valid, well-formed records."""
+    import torch
+    from structgen.fsm import Constraint
+
+    from structgen.baselines import HFBaseline, load_hf_twin
+    from structgen.bench_json import BenchRequest
+    from structgen.engine import Engine
+    from structgen.request import GenerateRequest, SamplingParams
+
+    cfg = EngineConfig(device="cpu", dtype="float32")
+    with Engine(tiny_llama_dir, cfg) as engine:
+        prompt = "The quick brown fox"
+        text = engine.generate([GenerateRequest(prompt, SamplingParams(max_tokens=12))])[0].text
+        model, _ = load_hf_twin(tiny_llama_dir, device=torch.device("cpu"), dtype="float32")
+        ids = engine.tokenize(prompt)
+        out = model.generate(
+            torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long), max_new_tokens=12, do_sample=False
+        )
+        assert engine.tokenizer.decode(out[0, len(ids) :]) == text
+        schema = {"type": "object", "properties": {"c": {"enum": ["red", "green"]}, "ok": {"type": "boolean"}}, "required": ["c", "ok"]}
+        reqs = [
+            BenchRequest("Pick: ", Constraint.regex(r"(yes|no) [a-c]{1,3}"), 16),
+            BenchRequest("A longer prompt that pads the other row: ", Constraint.json_schema(schema), 24),
+            BenchRequest("Bad: ", Constraint.regex(r"(?=x)"), 8),  # refused by both libraries
+        ]
+        for name in ("hf-xgrammar", "hf-outlines-core"):
+            b = HFBaseline(name, model, engine.tokenizer, engine.vocab, engine.eos_token_ids)
+            records, wall = b.run(reqs, concurrency=3)
+            assert wall > 0 and len(records) == 3
+            assert [r.valid for r in records] == [True, True, False], name
+            assert records[2].finish_reason == "error"
+            for r in records[:2]:
+                assert r.finish_reason == "stop" and 0 < r.ttft_s <= r.latency_s and r.forwards >= r.completion_tokens
+                assert r.prompt_tokens == len(engine.tokenize(reqs[records.index(r)].prompt))
+        slow = HFBaseline("hf-outlines-core", model, engine.tokenizer, engine.vocab, engine.eos_token_ids, compile_timeout_s=1e-4)
+        timed_out, _ = slow.run([BenchRequest("x", Constraint.regex(r"[a-z]{1,60}@[a-z]{1,40}\.com"), 8)], concurrency=1)
+        assert timed_out[0].finish_reason == "error" and not timed_out[0].valid
+        with pytest.raises(ValueError, match="unknown baseline"):
+            HFBaseline("vllm", model, engine.tokenizer, engine.vocab, engine.eos_token_ids)

@@ -328,3 +328,25 @@ def test_half_precision_engine_generates_valid_json(tiny_llama_dir: str, dtype: 
         assert eng.runner.kv_pool.k_buffers[0].dtype == getattr(__import__("torch"), dtype)
         value = structgen.generate(schema=ENUMS, prompt="JSON please: ", engine=eng)
         jsonschema.validate(value, ENUMS)
+
+
+def test_closed_engine_hands_its_runner_to_the_next(tiny_llama_dir: str) -> None:
+    """close() aborts what runs and empties the radix cache, so a second engine (another
+    scheduler setting) can reuse the weights and pools; a busy runner is refused."""
+
+    cfg = EngineConfig(device="cpu", dtype="float32")
+    first = Engine(tiny_llama_dir, cfg)
+    first.generate([GenerateRequest("Hello there, this is cached", SamplingParams(max_tokens=4))])
+    assert first.cache.radix is not None and first.cache.radix.total_size > 0
+    first.submit(GenerateRequest("still running", SamplingParams(max_tokens=50)))
+    first.step()
+    with pytest.raises(ValueError, match="close its engine first"):
+        Engine(tiny_llama_dir, cfg, runner=first.runner)
+    first.close()
+    assert first.runner.pools_empty()
+    no_jf = dataclasses.replace(cfg, scheduler=dataclasses.replace(cfg.scheduler, jump_forward=False))
+    with Engine(tiny_llama_dir, no_jf, runner=first.runner) as second:
+        assert second.runner is first.runner
+        out = second.generate([GenerateRequest("Hello there, this is cached", SamplingParams(max_tokens=4))])[0]
+        assert out.usage.cached_tokens == 0  # the new engine starts with an empty radix cache
+    assert first.runner.pools_empty()

@@ -129,8 +129,7 @@ def load_model(
     params = dict(model.named_parameters())
     pending = set(params)
     fused = LlamaForCausalLM.fused_shards()
-    q, kv, inter = args.num_heads * args.head_dim, args.num_kv_heads * args.head_dim, args.intermediate_size
-    offsets = {"q_proj": (0, q), "k_proj": (q, kv), "v_proj": (q + kv, kv), "gate_proj": (0, inter), "up_proj": (inter, inter)}
+    offsets = _shard_rows(args)
     shard_of = {shard: target for target, shards in fused.items() for shard in shards}
     unexpected: list[str] = []
     for name, tensor in _iter_tensors(_weight_files(folder)):
@@ -164,6 +163,32 @@ def load_model(
     model.eval()
     model.requires_grad_(False)
     return model, hf_config
+
+
+def _shard_rows(args: ModelArgs) -> dict[str, tuple[int, int]]:
+    """(first row, rows) of each HF projection inside its fused parameter."""
+    q, kv, inter = args.num_heads * args.head_dim, args.num_kv_heads * args.head_dim, args.intermediate_size
+    return {"q_proj": (0, q), "k_proj": (q, kv), "v_proj": (q + kv, kv), "gate_proj": (0, inter), "up_proj": (inter, inter)}
+
+
+def hf_state_dict(model: LlamaForCausalLM) -> dict[str, torch.Tensor]:
+    """The parameters of ``model`` in the Hugging Face checkpoint layout (fused ``qkv_proj`` /
+    ``gate_up_proj`` split back into their projections), as views sharing ``model``'s storage:
+    no copy, same device and dtype.  ``lm_head.weight`` is left out when tied."""
+    rows = _shard_rows(model.args)
+    out: dict[str, torch.Tensor] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        if model.args.tie_word_embeddings and name == "lm_head.weight":
+            continue
+        for fused_name, shards in LlamaForCausalLM.fused_shards().items():
+            if f".{fused_name}." in name:
+                for shard in shards:
+                    first, n = rows[shard.rsplit(".", 1)[1]]
+                    out[name.replace(f".{fused_name}.", f".{shard}.")] = param.detach()[first : first + n]
+                break
+        else:
+            out[name] = param.detach()
+    return out
 
 
 @torch.no_grad()
