@@ -9,7 +9,7 @@
 set -euo pipefail
 TOK=$1 MB=$2 OUT=$3
 COMMON=(--config llama3-8b --random-weights --tokenizer "$TOK" --concurrency 1 16 64 256 --waves 2 --no-progress --out "$OUT")
-structgen bench json "${COMMON[@]}" --workload character,extraction,shared-prefix --shots 24 --num-requests 512 \
+python3 -m structgen.cli bench json "${COMMON[@]}" --workload character,extraction,shared-prefix --shots 24 --num-requests 512 \
     --modes default,no-jump-forward,no-radix,unconstrained,no-cuda-graph --baselines hf-xgrammar,hf-outlines-core
-structgen bench json "${COMMON[@]}" --append --workload maskbench --maskbench-dir "$MB" --num-requests 256 \
+python3 -m structgen.cli bench json "${COMMON[@]}" --append --workload maskbench --maskbench-dir "$MB" --num-requests 256 \
     --modes default,no-jump-forward,unconstrained --baselines hf-xgrammar
