@@ -429,6 +429,8 @@ def bench_json(
     runner = None
     if modes:
         first = Engine(model, base, tokenizer_path=tokenizer)
+        # One untimed request, so kernel JIT (FlashInfer on a fresh machine) stays out of the runs.
+        first.generate([GenerateRequest("Warm-up: ", SamplingParams(max_tokens=8), Constraint.regex(r"[a-z ]{1,12}"))])
         first.close()
         runner = first.runner
         del first
