@@ -413,6 +413,7 @@ def bench_json(
     rows: list[dict[str, Any]] = []
     skipped: list[str] = []
     workload_reqs: dict[str, list[BenchRequest]] = {}
+    check: Callable[[Constraint], bool] | None = None
 
     def build(w: str, check: Callable[[Constraint], bool]) -> list[BenchRequest]:
         return build_workload(w, num_requests, seed, check, shots=shots, maskbench_dir=maskbench_dir)
@@ -446,12 +447,13 @@ def bench_json(
                     engine = Engine(model, cfg, tokenizer_path=tokenizer, runner=runner)
                     try:
                         if w not in workload_reqs:
-                            workload_reqs[w] = build_workload(
-                                w, num_requests, seed, check=_compiles(engine.vocab, engine.compiler.config), shots=shots
-                            )
+                            check = _compiles(engine.vocab, engine.compiler.config)
+                            workload_reqs[w] = build(w, check)
                         reqs = workload_reqs[w][: requests_at(num_requests, conc, waves)]
                         if not reqs:
-                            skipped.append(f"{w}: no requests (data absent)")
+                            refused = getattr(check, "refusals", [])
+                            why = f"all {len(refused)} refused, first: {refused[0][:300]}" if refused else "data absent"
+                            skipped.append(f"{w}: no requests ({why})")
                             break
                         if cuda:
                             torch.cuda.reset_peak_memory_stats()
@@ -556,13 +558,17 @@ def _compiles(vocab: Any, config: Any) -> Callable[[Constraint], bool]:
 
     compiler = GrammarCompiler(vocab, config)
 
+    refusals: list[str] = []
+
     def check(c: Constraint) -> bool:
         try:
             compiler.compile(c)
-        except (ConstraintError, GrammarCompileError):
+        except (ConstraintError, GrammarCompileError) as e:
+            refusals.append(f"{type(e).__name__}: {e}")
             return False
         return True
 
+    check.refusals = refusals  # type: ignore[attr-defined]  # read by the skip message
     return check
 
 

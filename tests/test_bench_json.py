@@ -185,3 +185,23 @@ def test_hf_baselines_share_the_engine_weights_and_give_valid_outputs(tiny_llama
         assert timed_out[0].finish_reason == "error" and not timed_out[0].valid
         with pytest.raises(ValueError, match="unknown baseline"):
             HFBaseline("vllm", model, engine.tokenizer, engine.vocab, engine.eos_token_ids)
+
+
+def test_cli_reads_maskbench_from_the_given_folder(tmp_path: Path) -> None:
+    """--maskbench-dir is the only source of MaskBench schemas (regression: the engine runs
+    once read the default ../shared folder)."""
+    from structgen.cli import main
+
+    data = tmp_path / "mb"
+    data.mkdir()
+    for i, enum in enumerate((["a", "b"], ["x", "y"])):
+        (data / f"s{i}.json").write_text(json.dumps({"schema": {"type": "object", "properties": {"k": {"enum": enum}}, "required": ["k"]}}))
+    out = tmp_path / "bench"
+    argv = ["bench", "json", "--workload", "maskbench", "--maskbench-dir", str(data), "--modes", "default", "--num-requests", "2"]
+    assert main([*argv, "--concurrency", "2", "--device", "cpu", "--out", str(out), "--no-progress"]) == 0
+    rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines() if '"meta"' not in x]
+    assert len(rows) == 1 and rows[0]["requests"] == 2 and rows[0]["validity"] == 1.0
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main([*argv[:5], str(empty), *argv[6:], "--concurrency", "1", "--device", "cpu", "--out", str(out), "--no-progress"]) == 0
+    assert "skipped maskbench: no requests (data absent)" in (out / "results.md").read_text()
