@@ -15,10 +15,7 @@ widenings):
 - unconstrained values (``true``, ``{}``) nest at most ``any_value_depth`` levels;
 - recursive ``$ref`` is unrolled ``max_recursion_depth`` times, then only its non-recursive
   alternatives remain;
-- property names matching several ``patternProperties`` are not generated;
-- with ``max_repeat=N`` (off by default), every unbounded repetition (string length, digit
-  runs, array items) is capped at N: for benchmarks whose random-weight models would otherwise
-  ramble.
+- property names matching several ``patternProperties`` are not generated.
 
 Rule 2: a constraint that cannot be enforced exactly raises :class:`UnsupportedSchemaError`
 naming the keyword and its JSON pointer.  With ``strict=False`` the keyword is dropped from
@@ -65,7 +62,6 @@ from .regex import (
     Rep,
     Seq,
     alt,
-    cap_repeats,
     chars,
     lit,
     parse_regex,
@@ -183,9 +179,7 @@ class SchemaOptions:
     post-validate); ``max_recursion_depth``: unrolling of recursive ``$ref``;
     ``any_value_depth``: nesting bound for unconstrained values;
     ``allow_undeclared_properties``: JSON Schema's default ``additionalProperties: true``
-    when the keyword is absent (off by default: a narrowing most users want);
-    ``max_repeat``: cap every unbounded repetition at this many repeats (``None``: no cap; a
-    narrowing for benchmarks with random-weight models).
+    when the keyword is absent (off by default: a narrowing most users want).
     """
 
     whitespace: str = "canonical"
@@ -194,7 +188,6 @@ class SchemaOptions:
     max_recursion_depth: int = 3
     any_value_depth: int = 3
     allow_undeclared_properties: bool = False
-    max_repeat: int | None = None
 
     def __post_init__(self) -> None:
         if self.whitespace not in ("canonical", "compact", "flexible"):
@@ -203,8 +196,6 @@ class SchemaOptions:
             raise ValueError(f"max_ws must be in [0, 64], got {self.max_ws}")
         if self.max_recursion_depth < 0 or self.any_value_depth < 0:
             raise ValueError("max_recursion_depth and any_value_depth must be >= 0")
-        if self.max_repeat is not None and self.max_repeat < 1:
-            raise ValueError(f"max_repeat must be ≥ 1 or None, got {self.max_repeat}")
 
     def dumps(self, value: Any) -> str:
         """``value`` serialized in this layout (what generation produces)."""
@@ -1278,8 +1269,6 @@ def schema_to_ir(
         ) from None
     except RecursionError:
         raise UnsupportedSchemaError("schema nesting is too deep", keyword="$ref", pointer="#") from None
-    if options.max_repeat is not None:
-        node = cap_repeats(node, options.max_repeat)
     return node, report
 
 

@@ -538,39 +538,6 @@ def _children(node: Node) -> tuple[Node, ...]:
     return ()
 
 
-def cap_repeats(node: Node, cap: int) -> Node:
-    """``node`` with every unbounded repetition (``Rep`` / ``Join`` with ``hi=None``) bounded to
-    ``max(lo, cap)`` repeats: a narrowing (the language only shrinks), so soundness holds.  The
-    right side of ``Minus`` is left as it is, since shrinking what is subtracted would widen.
-    Extra object members (``Members.extra``) stay unbounded in number.  Raises ``ValueError``
-    for ``cap`` < 1."""
-    if cap < 1:
-        raise ValueError(f"a repetition cap must be ≥ 1, got {cap}")
-    memo: dict[int, Node] = {}
-
-    def go(n: Node) -> Node:
-        done = memo.get(id(n))
-        if done is not None:
-            return done
-        out: Node
-        if isinstance(n, Rep):
-            out = Rep(go(n.item), n.lo, n.hi if n.hi is not None else max(n.lo, cap))
-        elif isinstance(n, Join):
-            out = Join(go(n.item), go(n.sep), n.lo, n.hi if n.hi is not None else max(n.lo, cap))
-        elif isinstance(n, (Seq, Alt, And)):
-            out = type(n)(tuple(go(x) for x in n.items))
-        elif isinstance(n, Minus):
-            out = Minus(go(n.left), n.right)
-        elif isinstance(n, Members):
-            out = Members(tuple((go(m), r) for m, r in n.items), go(n.sep), n.extra if n.extra is None else go(n.extra))
-        else:
-            out = n
-        memo[id(n)] = out
-        return out
-
-    return go(node)
-
-
 def resolve_anchors(node: Node, pattern: str, *, search: bool, wide: bool = False) -> Node:
     """Turn a parsed regex into an anchor-free IR node.
 

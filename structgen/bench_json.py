@@ -317,10 +317,7 @@ def plot(rows: list[dict[str, Any]], tpots: dict[str, list[float]], out: Path) -
         ax.set_xlabel("concurrency")
         ax.set_ylabel("requests/s")
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    paths.append(out / "throughput.png")
-    fig.savefig(paths[-1], dpi=100)
-    plt.close(fig)
+    paths.append(_save(fig, out / "throughput.png"))
 
     fig, ax = plt.subplots(figsize=(6, 3.6))
     modes = sorted(m for m in tpots if tpots[m])
@@ -328,21 +325,24 @@ def plot(rows: list[dict[str, Any]], tpots: dict[str, list[float]], out: Path) -
     ax.set_xticks(range(1, len(modes) + 1), modes, rotation=20, fontsize=8)
     ax.set_ylabel("TPOT (ms)")
     ax.set_title("TPOT per request, all workloads and concurrencies")
-    fig.tight_layout()
-    paths.append(out / "tpot.png")
-    fig.savefig(paths[-1], dpi=100)
-    plt.close(fig)
+    paths.append(_save(fig, out / "tpot.png"))
 
     fig, ax = plt.subplots(figsize=(5, 3.2))
     shares = {w: max((r["forced_share"] for r in rows if r["workload"] == w and r["mode"] == "default"), default=0.0) for w in workloads}
     ax.bar(list(shares), [100 * v for v in shares.values()])
     ax.set_ylabel("forced tokens (%)")
     ax.set_title("jump-forward: forced-token share (default mode)")
-    fig.tight_layout()
-    paths.append(out / "forced_share.png")
-    fig.savefig(paths[-1], dpi=100)
-    plt.close(fig)
+    paths.append(_save(fig, out / "forced_share.png"))
     return paths
+
+
+def _save(fig: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
 
 
 def requests_at(num_requests: int, concurrency: int, waves: int) -> int:
@@ -376,7 +376,8 @@ def bench_json(
     :func:`requests_at`; ``shots``: worked examples of the shared-prefix workload; ``append``:
     add to ``out_dir/results.jsonl`` (a new part; the reports cover all parts).  Raises
     ``ValueError`` for an unknown workload, mode or baseline, a concurrency < 1,
-    ``num_requests`` < 1 or ``shots`` < 1."""
+    ``num_requests`` < 1, ``shots`` < 1, ``waves`` < 0 or a ``maskbench_dir`` that is not a
+    folder."""
     import platform
 
     import torch
@@ -398,6 +399,10 @@ def bench_json(
         raise ValueError(f"num_requests must be ≥ 1, got {num_requests}")
     if shots < 1:
         raise ValueError(f"shots must be ≥ 1, got {shots}")
+    if waves < 0:
+        raise ValueError(f"waves must be ≥ 0 (0: num_requests at every level), got {waves}")
+    if maskbench_dir is not None and not Path(maskbench_dir).is_dir():
+        raise ValueError(f"maskbench_dir {maskbench_dir!r} is not a folder")
     base = base or EngineConfig()
     cuda = torch.cuda.is_available() and base.device in ("auto", "cuda")
     out = Path(out_dir)

@@ -137,7 +137,7 @@ class Engine:
         from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(os.fspath(tokenizer_path or model_path), local_files_only=True)
-        self.eos_token_ids = self._eos_ids()
+        self.eos_token_ids = eos_token_ids(self.model_path, self.runner.hf_config, self.tokenizer)
         self.vocab = Vocabulary.from_tokenizer(self.tokenizer, eos_token_ids=self.eos_token_ids)
         self.compiler = GrammarCompiler(self.vocab, cfg.compiler)
         radix = RadixCache(self.runner.allocator) if cfg.scheduler.radix_cache else None
@@ -152,9 +152,6 @@ class Engine:
         self._generator = torch.Generator().manual_seed(cfg.seed)
         self._reqs: dict[int, Req] = {}
         self._closed = False
-
-    def _eos_ids(self) -> list[int]:
-        return eos_token_ids(self.model_path, self.runner.hf_config, self.tokenizer)
 
     # ------------------------------------------------------------------ lifecycle
 

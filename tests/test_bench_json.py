@@ -119,6 +119,10 @@ def test_cli_tiny_cpu_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "unknown baseline 'vllm'" in capsys.readouterr().err
     assert main(["bench", "json", "--shots", "0", "--out", str(out)]) == 2
     assert "shots must be ≥ 1" in capsys.readouterr().err
+    assert main(["bench", "json", "--waves", "-1", "--out", str(out)]) == 2
+    assert "waves must be ≥ 0" in capsys.readouterr().err
+    assert main(["bench", "json", "--maskbench-dir", str(out / "nope"), "--out", str(out)]) == 2
+    assert "is not a folder" in capsys.readouterr().err
     assert main(["bench", "json", "--config", "llama3-8b", "--out", str(out)]) == 2
     assert "--random-weights" in capsys.readouterr().err
 

@@ -443,28 +443,3 @@ def test_pattern_properties_exclusion_uses_the_wide_reading() -> None:
     assert accepts(dfa, {"a": 1})
     assert not accepts(dfa, {"a\n": True}) and not accepts(dfa, {"a\r": True})
     assert_sound(schema, dfa, n=200)
-
-
-def test_max_repeat_caps_unbounded_repetitions_and_stays_sound() -> None:
-    schema = {
-        "type": "object",
-        "properties": {
-            "s": {"type": "string", "minLength": 2},
-            "n": {"type": "integer"},
-            "xs": {"type": "array", "items": {"type": "number"}},
-            "t": {"type": "string", "not": {"const": "ab"}},
-        },
-        "required": ["s", "n", "xs", "t"],
-    }
-    capped = SchemaOptions(max_repeat=3)
-    dfa = compile_schema(schema, capped)
-    assert accepts(dfa, {"s": "abc", "n": 1234, "xs": [1, 2.5, 3], "t": "abc"}, capped)
-    assert not accepts(dfa, {"s": "abcd", "n": 1, "xs": [], "t": "x"}, capped)  # string past the cap
-    assert not accepts(dfa, {"s": "ab", "n": 12345, "xs": [], "t": "x"}, capped)  # digits past the cap
-    assert not accepts(dfa, {"s": "ab", "n": 1, "xs": [1, 2, 3, 4], "t": "x"}, capped)  # items past the cap
-    assert not accepts(dfa, {"s": "ab", "n": 1, "xs": [], "t": "ab"}, capped)  # the `not` still excludes
-    assert accepts(compile_schema(schema), {"s": "abcdefgh", "n": 123456, "xs": [1, 2, 3, 4, 5], "t": "x"})
-    assert accepts(compile_schema({"type": "string", "minLength": 5}, capped), "abcde", capped)  # lo above the cap
-    assert_sound(schema, dfa)
-    with pytest.raises(ValueError, match="max_repeat"):
-        SchemaOptions(max_repeat=0)
