@@ -731,6 +731,7 @@ class LazyDFA:
         self.table[0] = 0
         self._forced: dict[int, bytes] = {0: b""}
         self._nfa_dist: np.ndarray | None = None
+        self._closures: dict[int, tuple[frozenset[int], bool]] = {}  # NFA state -> its closure
         self.initial = self._state_of(self._closure([start]))
 
     @property
@@ -742,10 +743,24 @@ class LazyDFA:
         return self.initial == DEAD
 
     def _closure(self, seeds: list[int]) -> tuple[frozenset[int], bool]:
+        """Epsilon closure of ``seeds``: (members with byte edges, whether ``final`` is reached).
+
+        Single-state closures are memoized: once the stubs met on the way are expanded, no
+        epsilon list reachable from a state changes again, so a closure never goes stale.
+        """
+        if len(seeds) == 1:
+            return self._closure_one(seeds[0])
+        parts = [self._closure_one(q) for q in seeds]
+        return frozenset().union(*(p[0] for p in parts)), any(p[1] for p in parts)
+
+    def _closure_one(self, seed: int) -> tuple[frozenset[int], bool]:
+        got = self._closures.get(seed)
+        if got is not None:
+            return got
         eps = self.eps
         pending = self.builder.pending
-        seen = set(seeds)
-        stack = list(seeds)
+        seen = {seed}
+        stack = [seed]
         while stack:
             q = stack.pop()
             if q in pending:
@@ -756,7 +771,9 @@ class LazyDFA:
                     seen.add(r)
                     stack.append(r)
         has = self.has_edges
-        return frozenset(q for q in seen if has[q]), self.final in seen
+        got = (frozenset(q for q in seen if has[q]), self.final in seen)
+        self._closures[seed] = got
+        return got
 
     def _state_of(self, key: tuple[frozenset[int], bool]) -> int:
         d = self.index.get(key)
@@ -887,6 +904,10 @@ class LazyDFA:
         state = dict(self.__dict__)
         state["_nfa_dist"] = None
         return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        state.setdefault("_closures", {})  # pickles from before the closure memo
+        self.__dict__.update(state)
 
 
 def compile_lazy(node: Node, budget: Budget | None = None) -> LazyDFA:

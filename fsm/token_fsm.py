@@ -6,8 +6,8 @@ walking ``t``'s bytes from ``s`` does not reach the dead state, and EOS is allow
 accepts.  Token-level states are DFA states.
 
 Mask rows (``int32 [ceil(V/32)]``, bit ``t & 31`` of word ``t >> 5`` set when ``t`` is
-allowed) are computed per state on first use by one vectorized walk of the vocabulary trie
-(the lazy scheme of xgrammar / llguidance rather than outlines-core's eager index, because an
+allowed) are computed per state on first use by one walk of the vocabulary trie (a compiled
+preorder scan, or a vectorized numpy walk where the C extension is not built; the lazy scheme of xgrammar / llguidance rather than outlines-core's eager index, because an
 eager index over a 128k vocabulary dominates compile time), deduplicated, and memoized:
 serving a state twice costs a list lookup.  :meth:`TokenFSM.materialize` computes all of them.
 
@@ -180,33 +180,27 @@ class TokenFSM:
                 out[s] = r
         return out
 
-    def _compute_rows(self, states: np.ndarray) -> np.ndarray:
-        """Compute rows for ``states`` (int64 [K]); returns their end-state matrix [K, V]."""
+    def _compute_rows(self, states: np.ndarray) -> None:
+        """Compute (and deduplicate) the mask rows of ``states`` (``int64 [K]``) not computed yet."""
         with self._lock:
-            ends = self.vocab.trie.end_states(self.dfa, states)  # [K, V] int32
-            allowed = ends != DEAD
-            eos = list(self.vocab.eos_token_ids)
-            for k, s in enumerate(states):
-                if self.dfa.acc[int(s)]:
-                    allowed[k, eos] = True
-            pad = self.mask_words * 32 - self.vocab.size
-            if pad:
-                allowed = np.concatenate([allowed, np.zeros((len(states), pad), dtype=bool)], axis=1)
-            packed = np.ascontiguousarray(np.packbits(allowed, axis=1, bitorder="little")).view("<i4")  # [K, W]
-            for k, s in enumerate(states.tolist()):
+            trie = self.vocab.trie
+            for s in states.tolist():
                 if s in self._state_to_row:
                     continue
-                key = packed[k].tobytes()
+                bits = trie.mask_bits(self.dfa, s)  # [W] uint32
+                if self.dfa.acc[s]:
+                    for t in self.vocab.eos_token_ids:
+                        bits[t >> 5] |= np.uint32(1 << (t & 31))
+                key = bits.tobytes()
                 r = self._row_index.get(key)
                 if r is None:
                     r = len(self._rows)
-                    row = packed[k].copy()
+                    row = bits.view("<i4")
                     row.setflags(write=False)
                     self._rows.append(row)
                     self._row_bytes.append(key)
                     self._row_index[key] = r
                 self._state_to_row[s] = r
-            return ends
 
     def row_allows(self, row_index: int, token_id: int) -> bool:
         """Bit test on a computed row (pure query)."""
@@ -225,7 +219,9 @@ class TokenFSM:
         while frontier:
             nxt: list[int] = []
             for s in frontier:
-                ends = self._compute_rows(np.array([s], dtype=np.int64))
+                with self._lock:
+                    ends = self.vocab.trie.end_states(self.dfa, np.array([s], dtype=np.int64))  # [1, V]
+                self._compute_rows(np.array([s], dtype=np.int64))
                 for t in np.unique(ends[0]).tolist():
                     if t != DEAD and t not in seen:
                         seen.add(t)

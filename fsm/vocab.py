@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-__all__ = ["Vocabulary", "load_tokenizer"]
+__all__ = ["Vocabulary", "VocabTrie", "compiled_walk_available", "load_tokenizer"]
 
 
 def _bytes_to_unicode() -> dict[int, str]:
@@ -202,7 +202,7 @@ class Vocabulary:
 
     @cached_property
     def trie(self) -> VocabTrie:
-        """The vocabulary trie in breadth-first layout (built on first use)."""
+        """The vocabulary trie (breadth-first and preorder layouts; built on first use)."""
         return VocabTrie(self.token_bytes, self.special_ids)
 
     @cached_property
@@ -255,43 +255,86 @@ def _detect_kind(spec: dict[str, Any]) -> str:
     )
 
 
+try:  # the compiled walk (fsm/_trie_walk.c); optional, see setup.py
+    from . import _trie_walk as _compiled_walk
+except ImportError:  # pragma: no cover - exercised when no C compiler was available at install
+    _compiled_walk = None
+
+
+def compiled_walk_available() -> bool:
+    """Whether the C trie walk (``structgen.fsm._trie_walk``) was built and imports."""
+    return _compiled_walk is not None
+
+
 class VocabTrie:
-    """All non-special tokens as a byte trie, nodes numbered breadth-first.
+    """All non-special tokens as a byte trie, in two layouts of the same nodes.
+
+    Breadth-first (the vectorized numpy walk; nodes are numbered level by level):
 
     - ``parent``: ``int64 [N]`` parent node (root 0 has parent 0);
     - ``byte``: ``int64 [N]`` the byte on the edge into the node;
     - ``child_start`` / ``child_count``: ``int64 [N]`` each node's children, contiguous in the
       next depth (prefixes are sorted within a depth), so a walk expands live nodes only;
     - ``token_node``: ``int64 [V]`` the node spelling each token (0 for excluded tokens).
+
+    Preorder (the compiled walk; every distinct non-empty token prefix in lexicographic order,
+    the root left out, llguidance's TokTrie layout):
+
+    - ``pre_byte``: ``uint8 [N-1]``; ``pre_depth``: ``int32 [N-1]`` (1 = child of the root);
+    - ``pre_skip``: ``int32 [N-1]`` subtree size including the node (a dead node jumps by it);
+    - ``pre_token``: ``int32 [N-1]`` the token spelled by the node, -1 if none;
+    - ``dup_src`` / ``dup_dst``: ``int64 [D]`` tokens whose bytes equal an earlier token's
+      (``dup_dst`` gets the result of ``dup_src``).
+
+    ``use_compiled``: walk with the C extension when it is available (default); set False to
+    force the numpy walk (tests compare the two).
     """
 
-    def __init__(self, token_bytes: Sequence[bytes], excluded: frozenset[int]) -> None:
+    def __init__(self, token_bytes: Sequence[bytes], excluded: frozenset[int], *, use_compiled: bool = True) -> None:
         items = [(b, i) for i, b in enumerate(token_bytes) if b and i not in excluded]
         items.sort()
+        self.vocab_size = len(token_bytes)
+        self.use_compiled = use_compiled and _compiled_walk is not None
         # build level by level: a node is a distinct prefix
         prefix_id: dict[bytes, int] = {b"": 0}
+        prefixes: list[bytes] = [b""]
         parent = [0]
         byte = [0]
         max_len = max((len(b) for b, _ in items), default=0)
+        self.max_depth = max_len
         prefixes_by_len: list[set[bytes]] = [set() for _ in range(max_len + 1)]
         for b, _ in items:
             for k in range(1, len(b) + 1):
                 prefixes_by_len[k].add(b[:k])
+        level_start = [0, 1]
         for d in range(1, max_len + 1):
             for p in sorted(prefixes_by_len[d]):
                 prefix_id[p] = len(parent)
+                prefixes.append(p)
                 parent.append(prefix_id[p[:-1]])
                 byte.append(p[-1])
+            level_start.append(len(parent))
         self.parent = np.array(parent, dtype=np.int64)
         self.byte = np.array(byte, dtype=np.int64)
         self.num_nodes = len(parent)
         token_node = np.zeros(len(token_bytes), dtype=np.int64)
         valid = np.zeros(len(token_bytes), dtype=bool)
+        node_token = np.full(self.num_nodes, -1, dtype=np.int64)
+        dup_src: list[int] = []
+        dup_dst: list[int] = []
         for b, i in items:
-            token_node[i] = prefix_id[b]
+            node = prefix_id[b]
+            token_node[i] = node
             valid[i] = True
+            if node_token[node] < 0:
+                node_token[node] = i
+            else:
+                dup_src.append(int(node_token[node]))
+                dup_dst.append(i)
         self.token_node = token_node
         self.valid = valid
+        self.dup_src = np.array(dup_src, dtype=np.int64)
+        self.dup_dst = np.array(dup_dst, dtype=np.int64)
         # children of each node are contiguous in the next level (prefixes sorted within a level)
         n = self.num_nodes
         child_start = np.zeros(n, dtype=np.int64)
@@ -303,6 +346,57 @@ class VocabTrie:
         child_start[par[firsts]] = np.flatnonzero(firsts) + 1
         self.child_start = child_start
         self.child_count = child_count
+        # preorder: subtree sizes bottom-up over the levels, then the lexicographic order
+        size = np.ones(n, dtype=np.int64)
+        depth = np.zeros(n, dtype=np.int32)
+        for d in range(max_len, 0, -1):
+            lo, hi = level_start[d], level_start[d + 1]
+            np.add.at(size, self.parent[lo:hi], size[lo:hi])
+            depth[lo:hi] = d
+        order = np.array(sorted(range(1, n), key=prefixes.__getitem__), dtype=np.int64)  # [N-1] BFS ids in preorder
+        self.pre_byte = self.byte[order].astype(np.uint8)
+        self.pre_depth = depth[order]
+        self.pre_skip = size[order].astype(np.int32)
+        self.pre_token = node_token[order].astype(np.int32)
+
+    def mask_bits(self, dfa: Any, state: int, *, ends: np.ndarray | None = None) -> np.ndarray:
+        """The tokens whose bytes the lazily built byte DFA ``dfa`` accepts as a prefix from ``state``.
+
+        Returns ``uint32 [ceil(V/32)]`` (little-endian bit ``t`` = token ``t`` allowed;
+        excluded/special tokens never set).  When ``ends`` (``int32 [V]``, zero-filled by the
+        caller) is given, the state after each allowed token is written to it.  Expands DFA
+        states on demand (the caller serializes expansions).
+        """
+        words = (self.vocab_size + 31) // 32
+        if not self.use_compiled:
+            end = self.end_states(dfa, np.array([state], dtype=np.int64))[0]  # [V]
+            if ends is not None:
+                ends[:] = end
+            allowed = np.zeros(words * 32, dtype=bool)
+            allowed[: self.vocab_size] = end != 0
+            return np.packbits(allowed, bitorder="little").view("<u4")
+        assert _compiled_walk is not None
+        bits = np.zeros(words, dtype=np.uint32)  # [W]
+        stack = np.zeros(self.max_depth + 1, dtype=np.int32)
+        cob = np.ascontiguousarray(dfa.class_of_byte, dtype=np.int32)
+        pos = 0
+        while True:
+            table = dfa.table
+            pos = _compiled_walk.walk(
+                table, dfa.num_classes, cob, self.pre_byte, self.pre_depth, self.pre_skip, self.pre_token,
+                int(state), pos, stack, bits, ends,
+            )
+            if pos < 0:
+                break
+            dfa.expand(int(stack[self.pre_depth[pos] - 1]))
+        if self.dup_dst.size:
+            src = self.dup_src
+            on = (bits[src >> 5] >> (src & 31).astype(np.uint32)) & 1
+            dst = self.dup_dst[on.astype(bool)]
+            np.bitwise_or.at(bits, dst >> 5, (np.uint32(1) << (dst & 31).astype(np.uint32)))
+            if ends is not None:
+                ends[self.dup_dst] = ends[self.dup_src]
+        return bits
 
     def end_states(self, dfa: Any, states: np.ndarray) -> np.ndarray:
         """Walk every token from each of ``states`` through a lazily built byte DFA.
@@ -312,8 +406,12 @@ class VocabTrie:
         Returns ``int32 [K, V]``: the state after each token (0 = rejected; excluded tokens 0).
         Only live subtrees are expanded, so states that admit few tokens are cheap.
         """
-        cls = dfa.class_of_byte[self.byte].astype(np.int64)  # [N] byte class of each trie edge
         out = np.zeros((len(states), len(self.token_node)), dtype=np.int32)
+        if self.use_compiled:
+            for k, s in enumerate(states.tolist()):
+                self.mask_bits(dfa, int(s), ends=out[k])
+            return out
+        cls = dfa.class_of_byte[self.byte].astype(np.int64)  # [N] byte class of each trie edge
         for k, s in enumerate(states):
             node_state = self._walk_one(dfa, cls, int(s))
             out[k] = node_state[self.token_node]

@@ -247,3 +247,64 @@ def test_jump_forward_checks_the_callers_history(tiny_vocab: Vocabulary) -> None
     assert cur.tokens() == [names[b"a"]]  # unchanged by the rejected call
     plan = cur.jump_forward([names[b"a"]])
     assert plan is not None and tiny_vocab.decode_bytes(cur.tokens()).endswith(b'{"a": 1}')
+
+
+WALK_CONSTRAINTS = [
+    r'\{"a": (1|12|é)\}',
+    r"[a-z ]{0,12}(, [0-9]+)?",
+    r'"([^"\\]|\\["\\/bfnrt])*"',
+]
+
+
+@pytest.mark.parametrize("vocab_name", ["tiny", "gpt2"])
+def test_compiled_walk_matches_numpy_walk(vocab_name: str, tiny_vocab: Vocabulary, gpt2_vocab: Vocabulary) -> None:
+    """The C preorder walk and the numpy breadth-first walk give identical bits and end states."""
+    from structgen.fsm.vocab import VocabTrie, compiled_walk_available
+
+    if not compiled_walk_available():
+        pytest.skip("the C trie walk was not built (no compiler at install)")
+    vocab = tiny_vocab if vocab_name == "tiny" else gpt2_vocab
+    compiled = VocabTrie(vocab.token_bytes, vocab.special_ids)
+    reference = VocabTrie(vocab.token_bytes, vocab.special_ids, use_compiled=False)
+    assert compiled.use_compiled and not reference.use_compiled
+    node, _ = schema_to_ir({"type": "object", "properties": {"s": {"type": "string", "maxLength": 6}, "n": {"type": "integer"}}})
+    dfas = [compile_lazy(regex_to_ir(p)) for p in WALK_CONSTRAINTS] + [compile_lazy(node)]
+    rng = np.random.default_rng(1)
+    for dfa in dfas:
+        state = dfa.initial
+        for _ in range(12):
+            ends_c = np.zeros(vocab.size, dtype=np.int32)
+            ends_r = np.zeros(vocab.size, dtype=np.int32)
+            bits_c = compiled.mask_bits(dfa, state, ends=ends_c)
+            bits_r = reference.mask_bits(dfa, state, ends=ends_r)
+            assert bits_c.dtype == np.uint32 and bits_c.shape == ((vocab.size + 31) // 32,)
+            np.testing.assert_array_equal(bits_c, bits_r)
+            np.testing.assert_array_equal(ends_c, ends_r)
+            np.testing.assert_array_equal(compiled.end_states(dfa, np.array([state])), reference.end_states(dfa, np.array([state])))
+            live = np.flatnonzero(ends_c)
+            if not live.size:
+                break
+            state = int(ends_c[rng.choice(live)])
+
+
+def test_compiled_walk_duplicate_tokens_and_bad_buffers() -> None:
+    """Tokens with equal bytes get equal bits; inconsistent buffers raise ValueError, not a crash."""
+    from structgen.fsm.vocab import VocabTrie, compiled_walk_available
+
+    if not compiled_walk_available():
+        pytest.skip("the C trie walk was not built (no compiler at install)")
+    tokens = [b"", b"a", b"ab", b"a", b"b", b"ab", b"c"]
+    trie = VocabTrie(tokens, frozenset({0}))
+    dfa = compile_lazy(regex_to_ir(r"ab?"))
+    bits = trie.mask_bits(dfa, dfa.initial)
+    allowed = {t for t in range(len(tokens)) if bits[t >> 5] >> (t & 31) & 1}
+    assert allowed == {1, 2, 3, 5}
+    from structgen.fsm import _trie_walk  # type: ignore[attr-defined]
+
+    stack = np.zeros(trie.max_depth + 1, dtype=np.int32)
+    with pytest.raises(ValueError, match="inconsistent"):
+        _trie_walk.walk(dfa.table, dfa.num_classes, dfa.class_of_byte.astype(np.int32), trie.pre_byte, trie.pre_depth[:-1],
+                        trie.pre_skip, trie.pre_token, dfa.initial, 0, stack, np.zeros(1, np.uint32), None)
+    with pytest.raises(TypeError, match="items of 4 bytes"):
+        _trie_walk.walk(dfa.table.astype(np.int64), dfa.num_classes, dfa.class_of_byte.astype(np.int32), trie.pre_byte,
+                        trie.pre_depth, trie.pre_skip, trie.pre_token, dfa.initial, 0, stack, np.zeros(1, np.uint32), None)
