@@ -21,11 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _gpu_common import HERE, run_meta, write_results
+from structgen.fsm import Constraint, Vocabulary
 
 from structgen import fsm
 from structgen.bench_json import percentile
 from structgen.demo.data import generate_examples
-from structgen.fsm import Constraint, Vocabulary
 
 
 def measure(vocab: Vocabulary, examples: list, compiled: bool) -> list:
@@ -87,11 +87,23 @@ def main() -> None:
     examples = list(generate_examples(args.num_requests, "heldout", args.seed))
     rows = [measure(vocab, examples, compiled) for compiled in (False, True)]
     header = [
-        "walk", "requests", "tokens", "cold rows", "row ms p50", "row ms p90", "row ms mean",
-        "mask ms per request", "mask µs per token", "compile ms p50",
+        "walk",
+        "requests",
+        "tokens",
+        "cold rows",
+        "row ms p50",
+        "row ms p90",
+        "row ms mean",
+        "mask ms per request",
+        "mask µs per token",
+        "compile ms p50",
     ]
-    meta = {**run_meta(), "tokenizer": vocab.__repr__(), "trie": f"{trie.num_nodes} nodes, built in {trie_s:.2f} s",
-            "workload": f"extraction, held-out, seed {args.seed}"}
+    meta = {
+        **run_meta(),
+        "tokenizer": vocab.__repr__(),
+        "trie": f"{trie.num_nodes} nodes, built in {trie_s:.2f} s",
+        "workload": f"extraction, held-out, seed {args.seed}",
+    }
     notes = [
         "Each request compiles its schema afresh (no cache) and walks the canonical tokens of its target JSON plus EOS;",
         "*cold rows* are first visits (the walk plus the automaton states it expands); *mask ms per request* sums every",

@@ -7,9 +7,10 @@ accepts.  Token-level states are DFA states.
 
 Mask rows (``int32 [ceil(V/32)]``, bit ``t & 31`` of word ``t >> 5`` set when ``t`` is
 allowed) are computed per state on first use by one walk of the vocabulary trie (a compiled
-preorder scan, or a vectorized numpy walk where the C extension is not built; the lazy scheme of xgrammar / llguidance rather than outlines-core's eager index, because an
-eager index over a 128k vocabulary dominates compile time), deduplicated, and memoized:
-serving a state twice costs a list lookup.  :meth:`TokenFSM.materialize` computes all of them.
+preorder scan, or a vectorized numpy walk where the C extension is not built; the lazy scheme
+of xgrammar / llguidance rather than outlines-core's eager index, because an eager index over
+a 128k vocabulary dominates compile time), deduplicated, and memoized: serving a state twice
+costs a list lookup.  :meth:`TokenFSM.materialize` computes all of them.
 
 Jump-forward (SGLang's compressed FSM, Zheng et al. 2024, "SGLang: Efficient Execution of
 Structured Language Model Programs", §4) uses the DFA's per-state forced byte string with

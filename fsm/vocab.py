@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-__all__ = ["Vocabulary", "VocabTrie", "compiled_walk_available", "load_tokenizer"]
+__all__ = ["VocabTrie", "Vocabulary", "compiled_walk_available", "load_tokenizer"]
 
 
 def _bytes_to_unicode() -> dict[int, str]:
@@ -383,8 +383,18 @@ class VocabTrie:
         while True:
             table = dfa.table
             pos = _compiled_walk.walk(
-                table, dfa.num_classes, cob, self.pre_byte, self.pre_depth, self.pre_skip, self.pre_token,
-                int(state), pos, stack, bits, ends,
+                table,
+                dfa.num_classes,
+                cob,
+                self.pre_byte,
+                self.pre_depth,
+                self.pre_skip,
+                self.pre_token,
+                int(state),
+                pos,
+                stack,
+                bits,
+                ends,
             )
             if pos < 0:
                 break

@@ -303,8 +303,32 @@ def test_compiled_walk_duplicate_tokens_and_bad_buffers() -> None:
 
     stack = np.zeros(trie.max_depth + 1, dtype=np.int32)
     with pytest.raises(ValueError, match="inconsistent"):
-        _trie_walk.walk(dfa.table, dfa.num_classes, dfa.class_of_byte.astype(np.int32), trie.pre_byte, trie.pre_depth[:-1],
-                        trie.pre_skip, trie.pre_token, dfa.initial, 0, stack, np.zeros(1, np.uint32), None)
+        _trie_walk.walk(
+            dfa.table,
+            dfa.num_classes,
+            dfa.class_of_byte.astype(np.int32),
+            trie.pre_byte,
+            trie.pre_depth[:-1],
+            trie.pre_skip,
+            trie.pre_token,
+            dfa.initial,
+            0,
+            stack,
+            np.zeros(1, np.uint32),
+            None,
+        )
     with pytest.raises(TypeError, match="items of 4 bytes"):
-        _trie_walk.walk(dfa.table.astype(np.int64), dfa.num_classes, dfa.class_of_byte.astype(np.int32), trie.pre_byte,
-                        trie.pre_depth, trie.pre_skip, trie.pre_token, dfa.initial, 0, stack, np.zeros(1, np.uint32), None)
+        _trie_walk.walk(
+            dfa.table.astype(np.int64),
+            dfa.num_classes,
+            dfa.class_of_byte.astype(np.int32),
+            trie.pre_byte,
+            trie.pre_depth,
+            trie.pre_skip,
+            trie.pre_token,
+            dfa.initial,
+            0,
+            stack,
+            np.zeros(1, np.uint32),
+            None,
+        )

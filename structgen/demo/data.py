@@ -618,6 +618,12 @@ PREFIXES = (
     "Finally, ",
 )
 LINKS = (
+    " is recorded as ",
+    " appears as ",
+    " was noted as ",
+    " comes to ",
+    " is entered as ",
+    " reads as ",
     ": ",
     " is ",
     " = ",
@@ -634,6 +640,10 @@ LINKS = (
     " is given as ",
 )
 VALUE_FIRST = (
+    "{v} is recorded as the {l}",
+    "{v} is listed as its {l}",
+    "{v} goes under {l}",
+    "{v} counts as the {l}",
     "{v} is the {l}",
     "{v} for {l}",
     "{v} ({l})",
@@ -642,6 +652,15 @@ VALUE_FIRST = (
     "{v} as the {l}",
     "{v} is its {l}",
     "{v} was the {l}",
+)
+# training-only prefixes (the held-out split uses PREFIXES alone)
+TRAIN_PREFIXES = (
+    "By the way, ",
+    "To confirm, ",
+    "Recorded: ",
+    "Then again, ",
+    "Last we checked, ",
+    "Per the file, ",
 )
 HELD_OUT_LINKS = 4
 HELD_OUT_VALUE_FIRST = 2
@@ -672,7 +691,7 @@ def _generic(label: str, shown: str, split: str, rng: random.Random) -> str:
         body = rng.choice([label, f"the {label}", f"its {label}"]) + _link(split, rng) + shown
     else:
         body = rng.choice(firsts).format(v=shown, l=label)
-    prefix = rng.choice(PREFIXES)
+    prefix = rng.choice(PREFIXES + TRAIN_PREFIXES if split == "train" else PREFIXES)
     sentence = prefix + body
     return sentence[0].upper() + sentence[1:] + "."
 
