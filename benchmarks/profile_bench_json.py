@@ -26,6 +26,16 @@ from structgen.bench_json import build_workload, run
 from structgen.engine import Engine, EngineConfig
 from structgen.models.presets import write_preset_folder
 
+PHASES = {  # file:function -> what it is in the engine step
+    "engine.py:step": "whole step",
+    "scheduler.py:schedule": "schedule",
+    "model_runner.py:forward": "forward (eager + replays)",
+    "flashinfer_backend.py:replay": "CUDA-graph replays",
+    "scheduler.py:process_results": "process results",
+    "sampling.py:sample": "sample (masks + sync)",
+    "token_fsm.py:jump_forward": "jump-forward planning",
+}
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
@@ -52,9 +62,13 @@ def main() -> None:
     engine.close()
     stats = pstats.Stats(prof, stream=io.StringIO())
     rows_calls, rows_time = 0, 0.0
+    phases: dict[str, tuple[int, float]] = {}
     for (file, _line, name), (_cc, nc, _tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
         if name == "_compute_rows" and file.endswith("token_fsm.py"):
             rows_calls, rows_time = nc, ct
+        key = f"{Path(file).name}:{name}"
+        if key in PHASES:
+            phases[key] = (nc, ct)
     top = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[: args.top]  # type: ignore[attr-defined]
     table = [[f"{Path(f).name}:{line}({name})", nc, round(tt, 3), round(ct, 3)] for (f, line, name), (_cc, nc, tt, ct, _c) in top]
     meta = {**run_meta(), "workload": args.workload, "requests": len(records), "concurrency": args.concurrency}
@@ -62,6 +76,8 @@ def main() -> None:
         f"- wall time of the profiled run: {wall:.2f} s; valid outputs {sum(r.valid for r in records)}/{len(records)}",
         f"- first-visit mask rows (TokenFSM._compute_rows): {rows_calls} calls, {rows_time:.2f} s in all, "
         f"{1e3 * rows_time / max(1, rows_calls):.2f} ms each ({100 * rows_time / wall:.0f}% of the wall time)",
+        "- engine step phases (calls, cumulative s): "
+        + "; ".join(f"{PHASES[k]} {phases[k][0]} / {phases[k][1]:.2f}" for k in PHASES if k in phases),
     ]
     write_results(args.out, f"profile-bench-json-{args.workload}", "Host profile of one bench json run", meta,
                   ["function", "calls", "own s", "cumulative s"], table, notes)  # fmt: skip
