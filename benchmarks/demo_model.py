@@ -6,6 +6,7 @@ constrained, the share of forced (jump-forward) tokens, the time to the first ob
 load, and latency per object.
 
     python benchmarks/demo_model.py [--n 300] [--model DIR]
+    python benchmarks/demo_model.py --field-em-only --n 150 --model DIR   # candidate checkpoints
 """
 
 from __future__ import annotations
@@ -164,13 +165,39 @@ def evaluate(model: str | None, n: int, seed: int = 0) -> dict[str, Any]:
     }
 
 
+def field_em_batched(model: str | None, n: int, seed: int = 0) -> float:
+    """Held-out field exact match of ``n`` examples served as one batch (constrained, greedy):
+    the quick comparison of candidate checkpoints (no latency or validity figures)."""
+    from structgen import Constraint, Engine, GenerateRequest, SamplingParams
+    from structgen.api import default_model_path
+    from structgen.demo.data import generate_examples
+
+    examples = list(generate_examples(n, "heldout", seed))
+    params = SamplingParams(max_tokens=256, temperature=0.0)
+    with Engine(model or default_model_path()) as engine:
+        outs = engine.generate([GenerateRequest(e.prompt, params, Constraint.json_schema(e.schema)) for e in examples])
+    hits = total = 0
+    for e, o in zip(examples, outs):
+        h, t = field_matches(e.answer, json.loads(o.text) if o.finish_reason == "stop" else None)
+        hits, total = hits + h, total + t
+    return hits / total
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None, help="model folder (default: the embedded demo model)")
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--field-em-only", action="store_true", help="print the batched held-out field exact match and exit")
     args = ap.parse_args()
+    if args.n < 1:
+        ap.error("--n must be ≥ 1")
+    if args.field_em_only:
+        print(
+            f"held-out field exact match, {args.n} examples (seed {args.seed}): {100 * field_em_batched(args.model, args.n, args.seed):.1f}%"
+        )
+        return
     from _gpu_common import run_meta, write_results
 
     r = evaluate(args.model, args.n, args.seed)

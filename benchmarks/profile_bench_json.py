@@ -27,13 +27,13 @@ from structgen.engine import Engine, EngineConfig
 from structgen.models.presets import write_preset_folder
 
 PHASES = {  # file:function -> what it is in the engine step
-    "engine.py:step": "whole step",
-    "scheduler.py:schedule": "schedule",
-    "model_runner.py:forward": "forward (eager + replays)",
-    "flashinfer_backend.py:replay": "CUDA-graph replays",
-    "scheduler.py:process_results": "process results",
-    "sampling.py:sample": "sample (masks + sync)",
-    "token_fsm.py:jump_forward": "jump-forward planning",
+    "structgen/engine.py:step": "whole step",
+    "structgen/scheduler.py:schedule": "schedule",
+    "structgen/model_runner.py:forward": "forward (eager + replays)",
+    "structgen/flashinfer_backend.py:replay": "CUDA-graph replays",
+    "structgen/scheduler.py:process_results": "process results",
+    "structgen/sampling.py:sample": "sample (masks + sync)",
+    "fsm/token_fsm.py:jump_forward": "jump-forward planning",
 }
 
 
@@ -66,7 +66,7 @@ def main() -> None:
     for (file, _line, name), (_cc, nc, _tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
         if name == "_compute_rows" and file.endswith("token_fsm.py"):
             rows_calls, rows_time = nc, ct
-        key = f"{Path(file).name}:{name}"
+        key = "/".join(Path(file).parts[-2:]) + f":{name}"  # package folder too: other projects have an engine.py
         if key in PHASES:
             phases[key] = (nc, ct)
     top = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[: args.top]  # type: ignore[attr-defined]

@@ -255,15 +255,16 @@ def _detect_kind(spec: dict[str, Any]) -> str:
     )
 
 
+_c_walk: Any
 try:  # the compiled walk (fsm/_trie_walk.c); optional, see setup.py
-    from . import _trie_walk as _compiled_walk
+    from ._trie_walk import walk as _c_walk
 except ImportError:  # pragma: no cover - exercised when no C compiler was available at install
-    _compiled_walk = None
+    _c_walk = None
 
 
 def compiled_walk_available() -> bool:
     """Whether the C trie walk (``structgen.fsm._trie_walk``) was built and imports."""
-    return _compiled_walk is not None
+    return _c_walk is not None
 
 
 class VocabTrie:
@@ -294,7 +295,7 @@ class VocabTrie:
         items = [(b, i) for i, b in enumerate(token_bytes) if b and i not in excluded]
         items.sort()
         self.vocab_size = len(token_bytes)
-        self.use_compiled = use_compiled and _compiled_walk is not None
+        self.use_compiled = use_compiled and _c_walk is not None
         # build level by level: a node is a distinct prefix
         prefix_id: dict[bytes, int] = {b"": 0}
         prefixes: list[bytes] = [b""]
@@ -375,14 +376,14 @@ class VocabTrie:
             allowed = np.zeros(words * 32, dtype=bool)
             allowed[: self.vocab_size] = end != 0
             return np.packbits(allowed, bitorder="little").view("<u4")
-        assert _compiled_walk is not None
+        assert _c_walk is not None
         bits = np.zeros(words, dtype=np.uint32)  # [W]
         stack = np.zeros(self.max_depth + 1, dtype=np.int32)
         cob = np.ascontiguousarray(dfa.class_of_byte, dtype=np.int32)
         pos = 0
         while True:
             table = dfa.table
-            pos = _compiled_walk.walk(
+            pos = _c_walk(
                 table,
                 dfa.num_classes,
                 cob,

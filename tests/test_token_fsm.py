@@ -299,7 +299,7 @@ def test_compiled_walk_duplicate_tokens_and_bad_buffers() -> None:
     bits = trie.mask_bits(dfa, dfa.initial)
     allowed = {t for t in range(len(tokens)) if bits[t >> 5] >> (t & 31) & 1}
     assert allowed == {1, 2, 3, 5}
-    from structgen.fsm import _trie_walk  # type: ignore[attr-defined]
+    from structgen.fsm import _trie_walk
 
     stack = np.zeros(trie.max_depth + 1, dtype=np.int32)
     with pytest.raises(ValueError, match="inconsistent"):

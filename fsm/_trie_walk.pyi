@@ -1,0 +1,18 @@
+"""Type stub for the compiled trie walk (fsm/_trie_walk.c)."""
+
+from typing import Any
+
+def walk(
+    table: Any,
+    num_classes: int,
+    class_of_byte: Any,
+    node_byte: Any,
+    node_depth: Any,
+    node_skip: Any,
+    node_token: Any,
+    state: int,
+    pos: int,
+    stack: Any,
+    bits: Any,
+    ends: Any | None,
+) -> int: ...
