@@ -60,12 +60,12 @@ def measure(vocab: Vocabulary, examples: list, compiled: bool) -> list:
         len(examples),
         tokens,
         len(row_ms),
-        round(percentile(row_ms, 50), 3),
-        round(percentile(row_ms, 90), 3),
+        round(percentile(row_ms, 0.5), 3),
+        round(percentile(row_ms, 0.9), 3),
         round(statistics.fmean(row_ms), 3),
         round(statistics.fmean(request_ms), 2),
         round(sum(request_ms) * 1e3 / tokens, 1),
-        round(percentile(compile_ms, 50), 2),
+        round(percentile(compile_ms, 0.5), 2),
     ]
 
 
