@@ -675,13 +675,21 @@ DISTRACTORS = (
 )  # fmt: skip
 
 
+def _noise_words(rng: random.Random, lo: int = 1, hi: int = 3) -> str:
+    """``lo``–``hi`` words that mean nothing here: made-up words and filler (training only)."""
+    return " ".join(_word(rng).lower() if rng.random() < 0.6 else rng.choice(FILLER) for _ in range(rng.randint(lo, hi)))
+
+
 def _link(split: str, rng: random.Random) -> str:
-    """A fixed link, or (train only) one padded with 1–2 filler words, so no single wording
-    between a label and its value is needed to find the value."""
+    """A fixed link, or (train only) one padded with 1–2 filler words, or (train only) a link of
+    1–3 meaningless words, so no single wording between a label and its value is needed to
+    find the value."""
     links = LINKS[:-HELD_OUT_LINKS] if split == "train" else LINKS[-HELD_OUT_LINKS:]
     link = rng.choice(links)
     if split == "train" and rng.random() < 0.5:
         link = " " + " ".join(rng.sample(FILLER, rng.randint(1, 2))) + link
+    if split == "train" and rng.random() < 0.3:
+        link = " " + _noise_words(rng) + rng.choice([" ", ": ", " - "])
     return link
 
 
@@ -705,6 +713,14 @@ def _phrase(field: FieldSpec, split: str, rng: random.Random, value: Any) -> str
     if is_bool:
         yes, no = template.split("|")
         return yes if value else no
+    if split == "train" and rng.random() < 0.3:
+        # word noise: 1–2 words of the template become meaningless ones, so the model learns to
+        # find the value by its type and the words that are left, not by the exact template
+        words = template.split(" ")
+        slots = [i for i, w in enumerate(words) if "{v}" not in w]
+        for i in rng.sample(slots, min(len(slots), rng.randint(1, 2))):
+            words[i] = _noise_words(rng, 1, 1) + ("." if words[i].endswith(".") else "")
+        template = " ".join(words)
     return template.format(v=field.show(rng, value))
 
 
