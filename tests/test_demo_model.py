@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 # The bar for this smoke set is 0.80, which the shipped checkpoint does not reach:
 # benchmarks/results/demo-model.md gives its figure and that of random weights of the same shape.
 # The threshold sits between the two, so a broken export cannot land.
-SMOKE_MIN_FIELD_EM = 0.35
+SMOKE_MIN_FIELD_EM = 0.50
 
 
 def test_generator_is_deterministic_and_valid() -> None:

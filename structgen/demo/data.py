@@ -10,8 +10,10 @@ types string / integer / number / boolean / enum / date / nested object / list, 
 around the field's name (so the model learns to find a value by its label).  Splits: ``"train"``
 uses all but the last own phrasing of every field, all but the last field-agnostic links, all but
 the last intro, and 4 of every 5 word-list entries; ``"heldout"`` uses only the unseen phrasings and the
-unseen word-list entries (half of all names, cities, ... are made-up words in both).  Fully
-determined by the seed.
+unseen word-list entries (half of all names, cities, ... are made-up words in both).  Training
+sentences also get noise the held-out split never has: links of meaningless words between a
+label and its value, and meaningless words in place of template words, so that the model finds
+values by their labels and types rather than by exact wordings.  Fully determined by the seed.
 """
 
 # ruff: noqa: E501  (word lists and phrasings read best one field per line)
