@@ -184,13 +184,23 @@ class _Builder:
                 cur = nxt
             return s, cur
         if isinstance(node, Chars):
+            # UTF-8 sequences with shared suffixes: one state per distinct remaining tail
+            # ("two continuation bytes left", ...) instead of a chain per sequence, as in RE2's
+            # and Rust regex-automata's UTF-8 suffix caches; fewer NFA states and fewer DFA
+            # states, same language
             s, e = nfa.new(), nfa.new()
+            tails: dict[tuple[tuple[int, int], ...], int] = {}
+
+            def tail_state(rest: tuple[tuple[int, int], ...]) -> int:
+                q = tails.get(rest)
+                if q is None:
+                    q = nfa.new()
+                    nfa.edge(q, rest[0][0], rest[0][1], e if len(rest) == 1 else tail_state(rest[1:]))
+                    tails[rest] = q
+                return q
+
             for sq in utf8_sequences(node.cs):
-                cur = s
-                for k, (lo, hi) in enumerate(sq):
-                    nxt = e if k == len(sq) - 1 else nfa.new()
-                    nfa.edge(cur, lo, hi, nxt)
-                    cur = nxt
+                nfa.edge(s, sq[0][0], sq[0][1], e if len(sq) == 1 else tail_state(tuple(sq[1:])))
             return s, e
         if isinstance(node, Seq):
             if not node.items:
