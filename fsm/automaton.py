@@ -15,10 +15,11 @@ raises :class:`GrammarTimeoutError` / :class:`GrammarCompileError` naming the li
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 import numpy as np
-from structgen.schemas.charset import utf8_sequences
+from structgen.schemas.charset import CharSet, utf8_sequences
 from structgen.schemas.regex import NOTHING, Alt, Anchor, And, Chars, Join, Lit, Members, Minus, Node, Rep, Seq
 
 from .errors import GrammarCompileError, GrammarTimeoutError
@@ -131,6 +132,9 @@ class _Builder:
         self.child_dfas: dict[int, ByteDFA] = {}
         self._keep: list[Node] = []
         self._nullable: dict[int, bool] = {}
+        self._node_ids: dict[int, int] = {}  # id(node) -> structural id
+        self._interned: dict[tuple[Any, ...], int] = {}  # shallow structural key -> structural id
+        self._products: dict[int, ByteDFA] = {}  # structural id -> eager DFA (And / Minus)
 
     def nullable(self, node: Node) -> bool:
         """Whether ``node`` matches the empty string (memoized by identity)."""
@@ -337,17 +341,48 @@ class _Builder:
             e = end
         return s, e
 
-    def child_dfa(self, node: Node) -> ByteDFA:
-        """Eager DFA of an operand of ``And`` / ``Minus``, memoized by node identity (schemas
-        share operands such as "any JSON string" across many objects)."""
-        got = self.child_dfas.get(id(node))
+    def structural_id(self, node: Node) -> int:
+        """A small int equal for structurally equal IR nodes (hash-consing: a node's key holds its
+        children's ids, so keys stay shallow).  Nodes compare by identity; schemas often rebuild
+        equal sub-expressions (one pattern or format under several properties), and this lets
+        their eager DFAs be built once."""
+        got = self._node_ids.get(id(node))
         if got is None:
-            got = compile_dfa(node, self.budget, minimize=True)
-            self.child_dfas[id(node)] = got
+            key = (type(node).__name__, *(self._field_key(getattr(node, f.name)) for f in fields(node)))  # type: ignore[arg-type]
+            got = self._interned.setdefault(key, len(self._interned))
+            self._node_ids[id(node)] = got
             self._keep.append(node)  # ids stay valid while the builder lives
         return got
 
+    def _field_key(self, value: Any) -> Any:
+        if isinstance(value, Node):
+            return ("node", self.structural_id(value))
+        if isinstance(value, tuple):
+            return tuple(self._field_key(v) for v in value)
+        if isinstance(value, CharSet):
+            return ("cs", value.ranges)
+        return value
+
+    def child_dfa(self, node: Node) -> ByteDFA:
+        """Eager DFA of an operand of ``And`` / ``Minus``, memoized by structure (schemas share
+        operands such as "any JSON string" across many objects)."""
+        key = self.structural_id(node)
+        got = self.child_dfas.get(key)
+        if got is None:
+            got = compile_dfa(node, self.budget, minimize=True)
+            self.child_dfas[key] = got
+        return got
+
     def product(self, node: And | Minus) -> ByteDFA:
+        """Eager (trimmed, minimized) DFA of an ``And`` / ``Minus`` node, memoized by structure."""
+        key = self.structural_id(node)
+        got = self._products.get(key)
+        if got is None:
+            got = self._product_uncached(node)
+            self._products[key] = got
+        return got
+
+    def _product_uncached(self, node: And | Minus) -> ByteDFA:
         if isinstance(node, And):
             dfas = [self.child_dfa(it) for it in node.items]
             if not dfas:
