@@ -29,6 +29,10 @@ def main() -> None:
     ap.add_argument("--report", default=str(HERE / "results" / "conformance-llama3.json"))
     ap.add_argument("--maskbench", default=str(HERE.parent.parent / "shared" / "fixtures" / "maskbench" / "data"))
     args = ap.parse_args()
+    if not Path(args.report).is_file():
+        ap.error(f"--report {args.report!r} does not exist (run structgen bench conformance first)")
+    if not Path(args.maskbench).is_dir():
+        ap.error(f"--maskbench {args.maskbench!r} is not a folder")
     report = json.loads(Path(args.report).read_text())
     meta = report["meta"]
     names = [i["name"] for i in report["items"] if i["suite"] == "maskbench" and i["detail"] in FAILED]

@@ -57,6 +57,7 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         return NULL;
     }
     Py_buffer b_table, b_cob, b_byte, b_depth, b_skip, b_token, b_stack, b_bits, b_ends;
+    PyObject *ret = NULL;
     int have_ends = o_ends != Py_None;
     int got = 0;
     if (get_buf(o_table, &b_table, 4, 0, "table") < 0) goto fail;
@@ -150,20 +151,16 @@ static PyObject *walk(PyObject *self, PyObject *args) {
 
     if (bad) {
         PyErr_SetString(PyExc_ValueError, "walk: trie or automaton data out of range");
-        goto fail;
+    } else {
+        ret = PyLong_FromSsize_t(result);
     }
-    for (int k = got; k > 0; k--) {
-        Py_buffer *bufs[9] = {&b_table, &b_cob, &b_byte, &b_depth, &b_skip, &b_token, &b_stack, &b_bits, &b_ends};
-        PyBuffer_Release(bufs[k - 1]);
-    }
-    return PyLong_FromSsize_t(result);
 
-fail:
+fail:;
+    Py_buffer *bufs[9] = {&b_table, &b_cob, &b_byte, &b_depth, &b_skip, &b_token, &b_stack, &b_bits, &b_ends};
     for (int k = got; k > 0; k--) {
-        Py_buffer *bufs[9] = {&b_table, &b_cob, &b_byte, &b_depth, &b_skip, &b_token, &b_stack, &b_bits, &b_ends};
         PyBuffer_Release(bufs[k - 1]);
     }
-    return NULL;
+    return ret;
 }
 
 static PyMethodDef methods[] = {

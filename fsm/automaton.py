@@ -126,7 +126,6 @@ class _Builder:
     def __init__(self, budget: Budget, lazy: bool = False) -> None:
         self.budget = budget
         self.nfa = _NFA(budget)
-        self.sub_dfas: dict[int, ByteDFA] = {}
         self.lazy = lazy
         self.pending: dict[int, tuple[Node, int]] = {}  # stub state -> (node to build, exit state)
         self.child_dfas: dict[int, ByteDFA] = {}
@@ -156,10 +155,7 @@ class _Builder:
         elif isinstance(node, Members):
             out = all(not req or self.nullable(m) for m, req in node.items)
         elif isinstance(node, (And, Minus)):
-            dfa = self.sub_dfas.get(id(node))
-            if dfa is None:
-                dfa = self.product(node)
-                self.sub_dfas[id(node)] = dfa
+            dfa = self.product(node)
             out = not dfa.is_empty() and bool(dfa.accepting[dfa.initial])
         else:
             out = False
@@ -235,11 +231,7 @@ class _Builder:
         if isinstance(node, Join):
             return self.build_join(node)
         if isinstance(node, (And, Minus)):
-            dfa = self.sub_dfas.get(id(node))
-            if dfa is None:
-                dfa = self.product(node)
-                self.sub_dfas[id(node)] = dfa
-            return self.embed(dfa)
+            return self.embed(self.product(node))
         if isinstance(node, Anchor):
             raise GrammarCompileError("regex IR still contains an anchor; resolve anchors before compiling")
         raise TypeError(f"not a regex IR node: {node!r}")
@@ -728,9 +720,7 @@ def _prune(node: Node, builder: _Builder, memo: dict[int, Node]) -> Node:
                 raise GrammarCompileError("object member separator matches nothing")
             out = Members(tuple(kept), sep, None if extra is NOTHING else extra)
     elif isinstance(node, (And, Minus)):
-        dfa = builder.product(node)
-        builder.sub_dfas[id(node)] = dfa
-        out = NOTHING if dfa.is_empty() else node
+        out = NOTHING if builder.product(node).is_empty() else node
     elif isinstance(node, Anchor):
         raise GrammarCompileError("regex IR still contains an anchor; resolve anchors before compiling")
     else:
@@ -1015,7 +1005,7 @@ def _byte_ranges(node: Node, builder: _Builder) -> set[tuple[int, int]]:
             for sq in utf8_sequences(n.cs):
                 out.update(sq)
         elif isinstance(n, (And, Minus)):
-            dfa = builder.sub_dfas[id(n)]
+            dfa = builder.product(n)  # memoized: built while pruning
             for st in range(1, dfa.num_states):
                 out.update((lo, hi) for lo, hi, _ in _runs(dfa.table[st]))
         elif isinstance(n, (Seq, Alt)):

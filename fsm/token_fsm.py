@@ -184,24 +184,25 @@ class TokenFSM:
     def _compute_rows(self, states: np.ndarray) -> None:
         """Compute (and deduplicate) the mask rows of ``states`` (``int64 [K]``) not computed yet."""
         with self._lock:
-            trie = self.vocab.trie
             for s in states.tolist():
-                if s in self._state_to_row:
-                    continue
-                bits = trie.mask_bits(self.dfa, s)  # [W] uint32
-                if self.dfa.acc[s]:
-                    for t in self.vocab.eos_token_ids:
-                        bits[t >> 5] |= np.uint32(1 << (t & 31))
-                key = bits.tobytes()
-                r = self._row_index.get(key)
-                if r is None:
-                    r = len(self._rows)
-                    row = bits.view("<i4")
-                    row.setflags(write=False)
-                    self._rows.append(row)
-                    self._row_bytes.append(key)
-                    self._row_index[key] = r
-                self._state_to_row[s] = r
+                if s not in self._state_to_row:
+                    self._store_row(s, self.vocab.trie.mask_bits(self.dfa, s))
+
+    def _store_row(self, state: int, bits: np.ndarray) -> None:
+        """Record ``state``'s row from its trie bits (``uint32 [W]``, EOS added here); caller holds the lock."""
+        if self.dfa.acc[state]:
+            for t in self.vocab.eos_token_ids:
+                bits[t >> 5] |= np.uint32(1 << (t & 31))
+        key = bits.tobytes()
+        r = self._row_index.get(key)
+        if r is None:
+            r = len(self._rows)
+            row = bits.view("<i4")
+            row.setflags(write=False)
+            self._rows.append(row)
+            self._row_bytes.append(key)
+            self._row_index[key] = r
+        self._state_to_row[state] = r
 
     def row_allows(self, row_index: int, token_id: int) -> bool:
         """Bit test on a computed row (pure query)."""
@@ -220,10 +221,12 @@ class TokenFSM:
         while frontier:
             nxt: list[int] = []
             for s in frontier:
+                ends = np.zeros(self.vocab.size, dtype=np.int32)  # [V] state after each token
                 with self._lock:
-                    ends = self.vocab.trie.end_states(self.dfa, np.array([s], dtype=np.int64))  # [1, V]
-                self._compute_rows(np.array([s], dtype=np.int64))
-                for t in np.unique(ends[0]).tolist():
+                    bits = self.vocab.trie.mask_bits(self.dfa, s, ends=ends)
+                    if s not in self._state_to_row:
+                        self._store_row(s, bits)
+                for t in np.unique(ends).tolist():
                     if t != DEAD and t not in seen:
                         seen.add(t)
                         nxt.append(t)

@@ -366,8 +366,13 @@ class VocabTrie:
         Returns ``uint32 [ceil(V/32)]`` (little-endian bit ``t`` = token ``t`` allowed;
         excluded/special tokens never set).  When ``ends`` (``int32 [V]``, zero-filled by the
         caller) is given, the state after each allowed token is written to it.  Expands DFA
-        states on demand (the caller serializes expansions).
+        states on demand (the caller serializes expansions).  Raises ``ValueError`` for a state
+        the automaton has not discovered or an ``ends`` array of the wrong shape or dtype.
         """
+        if not 0 <= state < dfa.num_states:
+            raise ValueError(f"state {state} is not a discovered automaton state (0..{dfa.num_states - 1})")
+        if ends is not None and (ends.shape != (self.vocab_size,) or ends.dtype != np.int32):
+            raise ValueError(f"ends must be int32 [{self.vocab_size}], got {ends.dtype} {list(ends.shape)}")
         words = (self.vocab_size + 31) // 32
         if not self.use_compiled:
             end = self.end_states(dfa, np.array([state], dtype=np.int64))[0]  # [V]

@@ -109,20 +109,18 @@ def test_cli_tiny_cpu_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main([*more, "--device", "cpu", "--out", str(out), "--no-progress", "--append"]) == 0
     md = (out / "results.md").read_text()
     assert "Part 1:" in md and "Part 2:" in md and md.count("\n| character |") == 9
-    assert main(["bench", "json", "--workload", "nope", "--out", str(out)]) == 2
-    assert "unknown workload 'nope'" in capsys.readouterr().err
-    assert main(["bench", "json", "--concurrency", "0", "--out", str(out)]) == 2
-    assert "concurrency levels must be ≥ 1" in capsys.readouterr().err
-    assert main(["bench", "json", "--num-requests", "0", "--out", str(out)]) == 2
-    assert "num_requests must be ≥ 1" in capsys.readouterr().err
-    assert main(["bench", "json", "--baselines", "vllm", "--out", str(out)]) == 2
-    assert "unknown baseline 'vllm'" in capsys.readouterr().err
-    assert main(["bench", "json", "--shots", "0", "--out", str(out)]) == 2
-    assert "shots must be ≥ 1" in capsys.readouterr().err
-    assert main(["bench", "json", "--waves", "-1", "--out", str(out)]) == 2
-    assert "waves must be ≥ 0" in capsys.readouterr().err
-    assert main(["bench", "json", "--maskbench-dir", str(out / "nope"), "--out", str(out)]) == 2
-    assert "is not a folder" in capsys.readouterr().err
+    bad = [
+        (["--workload", "nope"], "unknown workload 'nope'"),
+        (["--concurrency", "0"], "concurrency levels must be ≥ 1"),
+        (["--num-requests", "0"], "num_requests must be ≥ 1"),
+        (["--baselines", "vllm"], "unknown baseline 'vllm'"),
+        (["--shots", "0"], "shots must be ≥ 1"),
+        (["--waves", "-1"], "waves must be ≥ 0"),
+        (["--maskbench-dir", str(out / "nope")], "is not a folder"),
+    ]
+    for args, message in bad:
+        assert main(["bench", "json", *args, "--out", str(out)]) == 2, args
+        assert message in capsys.readouterr().err, args
     assert main(["bench", "json", "--config", "llama3-8b", "--out", str(out)]) == 2
     assert "--random-weights" in capsys.readouterr().err
 

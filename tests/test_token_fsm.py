@@ -301,34 +301,31 @@ def test_compiled_walk_duplicate_tokens_and_bad_buffers() -> None:
     assert allowed == {1, 2, 3, 5}
     from structgen.fsm import _trie_walk
 
-    stack = np.zeros(trie.max_depth + 1, dtype=np.int32)
+    def walk(**override: object) -> int:
+        args = {
+            "table": dfa.table,
+            "num_classes": dfa.num_classes,
+            "class_of_byte": dfa.class_of_byte.astype(np.int32),
+            "node_byte": trie.pre_byte,
+            "node_depth": trie.pre_depth,
+            "node_skip": trie.pre_skip,
+            "node_token": trie.pre_token,
+            "state": dfa.initial,
+            "pos": 0,
+            "stack": np.zeros(trie.max_depth + 1, dtype=np.int32),
+            "bits": np.zeros(1, np.uint32),
+            "ends": None,
+        }
+        args.update(override)
+        return _trie_walk.walk(*args.values())
+
+    assert walk() == -1  # the unmodified call is well-formed
     with pytest.raises(ValueError, match="inconsistent"):
-        _trie_walk.walk(
-            dfa.table,
-            dfa.num_classes,
-            dfa.class_of_byte.astype(np.int32),
-            trie.pre_byte,
-            trie.pre_depth[:-1],
-            trie.pre_skip,
-            trie.pre_token,
-            dfa.initial,
-            0,
-            stack,
-            np.zeros(1, np.uint32),
-            None,
-        )
+        walk(node_depth=trie.pre_depth[:-1])
     with pytest.raises(TypeError, match="items of 4 bytes"):
-        _trie_walk.walk(
-            dfa.table.astype(np.int64),
-            dfa.num_classes,
-            dfa.class_of_byte.astype(np.int32),
-            trie.pre_byte,
-            trie.pre_depth,
-            trie.pre_skip,
-            trie.pre_token,
-            dfa.initial,
-            0,
-            stack,
-            np.zeros(1, np.uint32),
-            None,
-        )
+        walk(table=dfa.table.astype(np.int64))
+    # the Python entry point names what is wrong
+    with pytest.raises(ValueError, match="not a discovered automaton state"):
+        trie.mask_bits(dfa, dfa.num_states)
+    with pytest.raises(ValueError, match="ends must be int32"):
+        trie.mask_bits(dfa, dfa.initial, ends=np.zeros(len(tokens), dtype=np.int64))

@@ -248,8 +248,8 @@ def main() -> None:
     tr = sub.add_parser("train")
     tr.add_argument("--tokenizer", required=True)
     tr.add_argument("--out", required=True)
-    tr.add_argument("--examples", type=int, default=400_000)
-    tr.add_argument("--steps", type=int, default=4000)
+    tr.add_argument("--examples", type=int, default=1_200_000)
+    tr.add_argument("--steps", type=int, default=7500)
     tr.add_argument("--batch-size", type=int, default=256)
     tr.add_argument("--lr", type=float, default=2e-3)
     tr.add_argument("--warmup", type=int, default=200)
@@ -257,11 +257,21 @@ def main() -> None:
     tr.add_argument("--max-len", type=int, default=384)
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--eval-examples", type=int, default=2000, help="held-out examples for the held-out loss")
-    tr.add_argument("--max-train-s", type=float, default=480.0, help="stop early past this many seconds of training")
+    tr.add_argument("--max-train-s", type=float, default=300.0, help="stop early past this many seconds of training")
     p = sub.add_parser("plot")
     p.add_argument("log")
     p.add_argument("png")
     args = ap.parse_args()
+    if args.cmd == "tokenizer" and args.vocab_size < 258:
+        ap.error("--vocab-size must be ≥ 258 (256 bytes + EOS + PAD)")
+    if args.cmd == "train":
+        for name in ("examples", "steps", "batch_size", "max_len", "eval_examples"):
+            if getattr(args, name) < 1:
+                ap.error(f"--{name.replace('_', '-')} must be ≥ 1")
+        if args.warmup < 0 or args.lr <= 0 or args.max_train_s <= 0:
+            ap.error("--warmup must be ≥ 0, --lr and --max-train-s > 0")
+        if not os.path.isdir(args.tokenizer):
+            ap.error(f"--tokenizer {args.tokenizer!r} is not a folder")
     if args.cmd == "tokenizer":
         train_tokenizer(args.out, vocab_size=args.vocab_size)
     elif args.cmd == "train":
