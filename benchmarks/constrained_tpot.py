@@ -67,11 +67,13 @@ def run_mode(engine: Engine, batch: int, constrained: bool, jump_forward: bool, 
         for i in range(batch)
     ]
     rids = [engine.submit(r) for r in reqs]
+    counts_before = engine.runner.forward_counts.copy()
     steps: list[float] = []
     while engine.has_unfinished():
         t = time.perf_counter()
         engine.step()
         steps.append(time.perf_counter() - t)
+    ran = engine.runner.forward_counts - counts_before
     outs = [engine.output(r) for r in rids]
     for r in rids:
         engine.forget(r)
@@ -83,6 +85,7 @@ def run_mode(engine: Engine, batch: int, constrained: bool, jump_forward: bool, 
         "finish_length": sum(o.finish_reason == "length" for o in outs) / len(outs),
         "step_ms": 1e3 * statistics.mean(steps[1:]) if len(steps) > 1 else float("nan"),
         "steps": len(steps),
+        "graph_share": 1 - ran["eager"] / max(sum(ran.values()), 1),
     }
 
 
@@ -121,7 +124,7 @@ def main() -> None:
                 base[b] = r["tpot_ms"]
             rows.append([
                 b, name, round(r["tpot_ms"], 3), round(r["tpot_ms"] / base[b], 3), round(r["tokens"], 1), round(r["forced"], 1),
-                round(r["finish_length"], 2), round(r["step_ms"], 3),
+                round(r["finish_length"], 2), round(r["graph_share"], 2), round(r["step_ms"], 3),
                 round(1e3 * acc["schedule"] / n, 3), round(1e3 * acc["forward"] / n, 3),
                 round(1e3 * acc["sample"] / n, 3), round(1e3 * (acc["process_results"] - acc["sample"]) / n, 3),
             ])  # fmt: skip
@@ -131,12 +134,12 @@ def main() -> None:
                  "cuda_graph": engine.runner.graph_runner is not None, "max_tokens": args.max_tokens})  # fmt: skip
     notes = [
         "TPOT ratio is against the unconstrained run at the same batch size.",
-        "Step breakdown (ms per engine step): schedule (host), forward (host launch; graph replay is asynchronous), "
+        "Graph forwards: share of the run's forwards that replayed a CUDA graph (decode or extend). Step breakdown (ms per engine step): schedule (host), forward (host launch; graph replay is asynchronous), "
         "sample (mask rows + kernel + waiting for the GPU), process (FSM advance, jump-forward, stop checks).",
     ]
     write_results(
         args.out, "constrained-tpot", "Constrained vs unconstrained TPOT", meta,
-        ["batch", "mode", "TPOT ms", "ratio", "tokens/req", "forced/req", "length-finished", "step ms",
+        ["batch", "mode", "TPOT ms", "ratio", "tokens/req", "forced/req", "length-finished", "graph forwards", "step ms",
          "schedule ms", "forward ms", "sample ms", "process ms"],
         rows, notes,
     )  # fmt: skip

@@ -70,6 +70,7 @@ class TokenFSM:
         self._rows: list[np.ndarray] = []
         self._row_bytes: list[bytes] = []
         self._row_index: dict[bytes, int] = {}
+        self._row_empty: list[bool] = []
         self._init_runtime()
 
     def _init_runtime(self) -> None:
@@ -90,10 +91,13 @@ class TokenFSM:
                 "_rows": list(self._rows),
                 "_row_bytes": list(self._row_bytes),
                 "_row_index": dict(self._row_index),
+                "_row_empty": list(self._row_empty),
             }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        if "_row_empty" not in state:  # pickled before the flag existed
+            self._row_empty = [not r.any() for r in self._rows]
         self._init_runtime()
 
     @property
@@ -201,8 +205,14 @@ class TokenFSM:
             row.setflags(write=False)
             self._rows.append(row)
             self._row_bytes.append(key)
+            self._row_empty.append(not bits.any())
             self._row_index[key] = r
         self._state_to_row[state] = r
+
+    def row_is_empty(self, row_index: int) -> bool:
+        """Whether computed row ``row_index`` allows no token at all (a grammar dead end:
+        neither EOS nor any token continues the state).  Pure query."""
+        return self._row_empty[row_index]
 
     def row_allows(self, row_index: int, token_id: int) -> bool:
         """Bit test on a computed row (pure query)."""

@@ -28,8 +28,9 @@ class EngineConfig:
     """Engine settings: ``device`` ("auto": CUDA when available, else CPU), ``dtype`` ("auto",
     "float32", "bfloat16", "float16"), ``seed`` (generator of unseeded sampled requests),
     ``mask_backend`` ("auto" | "torch" | "triton") and ``attention_backend`` ("auto" |
-    "torch" | "flashinfer") kernel choices, ``cuda_graph`` / ``cuda_graph_max_bs`` (decode
-    graphs with FlashInfer on CUDA), ``mask_pool_rows`` (device-resident FSM mask rows),
+    "torch" | "flashinfer") kernel choices, ``cuda_graph`` / ``cuda_graph_max_bs`` /
+    ``cuda_graph_max_extend_tokens`` (decode and small-extend graphs with FlashInfer on CUDA; 0
+    extend tokens: decode graphs only), ``mask_pool_rows`` (device-resident FSM mask rows),
     ``random_weights_seed`` (draw weights on the device instead of reading a checkpoint: for
     benchmarks of large configurations), and the layer configs.  Raises ``ValueError`` for
     values out of range."""
@@ -41,6 +42,7 @@ class EngineConfig:
     attention_backend: str = "auto"
     cuda_graph: bool = True
     cuda_graph_max_bs: int = 256
+    cuda_graph_max_extend_tokens: int = 1024
     mask_pool_rows: int = 4096
     random_weights_seed: int | None = None
     memory: MemoryConfig = field(default_factory=MemoryConfig)
@@ -55,6 +57,8 @@ class EngineConfig:
         check_attention_backend(self.attention_backend)
         if self.cuda_graph_max_bs < 1:
             raise ValueError(f"cuda_graph_max_bs must be ≥ 1, got {self.cuda_graph_max_bs}")
+        if self.cuda_graph_max_extend_tokens < 0:
+            raise ValueError(f"cuda_graph_max_extend_tokens must be ≥ 0, got {self.cuda_graph_max_extend_tokens}")
         if self.mask_pool_rows < 1:
             raise ValueError(f"mask_pool_rows must be ≥ 1, got {self.mask_pool_rows}")
 
@@ -131,6 +135,7 @@ class Engine:
                 attention_backend=cfg.attention_backend,
                 cuda_graph=cfg.cuda_graph,
                 cuda_graph_max_bs=cfg.cuda_graph_max_bs,
+                cuda_graph_max_extend_tokens=cfg.cuda_graph_max_extend_tokens,
                 random_weights_seed=cfg.random_weights_seed,
             )
         self.runner = runner

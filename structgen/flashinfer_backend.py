@@ -17,7 +17,7 @@ no host synchronization.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -99,6 +99,11 @@ class FlashInferAttentionBackend(AttentionBackend):
         slots are ``kv_indices`` (host int64, sent with one pinned non-blocking copy)."""
         self._plan(wrappers, None, kv_lens, kv_indices)
 
+    def plan_extend(self, wrappers: dict[int, Any], qo_lens: list[int], kv_lens: list[int], kv_indices: torch.Tensor) -> None:
+        """Plan prefill ``wrappers`` (window → wrapper; causal) for requests extending
+        ``qo_lens`` tokens to ``kv_lens``, whose slots are ``kv_indices`` (host int64)."""
+        self._plan(wrappers, qo_lens, kv_lens, kv_indices)
+
     def _plan(self, wrappers: dict[int, Any], extend_lens: list[int] | None, kv_lens: list[int], kv_indices: torch.Tensor) -> None:
         kv_indptr = _indptr(kv_lens)
         indices_gpu = to_device(kv_indices.to(torch.int32), self.device)  # [N]
@@ -136,6 +141,77 @@ class FlashInferAttentionBackend(AttentionBackend):
         return self._active[window].run(q.contiguous(), self.kv_caches[layer_id])  # type: ignore[no-any-return]
 
 
+def extend_token_buckets(bs: int, max_tokens: int) -> list[int]:
+    """Token counts captured for extend batches of ``bs`` requests: 2, 4, 8 and 16 tokens per
+    request, kept where ≤ ``max_tokens`` (a batch always has one request more than it has
+    real ones or none, so ``bs + 1`` tokens is the least any bucket needs)."""
+    return [m * bs for m in (2, 4, 8, 16) if m * bs <= max_tokens]
+
+
+def extend_graph_key(num_reqs: int, num_tokens: int, keys: dict[int, list[int]]) -> tuple[int, int] | None:
+    """The captured ``(bs, tokens)`` an extend batch of ``num_reqs`` requests and
+    ``num_tokens`` tokens pads to: the smallest batch bucket ≥ ``num_reqs`` having a token
+    bucket with room for the real tokens plus one token per padding request, and its smallest
+    such token bucket (padding costs little GPU time next to an eager forward's host
+    launches).  None when no captured graph fits (the batch runs eagerly).  ``keys``: batch
+    bucket → token buckets."""
+    for bs in sorted(keys):
+        if bs < num_reqs:
+            continue
+        need = num_tokens + bs - num_reqs
+        for t in keys[bs]:
+            if t >= need:
+                return bs, t
+    return None
+
+
+class PaddedExtend(NamedTuple):
+    """An extend batch laid out for a captured graph of ``bs`` requests and ``tokens`` tokens.
+
+    Padding requests (after the real ones) extend one token each at position 0 into KV slot 0
+    (the padding slot); the tokens still missing go to the last request, real or padding, as
+    extra queries after its real ones whose KV also lands in slot 0.  Causal attention keeps
+    every real query blind to them (they come later in the same request), and their logits are
+    never read.  ``qo_lens``/``kv_lens`` ``[bs]``; ``pad_tail``: the extra tokens of the last
+    request (their KV page indices are slot 0)."""
+
+    qo_lens: list[int]
+    kv_lens: list[int]
+    pad_tail: int
+
+
+def pad_extend(extend_lens: list[int], prefix_lens: list[int], bs: int, tokens: int) -> PaddedExtend:
+    """Lay out an extend batch (``extend_lens``, ``prefix_lens`` of its real requests) for the
+    graph ``(bs, tokens)``; raises ``ValueError`` when it does not fit."""
+    n = len(extend_lens)
+    real = sum(extend_lens)
+    if n > bs or real + bs - n > tokens:
+        raise ValueError(f"{n} requests / {real} tokens do not fit the ({bs}, {tokens}) graph")
+    qo = [*extend_lens, *([1] * (bs - n))]
+    kv = [p + e for p, e in zip(prefix_lens, extend_lens)] + [1] * (bs - n)
+    tail = tokens - sum(qo)
+    qo[-1] += tail
+    kv[-1] += tail
+    return PaddedExtend(qo, kv, tail)
+
+
+def capture_graph(
+    forward_fn: Callable[..., torch.Tensor], args: tuple[torch.Tensor, ...], mempool: Any, stream: torch.cuda.Stream
+) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
+    """Warm ``forward_fn(*args)`` up twice on ``stream`` (autotuning, lazy init), then capture
+    it into a CUDA graph drawing on ``mempool``; returns the graph and its static output."""
+    dev = stream.device
+    stream.wait_stream(torch.cuda.current_stream(dev))
+    with torch.cuda.stream(stream):
+        for _ in range(2):
+            forward_fn(*args)
+    torch.cuda.current_stream(dev).wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=mempool, stream=stream):
+        out = forward_fn(*args)
+    return graph, out
+
+
 def graph_buckets(max_bs: int) -> list[int]:
     """Captured batch sizes: powers of two below ``max_bs`` (≥ 1), then ``max_bs`` itself."""
     out = [1 << i for i in range(max_bs.bit_length()) if 1 << i < max_bs]
@@ -148,6 +224,7 @@ class DecodeGraphRunner:
     ``forward_fn(input_ids [bs], positions [bs]) -> logits [bs, V]`` is the model forward the
     graphs capture; the backend is bound to each bucket's CUDA-graph decode wrappers.  Padded
     rows decode token 0 at position 0 into KV slot 0 (the padding slot) and are dropped.
+    ``mempool``: the CUDA-graph memory pool handle shared with the extend graphs.
     """
 
     def __init__(
@@ -157,6 +234,7 @@ class DecodeGraphRunner:
         *,
         max_bs: int,
         max_context: int,
+        mempool: Any,
     ) -> None:
         fi = backend.fi
         self.backend = backend
@@ -172,7 +250,7 @@ class DecodeGraphRunner:
         self.wrappers: dict[int, dict[int, Any]] = {}
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.outputs: dict[int, torch.Tensor] = {}
-        self.mempool = torch.cuda.graph_pool_handle()
+        self.mempool = mempool
         stream = torch.cuda.Stream(device=dev)
         for bs in reversed(self.buckets):  # largest first: smaller graphs reuse its pool
             self.wrappers[bs] = {
@@ -188,15 +266,7 @@ class DecodeGraphRunner:
             }
             backend.plan_decode(self.wrappers[bs], [1] * bs, torch.zeros(bs, dtype=torch.int64))
             backend.bind(self.wrappers[bs], self.out_loc[:bs])
-            stream.wait_stream(torch.cuda.current_stream(dev))
-            with torch.cuda.stream(stream):
-                for _ in range(2):  # warm-up outside capture (autotuning, lazy init)
-                    forward_fn(self.input_ids[:bs], self.positions[:bs])
-            torch.cuda.current_stream(dev).wait_stream(stream)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=self.mempool, stream=stream):
-                self.outputs[bs] = forward_fn(self.input_ids[:bs], self.positions[:bs])
-            self.graphs[bs] = graph
+            self.graphs[bs], self.outputs[bs] = capture_graph(forward_fn, (self.input_ids[:bs], self.positions[:bs]), mempool, stream)
         torch.cuda.synchronize(dev)
 
     def can_run(self, batch: ForwardBatch) -> bool:
@@ -220,3 +290,99 @@ class DecodeGraphRunner:
         self.backend.plan_decode(self.wrappers[bs], kv_lens, indices)
         self.graphs[bs].replay()
         return self.outputs[bs][:n]
+
+
+class ExtendGraphRunner:
+    """CUDA graphs of small extend batches: jump-forward chains mixed with decodes, short
+    prefills joining running decodes.
+
+    Eager, such a batch costs a full model's worth of host launches for little GPU work; here
+    each ``(bs, tokens)`` pair of :func:`graph_buckets` × :func:`extend_token_buckets` is
+    captured with static inputs and FlashInfer's paged prefill wrapper in CUDA-graph mode (its
+    batch size and query rows fixed per wrapper, so batches are padded with
+    :func:`pad_extend`).  A replay copies the padded inputs, re-plans the wrappers (host work
+    and asynchronous copies into their fixed buffers) and launches the graph.  SGLang captures
+    its speculative-verify batches the same way (fixed query rows per request);
+    ``forward_fn(input_ids [T], positions [T], sample_rows [bs]) -> logits [bs, V]``.
+    """
+
+    def __init__(
+        self,
+        backend: FlashInferAttentionBackend,
+        forward_fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+        *,
+        max_bs: int,
+        max_tokens: int,
+        max_context: int,
+        mempool: Any,
+    ) -> None:
+        fi = backend.fi
+        self.backend = backend
+        self.device = dev = backend.device
+        self.keys: dict[int, list[int]] = {}
+        for bs in graph_buckets(max_bs):
+            toks = extend_token_buckets(bs, max_tokens)
+            if toks:
+                self.keys[bs] = toks
+        top_bs = max(self.keys, default=0)
+        top_t = max((t for ts in self.keys.values() for t in ts), default=0)
+        self.inputs = torch.zeros((3, top_t), dtype=torch.int64, device=dev)  # [3, T_max]: input ids, positions, out_cache_loc
+        self.input_ids, self.positions, self.out_loc = self.inputs[0], self.inputs[1], self.inputs[2]
+        self.sample_rows = torch.zeros(top_bs, dtype=torch.int64, device=dev)  # [bs_max]
+        self.qo_indptr_buf = torch.zeros(top_bs + 1, dtype=torch.int32, device=dev)
+        self.kv_indptr_buf = torch.zeros(top_bs + 1, dtype=torch.int32, device=dev)
+        self.kv_indices_buf = torch.zeros(top_bs * max_context + top_t, dtype=torch.int32, device=dev)
+        self.last_page_buf = torch.ones(top_bs, dtype=torch.int32, device=dev)
+        self.wrappers: dict[tuple[int, int], dict[int, Any]] = {}
+        self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}
+        self.outputs: dict[tuple[int, int], torch.Tensor] = {}
+        stream = torch.cuda.Stream(device=dev)
+        for bs in sorted(self.keys, reverse=True):  # largest first: smaller graphs reuse the pool
+            for t in sorted(self.keys[bs], reverse=True):
+                key = (bs, t)
+                self.wrappers[key] = {
+                    w: fi.BatchPrefillWithPagedKVCacheWrapper(
+                        backend.workspace,
+                        "NHD",
+                        use_cuda_graph=True,
+                        qo_indptr_buf=self.qo_indptr_buf[: bs + 1],
+                        paged_kv_indptr_buf=self.kv_indptr_buf[: bs + 1],
+                        paged_kv_indices_buf=self.kv_indices_buf,
+                        paged_kv_last_page_len_buf=self.last_page_buf[:bs],
+                    )
+                    for w in backend.windows
+                }
+                lay = pad_extend([], [], bs, t)  # all padding: the plan fixes t query rows
+                backend.plan_extend(self.wrappers[key], lay.qo_lens, lay.kv_lens, torch.zeros(t, dtype=torch.int64))
+                backend.bind(self.wrappers[key], self.out_loc[:t])
+                args = (self.input_ids[:t], self.positions[:t], self.sample_rows[:bs])
+                self.graphs[key], self.outputs[key] = capture_graph(forward_fn, args, mempool, stream)
+        torch.cuda.synchronize(dev)
+
+    def key_for(self, batch: ForwardBatch) -> tuple[int, int] | None:
+        """The graph ``batch`` replays on, or None (run it eagerly): it must fit a captured
+        size and need at most one sampled row per padded request."""
+        key = extend_graph_key(len(batch.extend_lens), batch.num_tokens, self.keys)
+        return key if key is not None and len(batch.sample_rows) <= key[0] else None
+
+    def replay(self, batch: ForwardBatch, key: tuple[int, int]) -> torch.Tensor:
+        """Run ``batch`` through graph ``key`` (from :meth:`key_for`); returns float32 logits
+        ``[S, V]`` for its sample rows (a view of the graph's static output, valid until the
+        next replay)."""
+        bs, t = key
+        real = batch.num_tokens
+        lay = pad_extend(batch.extend_lens, batch.prefix_lens, bs, t)
+        host = torch.zeros((3, t), dtype=torch.int64)  # padding: token 0 at position 0 into slot 0
+        host[0, :real] = batch.input_ids_cpu
+        host[1, :real] = batch.positions_cpu
+        host[2, :real] = batch.out_cache_loc_cpu
+        rows = torch.zeros(bs, dtype=torch.int64)
+        rows[: len(batch.sample_rows)] = torch.tensor(batch.sample_rows, dtype=torch.int64)
+        self.inputs[:, :t].copy_(to_device(host, self.device), non_blocking=True)
+        self.sample_rows[:bs].copy_(to_device(rows, self.device), non_blocking=True)
+        table = self.backend.page_indices(batch.req_pool_indices, [p + e for p, e in zip(batch.prefix_lens, batch.extend_lens)])
+        pad_slots = sum(lay.kv_lens) - int(table.numel())  # padding requests and the padded tail (last): slot 0
+        indices = torch.cat([table, torch.zeros(pad_slots, dtype=torch.int64)])
+        self.backend.plan_extend(self.wrappers[key], lay.qo_lens, lay.kv_lens, indices)
+        self.graphs[key].replay()
+        return self.outputs[key][: len(batch.sample_rows)]

@@ -48,10 +48,11 @@ class MaskRowPool:
     def stats(self) -> MaskPoolStats:
         return MaskPoolStats(self._hits, self._uploads, self._evictions, len(self._slots))
 
-    def row_indices(self, cursors: Sequence[Cursor | None]) -> torch.Tensor:
+    def row_indices(self, cursors: Sequence[Cursor | None], dead: list[int] | None = None) -> torch.Tensor:
         """Pool slots for each cursor's current state (int32 ``[B]`` host tensor, −1 for None),
-        uploading missing rows first (one batched host → device copy).  Raises ``RuntimeError``
-        when one step needs more distinct rows than the pool holds."""
+        uploading missing rows first (one batched host → device copy).  Positions whose row
+        allows no token (a grammar dead end) are appended to ``dead`` when given.  Raises
+        ``RuntimeError`` when one step needs more distinct rows than the pool holds."""
         out = np.full(len(cursors), -1, dtype=np.int32)
         missing: dict[tuple[int, int], list[int]] = {}
         sources: dict[tuple[int, int], np.ndarray] = {}
@@ -61,6 +62,8 @@ class MaskRowPool:
                 continue
             fsm = cur.fsm
             r = fsm.mask_row_index(cur.state)
+            if dead is not None and fsm.row_is_empty(r):
+                dead.append(i)
             key = (fsm.uid, r)
             slot = slots.get(key)
             if slot is not None:

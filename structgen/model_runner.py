@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import torch
@@ -43,7 +44,9 @@ class ModelRunner:
     ``memory.max_total_tokens`` or derived from free memory.  ``random_weights_seed`` draws the
     weights on the device instead of reading them (the folder then needs only config.json).
     With the FlashInfer backend and ``cuda_graph``, decode batches of up to
-    ``min(cuda_graph_max_bs, max_running_requests)`` requests replay captured CUDA graphs.
+    ``min(cuda_graph_max_bs, max_running_requests)`` requests replay captured CUDA graphs, and
+    so do extend batches of as many requests and at most ``cuda_graph_max_extend_tokens``
+    tokens (padded to captured sizes; 0 turns extend graphs off).
     :meth:`forward` returns float32 logits ``[S, vocab_size]`` for the batch's sample rows.
     """
 
@@ -57,6 +60,7 @@ class ModelRunner:
         attention_backend: str = "auto",
         cuda_graph: bool = True,
         cuda_graph_max_bs: int = 256,
+        cuda_graph_max_extend_tokens: int = 1024,
         random_weights_seed: int | None = None,
     ) -> None:
         check_attention_backend(attention_backend)  # before the weights load
@@ -76,9 +80,11 @@ class ModelRunner:
         self.attention_backend = resolve_attention_backend(attention_backend, device, self.dtype)
         self.backend: AttentionBackend
         self.graph_runner = None
+        self.extend_graph_runner = None
         self.use_cuda_graph = cuda_graph  # an engine reusing this runner may turn replays off
+        self.forward_counts: Counter[str] = Counter()  # "decode graph" / "extend graph" / "eager" forwards run
         if self.attention_backend == "flashinfer":
-            from .flashinfer_backend import DecodeGraphRunner, FlashInferAttentionBackend
+            from .flashinfer_backend import DecodeGraphRunner, ExtendGraphRunner, FlashInferAttentionBackend
 
             fi_backend = FlashInferAttentionBackend(
                 self.kv_pool,
@@ -92,7 +98,19 @@ class ModelRunner:
             self.backend = fi_backend
             if cuda_graph:
                 max_bs = max(1, min(cuda_graph_max_bs, memory.max_running_requests))
-                self.graph_runner = DecodeGraphRunner(fi_backend, self._decode_logits, max_bs=max_bs, max_context=self.max_context)
+                pool = torch.cuda.graph_pool_handle()
+                self.graph_runner = DecodeGraphRunner(
+                    fi_backend, self._decode_logits, max_bs=max_bs, max_context=self.max_context, mempool=pool
+                )
+                if cuda_graph_max_extend_tokens > 0:
+                    self.extend_graph_runner = ExtendGraphRunner(
+                        fi_backend,
+                        self._extend_logits,
+                        max_bs=max_bs,
+                        max_tokens=cuda_graph_max_extend_tokens,
+                        max_context=self.max_context,
+                        mempool=pool,
+                    )
         else:
             self.backend = TorchAttentionBackend(self.kv_pool, self.req_to_token)
 
@@ -106,12 +124,23 @@ class ModelRunner:
     def _decode_logits(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         return self.model.compute_logits(self.model(input_ids, positions, self.backend))  # [B, V]
 
+    def _extend_logits(self, input_ids: torch.Tensor, positions: torch.Tensor, sample_rows: torch.Tensor) -> torch.Tensor:
+        hidden = self.model(input_ids, positions, self.backend)  # [T, H]
+        return self.model.compute_logits(hidden[sample_rows])  # [bs, V]
+
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch) -> torch.Tensor:
         """Run ``batch``; returns float32 logits ``[len(batch.sample_rows), vocab_size]`` (a
         CUDA-graph replay for a decode-only batch when graphs were captured)."""
         if self.use_cuda_graph and self.graph_runner is not None and self.graph_runner.can_run(batch):
+            self.forward_counts["decode graph"] += 1
             return self.graph_runner.replay(batch)
+        if self.use_cuda_graph and self.extend_graph_runner is not None:
+            key = self.extend_graph_runner.key_for(batch)
+            if key is not None:
+                self.forward_counts["extend graph"] += 1
+                return self.extend_graph_runner.replay(batch, key)
+        self.forward_counts["eager"] += 1
         input_ids = to_device(batch.input_ids_cpu, self.device)  # [T]
         positions = to_device(batch.positions_cpu, self.device)  # [T]
         self.backend.plan(batch)

@@ -162,6 +162,9 @@ class Req:
     first_token_s: float | None = None
     finished_s: float | None = None
     sent_bytes: int = 0
+    text_cache: bytearray = field(default_factory=bytearray)  # bytes of output_ids[:text_tokens]
+    text_tokens: int = 0
+    stop_scanned: int = 0  # bytes of text_cache already searched for stop strings
 
     @property
     def seq_len(self) -> int:

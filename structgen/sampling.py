@@ -22,6 +22,9 @@ from .mask_pool import MaskRowPool
 from .memory import to_device
 from .request import Req
 
+DEAD_END = -1
+"""Sampled id of a request whose grammar state allows no token (the scheduler ends it with an error)."""
+
 
 class Sampler:
     """Samples one token per row of a logits batch.
@@ -40,10 +43,21 @@ class Sampler:
         self.pool = MaskRowPool(pool_rows, vocab_size, device or torch.device("cpu"))
 
     def sample(self, logits: torch.Tensor, reqs: Sequence[Req]) -> list[int]:
-        """``logits``: float32 ``[S, V]`` on the pool's device (modified in place); returns S ids."""
+        """``logits``: float32 ``[S, V]`` on the pool's device (modified in place); returns S ids,
+        ``DEAD_END`` (−1) for a request whose grammar state allows no token at all.
+
+        The mask rows are looked up (and computed on first visit) here, after the forward was
+        launched, so on CUDA that host work overlaps the GPU's forward."""
         assert logits.shape == (len(reqs), self.vocab_size), (tuple(logits.shape), len(reqs), self.vocab_size)
         device = logits.device
-        row_idx = to_device(self.pool.row_indices([r.cursor for r in reqs]), device)  # [S] int32
+        dead: list[int] = []
+        row_idx = to_device(self.pool.row_indices([r.cursor for r in reqs], dead), device)  # [S] int32
+        out = self._draw(logits, reqs, row_idx, device)
+        for i in dead:
+            out[i] = DEAD_END
+        return out
+
+    def _draw(self, logits: torch.Tensor, reqs: Sequence[Req], row_idx: torch.Tensor, device: torch.device) -> list[int]:
         pool = self.pool.rows_gpu
         temps = [r.params.temperature for r in reqs]
         if all(t <= 0 for t in temps):

@@ -157,6 +157,8 @@ def test_stream_deltas_rebuild_text_without_repeats(engine: Engine) -> None:
     outs = engine.generate(reqs)
     assert texts == [o.text for o in outs]
     assert any(o.usage.rolled_back_tokens > 0 for o in outs)  # rollbacks happened and were not shown twice
+    for o in outs:  # the incremental text cache survived the rollbacks
+        assert o.text == b"".join(engine.vocab.token_bytes[t] for t in o.token_ids).decode("utf-8", errors="replace")
 
 
 def test_seeded_sampling_is_reproducible_across_batches(engine: Engine) -> None:

@@ -73,6 +73,32 @@ def test_cuda_graph_buckets() -> None:
     assert graph_buckets(48) == [1, 2, 4, 8, 16, 32, 48]
 
 
+def test_extend_graph_keys_and_padding() -> None:
+    from structgen.flashinfer_backend import extend_graph_key, extend_token_buckets, pad_extend
+
+    assert extend_token_buckets(1, 1024) == [2, 4, 8, 16]
+    assert extend_token_buckets(64, 1024) == [128, 256, 512, 1024]
+    assert extend_token_buckets(128, 1024) == [256, 512, 1024] and extend_token_buckets(1024, 1024) == []
+    keys = {bs: extend_token_buckets(bs, 1024) for bs in (1, 2, 4, 64, 128)}
+    assert extend_graph_key(1, 7, keys) == (1, 8)
+    assert extend_graph_key(1, 17, keys) == (2, 32)  # too many tokens for the bs-1 graphs
+    assert extend_graph_key(3, 15, keys) == (4, 16)  # 15 real + 1 padding request
+    assert extend_graph_key(3, 16, keys) == (4, 32)
+    assert extend_graph_key(3, 64, keys) == (64, 128)  # past the largest bs-4 graph (64 tokens)
+    assert extend_graph_key(100, 1000, keys) is None  # no graph holds 1000 + 28 padding tokens: eager
+    assert extend_graph_key(64, 300, keys) == (64, 512)
+    assert extend_graph_key(65, 300, keys) == (128, 512)  # 300 + 63 padding requests
+    assert extend_graph_key(129, 300, keys) is None
+    # real requests first; padding requests one token each; the rest on the last request
+    lay = pad_extend([3, 1], [10, 20], 4, 16)
+    assert lay.qo_lens == [3, 1, 1, 11] and lay.kv_lens == [13, 21, 1, 11] and lay.pad_tail == 10
+    assert sum(lay.qo_lens) == 16
+    lay = pad_extend([5, 2], [0, 7], 2, 8)  # no padding request: the tail goes to the last real one
+    assert lay.qo_lens == [5, 3] and lay.kv_lens == [5, 10] and lay.pad_tail == 1
+    with pytest.raises(ValueError, match="do not fit"):
+        pad_extend([5, 2, 1], [0, 0, 0], 2, 16)
+
+
 def test_random_weights_on_device_need_only_a_config(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from structgen.models import write_model_folder
 

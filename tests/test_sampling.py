@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from structgen.request import SamplingParams
-from structgen.sampling import Sampler, _top_k, _top_p
+from structgen.sampling import DEAD_END, Sampler, _top_k, _top_p
 
 
 def test_top_k_top_p() -> None:
@@ -37,3 +37,18 @@ def test_sampler_masks_padding_ids_and_follows_distribution() -> None:
         lg = torch.log(torch.tensor([[0.1, 0.2, 0.3, 0.4] + [1e-9] * 36]))
         counts[s.sample(lg, [r])[0]] += 1
     assert np.allclose(counts / counts.sum(), [0.1, 0.2, 0.3, 0.4], atol=0.04)
+
+
+def test_dead_end_state_is_reported_not_sampled(tiny_vocab) -> None:  # type: ignore[no-untyped-def]
+    from structgen.fsm import Constraint, GrammarCompiler
+
+    fsm = GrammarCompiler(tiny_vocab).compile(Constraint.regex("aq"))  # no token spells "q"
+    cur = fsm.cursor()
+    cur.advance(tiny_vocab.token_bytes.index(b"a"))
+    assert fsm.row_is_empty(cur.mask_row) and not fsm.row_is_empty(fsm.mask_row_index(fsm.initial))
+    r = _R(SamplingParams(), 0)
+    r.cursor = cur  # type: ignore[assignment]
+    free = _R(SamplingParams(), 1)
+    s = Sampler(vocab_size=tiny_vocab.size, tokenizer_size=tiny_vocab.size)
+    out = s.sample(torch.zeros(2, tiny_vocab.size), [r, free])  # type: ignore[list-item]
+    assert out[0] == DEAD_END and 0 <= out[1] < tiny_vocab.size
