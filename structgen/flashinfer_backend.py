@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import torch
 
 from .attention import AttentionBackend, ForwardBatch
-from .memory import KVPool, ReqToTokenPool, to_device
+from .memory import KVPool, PinnedStaging, ReqToTokenPool, pinned_staging, to_device
 
 WORKSPACE_BYTES = 256 << 20
 FLASHINFER_DTYPES = (torch.bfloat16, torch.float16)
@@ -39,15 +39,13 @@ def flashinfer_available() -> bool:
     return True
 
 
-def _pinned_int32(values: torch.Tensor) -> torch.Tensor:
-    return values.to(torch.int32).pin_memory()
-
-
-def _indptr(lens: list[int]) -> torch.Tensor:
-    """Pinned host int32 ``[len(lens) + 1]`` prefix sums of ``lens``."""
-    out = torch.zeros(len(lens) + 1, dtype=torch.int64)
-    out[1:] = torch.tensor(lens, dtype=torch.int64).cumsum(0)
-    return _pinned_int32(out)
+def _indptr(lens: list[int], staging: PinnedStaging) -> torch.Tensor:
+    """Pinned host int32 ``[len(lens) + 1]`` prefix sums of ``lens`` (staged; commit after
+    the plan that copies it)."""
+    out = staging.alloc((len(lens) + 1,), torch.int32)
+    out[0] = 0
+    torch.cumsum(torch.tensor(lens, dtype=torch.int32), 0, out=out[1:])
+    return out
 
 
 class FlashInferAttentionBackend(AttentionBackend):
@@ -105,9 +103,11 @@ class FlashInferAttentionBackend(AttentionBackend):
         self._plan(wrappers, qo_lens, kv_lens, kv_indices)
 
     def _plan(self, wrappers: dict[int, Any], extend_lens: list[int] | None, kv_lens: list[int], kv_indices: torch.Tensor) -> None:
-        kv_indptr = _indptr(kv_lens)
+        staging = pinned_staging(self.device)
         indices_gpu = to_device(kv_indices.to(torch.int32), self.device)  # [N]
-        last_page_len = _pinned_int32(torch.ones(len(kv_lens), dtype=torch.int64))  # page size 1
+        kv_indptr = _indptr(kv_lens, staging)  # FlashInfer reads these on the host and copies them
+        qo_indptr = _indptr(extend_lens, staging) if extend_lens is not None else None
+        last_page_len = staging.alloc((len(kv_lens),), torch.int32).fill_(1)  # page size 1
         heads = (self.num_heads, self.num_kv_heads, self.head_dim, 1)
         dtype = self.kv_pool.dtype
         for w, wrapper in wrappers.items():
@@ -115,7 +115,8 @@ class FlashInferAttentionBackend(AttentionBackend):
             if extend_lens is None:
                 wrapper.plan(kv_indptr, indices_gpu, last_page_len, *heads, **opts)
             else:
-                wrapper.plan(_indptr(extend_lens), kv_indptr, indices_gpu, last_page_len, *heads, causal=True, **opts)
+                wrapper.plan(qo_indptr, kv_indptr, indices_gpu, last_page_len, *heads, causal=True, **opts)
+        staging.commit()  # after the plans' copies of the staged host tensors
         self._active = dict(wrappers)
 
     def plan(self, batch: ForwardBatch) -> None:

@@ -146,3 +146,48 @@ def test_engine_rejects_flashinfer_without_cuda(tiny_llama_dir: str) -> None:
 
     with pytest.raises(ValueError, match="needs CUDA, flashinfer installed"):
         Engine(tiny_llama_dir, EngineConfig(device="cpu", attention_backend="flashinfer"))
+
+
+class _FakeEvent:
+    """A CUDA event stand-in: done once ``done`` is set (by the test or by ``synchronize``)."""
+
+    def __init__(self) -> None:
+        self.done = False
+
+    def record(self, stream: object) -> None:
+        self.done = False
+
+    def query(self) -> bool:
+        return self.done
+
+    def synchronize(self) -> None:
+        self.done = True
+
+
+def test_pinned_staging_ring_reuses_regions_only_after_their_copies() -> None:
+    from structgen.memory import PinnedStaging
+
+    ring = PinnedStaging(4096, torch.device("cpu"), pin=False, event_factory=_FakeEvent)
+    a = ring.alloc((100,), torch.int32)  # 400 bytes -> 512-byte region
+    b = ring.alloc((3, 5), torch.int64)  # 120 bytes -> 256
+    assert a.shape == (100,) and a.dtype == torch.int32 and b.shape == (3, 5) and b.dtype == torch.int64
+    base = ring.buf_cpu.data_ptr()
+    assert a.data_ptr() == base and b.data_ptr() == base + 512  # 256-byte aligned regions in ring order
+    ring.commit()
+    assert len(ring.pending) == 1 and not ring.uncommitted
+    first = ring.pending[0][2]
+    for _ in range(14):  # 13 x 256 bytes fill the ring; the 14th wraps onto the first commit's region
+        ring.alloc((64,), torch.int32)
+        ring.commit()
+    assert ring.waits == 1  # the first commit's copies were waited for before its region was reused
+    assert first in [ev for _, _, ev in ring.pending]  # and its event recycled, not created anew
+    for _, _, ev in ring.pending:
+        ev.done = True  # the GPU caught up: the next wrap needs no wait
+    for _ in range(16):
+        ring.alloc((64,), torch.int32)
+    ring.commit()
+    assert ring.waits == 1
+    big = ring.alloc((4096,), torch.uint8)  # over half the ring: its own buffer
+    assert not (ring.buf_cpu.data_ptr() <= big.data_ptr() < ring.buf_cpu.data_ptr() + 4096)
+    with pytest.raises(ValueError, match="at least 512 bytes"):
+        PinnedStaging(100, torch.device("cpu"), pin=False, event_factory=_FakeEvent)
