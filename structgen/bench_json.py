@@ -277,7 +277,7 @@ COLUMNS = [
     ("out_tok_per_s", "out tok/s"), ("ttft_p50_ms", "TTFT p50 ms"), ("ttft_p99_ms", "TTFT p99 ms"), ("tpot_p50_ms", "TPOT p50 ms"),
     ("tpot_p99_ms", "TPOT p99 ms"), ("forwards_per_req", "forwards/req"), ("forced_share", "forced share"),
     ("cache_hit_rate", "cache hit"), ("validity", "valid"), ("length_share", "hit max_tokens"),
-    ("stopped_invalid", "stopped invalid"), ("peak_gpu_mem_mb", "peak GPU MB"),
+    ("stopped_invalid", "stopped invalid"), ("peak_gpu_mem_mb", "peak GPU MB"), ("compile_s", "untimed compile s"),
 ]  # fmt: skip
 
 
@@ -292,7 +292,7 @@ def markdown(rows: list[dict[str, Any]], metas: Sequence[dict[str, Any]]) -> str
         lines.append("")
     lines += ["| " + " | ".join(h for _k, h in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for r in rows:
-        cells = [f"{r[k]:.3g}" if isinstance(r[k], float) else str(r[k]) for k, _h in COLUMNS]
+        cells = [f"{r[k]:.3g}" if isinstance(r.get(k), float) else str(r.get(k, "–")) for k, _h in COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -369,12 +369,17 @@ def bench_json(
     maskbench_dir: str | None = None,
     command: str = "",
     progress: bool = True,
+    warm_grammars: bool = False,
 ) -> list[dict[str, Any]]:
     """Run every (workload, mode, concurrency) on ``model``, then every (workload, baseline,
     concurrency) (:mod:`structgen.baselines`, same weights); write ``results.jsonl``,
     ``results.md`` and the plots under ``out_dir``; return the summary rows.  ``waves``: see
     :func:`requests_at`; ``shots``: worked examples of the shared-prefix workload; ``append``:
-    add to ``out_dir/results.jsonl`` (a new part; the reports cover all parts).  Raises
+    add to ``out_dir/results.jsonl`` (a new part; the reports cover all parts);
+    ``warm_grammars``: compile every distinct constraint of a run before its clock starts, for
+    the engine and the baselines alike (a server's steady state; the compile seconds are
+    recorded as ``compile_s``); otherwise every run starts with empty grammar caches on both
+    sides and compiles count in TTFT (cold start).  Raises
     ``ValueError`` for an unknown workload, mode or baseline, a concurrency < 1,
     ``num_requests`` < 1, ``shots`` < 1, ``waves`` < 0 or a ``maskbench_dir`` that is not a
     folder."""
@@ -423,8 +428,9 @@ def bench_json(
     def build(w: str, check: Callable[[Constraint], bool]) -> list[BenchRequest]:
         return build_workload(w, num_requests, seed, check, shots=shots, maskbench_dir=maskbench_dir)
 
-    def record(log: Any, w: str, mode: str, conc: int, records: list[Record], wall: float, peak: int) -> None:
-        row = {"workload": w, "mode": mode, "concurrency": conc, **summarize(records, wall, peak)}
+    def record(log: Any, w: str, mode: str, conc: int, records: list[Record], wall: float, peak: int, compile_s: float) -> None:
+        row = {"workload": w, "mode": mode, "concurrency": conc, "warm_grammars": warm_grammars, "compile_s": compile_s,
+               **summarize(records, wall, peak)}  # fmt: skip
         rows.append(row)
         tpot = [round((r.latency_s - r.ttft_s) / (r.completion_tokens - 1) * 1e3, 3) for r in records if r.completion_tokens > 1]
         log.write(json.dumps({**row, "tpots_ms": tpot}) + "\n")
@@ -460,6 +466,7 @@ def bench_json(
                             why = f"all {len(refused)} refused, first: {refused[0][:300]}" if refused else "data absent"
                             skipped.append(f"{w}: no requests ({why})")
                             break
+                        compile_s = warm_up_grammars(engine.compiler.compile, reqs) if warm_grammars and constrained else 0.0
                         if cuda:
                             torch.cuda.reset_peak_memory_stats()
                         bar = tqdm(total=len(reqs), desc=f"{w} {mode} c={conc}", disable=not progress, leave=False)
@@ -468,11 +475,11 @@ def bench_json(
                         peak = torch.cuda.max_memory_allocated() if cuda else 0
                     finally:
                         engine.close()
-                    record(log, w, mode, conc, records, wall, peak)
+                    record(log, w, mode, conc, records, wall, peak, compile_s)
         runner = None
         if baselines:
             _run_baselines(model, base, tokenizer, workloads, workload_reqs, build, baselines, concurrency, num_requests, waves,
-                           progress, lambda *a: record(log, *a))  # fmt: skip
+                           progress, warm_grammars, lambda *a: record(log, *a))  # fmt: skip
         log.write(json.dumps({"meta": {"skipped": skipped}}) + "\n")
     write_reports(out)
     return rows
@@ -511,7 +518,8 @@ def _run_baselines(
     num_requests: int,
     waves: int,
     progress: bool,
-    record: Callable[[str, str, int, list[Record], float, int], None],
+    warm_grammars: bool,
+    record: Callable[[str, str, int, list[Record], float, int, float], None],
 ) -> None:
     """Every (workload, baseline, concurrency) on the transformers twin of ``model`` (loaded
     once, after every engine is closed, so the engine runs had the device to themselves)."""
@@ -546,12 +554,33 @@ def _run_baselines(
                 reqs = workload_reqs[w][: requests_at(num_requests, conc, waves)]
                 if not reqs:
                     break
+                runner.grammars.cache.clear()  # like a fresh engine: no grammar carried over from the last run
+                compile_s = warm_up_grammars(functools.partial(_baseline_compile, runner), reqs) if warm_grammars else 0.0
                 if cuda:
                     torch.cuda.reset_peak_memory_stats()
                 bar = tqdm(total=len(reqs), desc=f"{w} {name} c={conc}", disable=not progress, leave=False)
                 records, wall = runner.run(reqs, conc, on_done=functools.partial(bar.update, 1))
                 bar.close()
-                record(w, name, conc, records, wall, torch.cuda.max_memory_allocated() if cuda else 0)
+                record(w, name, conc, records, wall, torch.cuda.max_memory_allocated() if cuda else 0, compile_s)
+
+
+def _baseline_compile(runner: Any, c: Constraint) -> None:
+    try:
+        runner.grammars.get(c, runner.compile_timeout_s)
+    except Exception:  # a refusal is cached and makes the request an error record in the run
+        pass
+
+
+def warm_up_grammars(compile_fn: Callable[[Constraint], Any], reqs: Sequence[BenchRequest]) -> float:
+    """Compile each distinct constraint of ``reqs`` once with ``compile_fn`` (results land in
+    the caller's grammar cache); returns the seconds it took."""
+    t0 = time.perf_counter()
+    seen: set[str] = set()
+    for r in reqs:
+        if r.constraint.key not in seen:
+            seen.add(r.constraint.key)
+            compile_fn(r.constraint)
+    return time.perf_counter() - t0
 
 
 def _compiles(vocab: Any, config: Any) -> Callable[[Constraint], bool]:

@@ -105,10 +105,17 @@ def test_cli_tiny_cpu_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtu
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "results.jsonl" in capsys.readouterr().out
     assert all(len(r["tpots_ms"]) <= r["requests"] for r in rows)
-    more = ["bench", "json", "--workload", "character", "--modes", "default", "--num-requests", "2", "--concurrency", "2"]
+    assert all(not r["warm_grammars"] and r["compile_s"] == 0.0 for r in rows)  # cold: compiles count in the runs
+    more = ["bench", "json", "--workload", "character", "--modes", "default,unconstrained", "--num-requests", "2", "--concurrency", "2"]
+    more += ["--baselines", "hf-xgrammar", "--warm-grammars"]
     assert main([*more, "--device", "cpu", "--out", str(out), "--no-progress", "--append"]) == 0
     md = (out / "results.md").read_text()
-    assert "Part 1:" in md and "Part 2:" in md and md.count("\n| character |") == 9
+    assert "Part 1:" in md and "Part 2:" in md and md.count("\n| character |") == 11
+    part2 = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()[len(lines) :]]
+    warm = {r["mode"]: r for r in part2 if "meta" not in r}
+    assert set(warm) == {"default", "unconstrained", "hf-xgrammar"} and all(r["warm_grammars"] for r in warm.values())
+    assert warm["default"]["compile_s"] > 0 and warm["hf-xgrammar"]["compile_s"] > 0  # compiled before the clock
+    assert warm["unconstrained"]["compile_s"] == 0.0 and warm["default"]["validity"] == 1.0
     bad = [
         (["--workload", "nope"], "unknown workload 'nope'"),
         (["--concurrency", "0"], "concurrency levels must be ≥ 1"),
