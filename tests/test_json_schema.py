@@ -101,6 +101,12 @@ CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
         ],
     ),
     (
+        "relative-json-pointer",
+        {"type": "string", "format": "relative-json-pointer"},
+        ["0", "10/a", "120#", "3/x~0", "7"],
+        ["1019", "01", "100/a", "1/x~2"],  # 1019: valid by the spec, refused by jsonschema's checker (narrowed)
+    ),
+    (
         "integer-bounds",
         {"type": "integer", "exclusiveMinimum": -3, "maximum": 1000, "multipleOf": 5},
         [-0, 5, 1000, 995],
