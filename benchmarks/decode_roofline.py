@@ -56,6 +56,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--no-cuda-graph", action="store_true")
+    ap.add_argument("--extend-graph-tokens", type=int, default=1024, help="cuda_graph_max_extend_tokens (0: decode graphs only)")
     ap.add_argument("--profile", action="store_true", help="add the first configuration's per-kernel GPU time to the notes")
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args()
@@ -71,7 +72,7 @@ def main() -> None:
         t0 = time.perf_counter()
         runner = ModelRunner(
             tmp, mem, device=device, dtype="bfloat16", attention_backend="flashinfer", cuda_graph=not args.no_cuda_graph,
-            cuda_graph_max_bs=max_b, random_weights_seed=0,
+            cuda_graph_max_bs=max_b, cuda_graph_max_extend_tokens=args.extend_graph_tokens, random_weights_seed=0,
         )  # fmt: skip
         load_s = time.perf_counter() - t0
     model = runner.model
