@@ -187,6 +187,15 @@ def test_pinned_staging_ring_reuses_regions_only_after_their_copies() -> None:
         ring.alloc((64,), torch.int32)
     ring.commit()
     assert ring.waits == 1
+    ring2 = PinnedStaging(1024, torch.device("cpu"), pin=False, event_factory=_FakeEvent)
+    ring2.alloc((512,), torch.uint8)
+    ring2.commit()
+    ring2.pending[0][2].done = True
+    ring2.alloc((256,), torch.uint8)  # [512, 768)
+    ring2.alloc((512,), torch.uint8)  # no room at the end: wraps to [0, 512) inside one commit
+    ring2.commit()
+    spans = [(s0, e0) for s0, e0, _ev in ring2.pending]
+    assert spans == [(512, 1024), (0, 512)] and ring2.pending[0][2] is not ring2.pending[1][2]  # one event per span
     big = ring.alloc((4096,), torch.uint8)  # over half the ring: its own buffer
     assert not (ring.buf_cpu.data_ptr() <= big.data_ptr() < ring.buf_cpu.data_ptr() + 4096)
     with pytest.raises(ValueError, match="at least 512 bytes"):
