@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -183,6 +184,45 @@ class Req:
         if start >= p:
             return self.output_ids[start - p : end - p]
         return self.prompt_ids[start:] + self.output_ids[: end - p]
+
+    def output_bytes(self, vocab_bytes: Sequence[bytes]) -> bytearray:
+        """The output's bytes (``vocab_bytes[t]`` per output token), cached: only the tokens
+        added since the last call are joined.  The cache is owned by this request; callers must
+        not modify it."""
+        if self.text_tokens < len(self.output_ids):
+            self.text_cache += b"".join(vocab_bytes[t] for t in self.output_ids[self.text_tokens :])
+            self.text_tokens = len(self.output_ids)
+        return self.text_cache
+
+    def visible_bytes(self, vocab_bytes: Sequence[bytes]) -> bytearray:
+        """:meth:`output_bytes` cut at the stop string that finished the request (if any)."""
+        data = self.output_bytes(vocab_bytes)
+        return data if self.stop_at is None else data[: self.stop_at]
+
+    def rollback(self, n: int, vocab_bytes: Sequence[bytes]) -> None:
+        """Drop the last ``n`` output tokens (jump-forward re-tokenization), trimming the byte
+        cache and the stop-string scan mark to what is left."""
+        gone = self.output_ids[-n:]
+        del self.output_ids[-n:]
+        self.rolled_back_tokens += n
+        if self.text_tokens > len(self.output_ids):
+            cut = sum(len(vocab_bytes[t]) for t in gone[: self.text_tokens - len(self.output_ids)])
+            del self.text_cache[len(self.text_cache) - cut :]
+            self.text_tokens = len(self.output_ids)
+        self.stop_scanned = min(self.stop_scanned, len(self.text_cache))
+
+    def find_stop(self, vocab_bytes: Sequence[bytes]) -> bool:
+        """Search the output bytes not searched yet (plus the overlap a stop string can span)
+        for ``params.stop``; on a hit sets ``stop_at`` (byte offset of the earliest one) and
+        returns True."""
+        data = self.output_bytes(vocab_bytes)
+        stops = [s.encode() for s in self.params.stop]
+        start = max(0, self.stop_scanned - max(len(s) for s in stops) + 1)
+        hits = [i for i in (data.find(s, start) for s in stops) if i >= 0]
+        self.stop_scanned = len(data)
+        if hits:
+            self.stop_at = min(hits)
+        return bool(hits)
 
     def usage(self) -> Usage:
         end = self.finished_s if self.finished_s is not None else self.arrival_s

@@ -501,7 +501,7 @@ class Scheduler:
             plan = cur.jump_forward(max_rollback=min(self.config.max_rollback, rollbackable))
             if plan is not None:
                 if plan.rollback:
-                    self._rollback_output(req, plan.rollback)
+                    req.rollback(plan.rollback, self.vocab_bytes)
                     if req.kv_len > req.seq_len:
                         self.cache.free_tail(req, req.seq_len)
                 room = req.params.max_tokens - len(req.output_ids)
@@ -513,7 +513,7 @@ class Scheduler:
 
     def _check_stop(self, req: Req) -> bool:
         """Finish ``req`` if a stop rule fires after new tokens; returns True when finished."""
-        if req.params.stop and self._find_stop(req):
+        if req.params.stop and req.find_stop(self.vocab_bytes):
             self._finish(req, "stop")
             return True
         cur = req.cursor
@@ -535,46 +535,12 @@ class Scheduler:
         req.finished_s = time.perf_counter()
         self.finished.append(req)
 
-    def _find_stop(self, req: Req) -> bool:
-        """Search the text added since the last search for a stop string (bytes, UTF-8);
-        sets ``req.stop_at`` (byte offset of the earliest hit) and returns True on a hit."""
-        data = self._text(req)
-        stops = [s.encode() for s in req.params.stop]
-        start = max(0, req.stop_scanned - max(len(s) for s in stops) + 1)
-        hits = [i for i in (data.find(s, start) for s in stops) if i >= 0]
-        req.stop_scanned = len(data)
-        if hits:
-            req.stop_at = min(hits)
-        return bool(hits)
-
-    def _rollback_output(self, req: Req, n: int) -> None:
-        """Drop the last ``n`` output tokens (jump-forward re-tokenization), trimming the text
-        cache by their bytes; the forced tokens that follow re-cover those bytes."""
-        gone = req.output_ids[-n:]
-        del req.output_ids[-n:]
-        req.rolled_back_tokens += n
-        if req.text_tokens > len(req.output_ids):
-            cut = sum(len(self.vocab_bytes[t]) for t in gone[: req.text_tokens - len(req.output_ids)])
-            del req.text_cache[len(req.text_cache) - cut :]
-            req.text_tokens = len(req.output_ids)
-
-    def _text(self, req: Req) -> bytearray:
-        """The output's bytes so far (cached; extended by the tokens added since)."""
-        if req.text_tokens < len(req.output_ids):
-            vb = self.vocab_bytes
-            req.text_cache += b"".join(vb[t] for t in req.output_ids[req.text_tokens :])
-            req.text_tokens = len(req.output_ids)
-        return req.text_cache
-
     def text_bytes(self, req: Req) -> bytes:
         """The output text's bytes, cut at the stop string that finished it (if any)."""
-        data = self._text(req)
-        return bytes(data if req.stop_at is None else data[: req.stop_at])
+        return bytes(req.visible_bytes(self.vocab_bytes))
 
     def _stream_chunk(self, req: Req) -> StreamChunk | None:
-        data = self._text(req)
-        if req.stop_at is not None:
-            data = data[: req.stop_at]
+        data = req.visible_bytes(self.vocab_bytes)
         done = req.status is Status.FINISHED
         end = len(data) if done else _utf8_complete(data)
         if req.params.stop and not done:

@@ -1,4 +1,4 @@
-"""Admission policy of the PrefillManager: longest cached prefix first, aging, in-batch sharing."""
+"""Admission policy of the PrefillManager (longest cached prefix first, aging, in-batch sharing) and a request's output-byte cache."""
 
 from __future__ import annotations
 
@@ -62,3 +62,22 @@ def test_in_batch_prefix_sharing_and_chunking() -> None:
     ((got, n),) = pm.schedule(budget=30, num_running=3)
     assert got is long and n == 30 and long.pending == 80  # a first chunk of 30 at the step's token budget
     assert cache.req_to_token.available == 8 - 4
+
+
+def test_output_bytes_survive_rollbacks_and_stop_search_rescans_what_they_removed() -> None:
+    vocab = [b"a", b"b", b"c", b"d", b"\xc3", b"\xa9"]
+    r = Req(0, [1], SamplingParams(max_tokens=20, stop=("bd",)), True, None, torch.Generator(), 0.0)
+    r.output_ids += [0, 2, 2, 2]
+    assert r.output_bytes(vocab) == b"accc" and not r.find_stop(vocab) and r.stop_scanned == 4
+    r.rollback(3, vocab)  # jump-forward re-tokenization dropped "ccc"
+    assert r.output_bytes(vocab) == b"a" and r.rolled_back_tokens == 3 and r.stop_scanned == 1
+    r.output_ids += [1, 3]  # "bd" now stands where bytes were already scanned before the rollback
+    assert r.find_stop(vocab) and r.stop_at == 1 and r.visible_bytes(vocab) == b"a"
+    r2 = Req(1, [1], SamplingParams(max_tokens=20), True, None, torch.Generator(), 0.0)
+    r2.output_ids += [0, 4]
+    assert r2.output_bytes(vocab) == b"a\xc3"
+    r2.output_ids += [5]
+    r2.rollback(1, vocab)  # a token never joined into the cache: nothing to trim
+    assert r2.output_bytes(vocab) == b"a\xc3" and r2.visible_bytes(vocab) == b"a\xc3"
+    r2.output_ids += [5]
+    assert bytes(r2.output_bytes(vocab)).decode() == "aé"
