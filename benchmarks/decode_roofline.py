@@ -60,6 +60,8 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="add the first configuration's per-kernel GPU time to the notes")
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args()
+    if args.extend_graph_tokens < 0:
+        ap.error(f"--extend-graph-tokens must be ≥ 0, got {args.extend_graph_tokens}")
     batches = [int(b) for b in args.batches.split(",")]
     contexts = [int(c) for c in args.contexts.split(",")]
     device = torch.device("cuda")

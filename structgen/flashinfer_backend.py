@@ -104,7 +104,8 @@ class FlashInferAttentionBackend(AttentionBackend):
 
     def _plan(self, wrappers: dict[int, Any], extend_lens: list[int] | None, kv_lens: list[int], kv_indices: torch.Tensor) -> None:
         staging = pinned_staging(self.device)
-        indices_gpu = to_device(kv_indices.to(torch.int32), self.device)  # [N]
+        indices_cpu = staging.alloc(tuple(kv_indices.shape), torch.int32).copy_(kv_indices)
+        indices_gpu = indices_cpu.to(self.device, non_blocking=True)  # [N]
         kv_indptr = _indptr(kv_lens, staging)  # FlashInfer reads these on the host and copies them
         qo_indptr = _indptr(extend_lens, staging) if extend_lens is not None else None
         last_page_len = staging.alloc((len(kv_lens),), torch.int32).fill_(1)  # page size 1
@@ -116,7 +117,7 @@ class FlashInferAttentionBackend(AttentionBackend):
                 wrapper.plan(kv_indptr, indices_gpu, last_page_len, *heads, **opts)
             else:
                 wrapper.plan(qo_indptr, kv_indptr, indices_gpu, last_page_len, *heads, causal=True, **opts)
-        staging.commit()  # after the plans' copies of the staged host tensors
+        staging.commit()  # one event after the indices' and the plans' copies of the staged tensors
         self._active = dict(wrappers)
 
     def plan(self, batch: ForwardBatch) -> None:

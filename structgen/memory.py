@@ -54,7 +54,7 @@ class PinnedStaging:
     def alloc(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         """A pinned host tensor of ``shape``/``dtype`` (contents undefined) that stays untouched
         until the copies issued before the next :meth:`commit` have run."""
-        n = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        n = math.prod(shape) * dtype.itemsize
         size = max(self.ALIGN, -(-n // self.ALIGN) * self.ALIGN)
         cap = self.buf_cpu.numel()
         if size > cap // 2:

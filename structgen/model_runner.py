@@ -64,6 +64,8 @@ class ModelRunner:
         random_weights_seed: int | None = None,
     ) -> None:
         check_attention_backend(attention_backend)  # before the weights load
+        if cuda_graph_max_extend_tokens < 0:
+            raise ValueError(f"cuda_graph_max_extend_tokens must be ≥ 0, got {cuda_graph_max_extend_tokens}")
         self.device = device
         self.model: LlamaForCausalLM
         self.hf_config: Any
@@ -131,7 +133,9 @@ class ModelRunner:
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch) -> torch.Tensor:
         """Run ``batch``; returns float32 logits ``[len(batch.sample_rows), vocab_size]`` (a
-        CUDA-graph replay for a decode-only batch when graphs were captured)."""
+        decode-graph replay for a decode-only batch, an extend-graph replay for a small extend
+        batch, when graphs were captured; eager otherwise).  Counts each kind in
+        ``forward_counts``."""
         if self.use_cuda_graph and self.graph_runner is not None and self.graph_runner.can_run(batch):
             self.forward_counts["decode graph"] += 1
             return self.graph_runner.replay(batch)

@@ -111,7 +111,9 @@ def test_random_weights_on_device_need_only_a_config(tmp_path) -> None:  # type:
         assert torch.equal(p, q), name
     norm = a.model.model.norm.weight
     assert abs(float(norm.mean()) - 1.0) < 0.05 and float(a.model.lm_head.weight.std()) == pytest.approx(0.02, rel=0.1)
-    assert a.attention_backend == "torch" and a.graph_runner is None
+    assert a.attention_backend == "torch" and a.graph_runner is None and a.extend_graph_runner is None
+    with pytest.raises(ValueError, match="cuda_graph_max_extend_tokens must be ≥ 0, got -1"):
+        ModelRunner(str(tmp_path), mem, device=torch.device("cpu"), cuda_graph_max_extend_tokens=-1, random_weights_seed=3)
 
 
 def test_presets() -> None:
@@ -131,6 +133,7 @@ def test_presets() -> None:
         ("mask_backend", "cuda-magic", "mask_backend must be one of auto, torch, triton"),
         ("attention_backend", "xformers", "attention backend 'xformers' is not available"),
         ("cuda_graph_max_bs", 0, "cuda_graph_max_bs must be ≥ 1"),
+        ("cuda_graph_max_extend_tokens", -1, "cuda_graph_max_extend_tokens must be ≥ 0"),
         ("mask_pool_rows", 0, "mask_pool_rows must be ≥ 1"),
     ],
 )

@@ -20,6 +20,7 @@ CASES = [
     (["benchmarks/retime_failures.py", "--tokenizer", "x", "--report", "/no/such/report.json"], "does not exist"),
     (["benchmarks/mask_rows_cpu.py", "--tokenizer", "x", "--num-requests", "0"], "--num-requests must be ≥ 1"),
     (["benchmarks/demo_model.py", "--n", "0"], "--n must be ≥ 1"),
+    (["benchmarks/decode_roofline.py", "--extend-graph-tokens", "-1"], "--extend-graph-tokens must be ≥ 0"),
 ]
 
 
