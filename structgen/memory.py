@@ -109,7 +109,10 @@ class PinnedStaging:
 
 def pinned_staging(device: torch.device, nbytes: int = 64 << 20) -> PinnedStaging:
     """The process's staging ring for CUDA ``device`` (created on first use; a cache of a
-    device resource, like PyTorch's caching host allocator, not configuration)."""
+    device resource, like PyTorch's caching host allocator, not configuration).  Raises
+    ``ValueError`` for a device that is not CUDA (host tensors need no staging there)."""
+    if device.type != "cuda":
+        raise ValueError(f"pinned staging is for CUDA devices, got {device}")
     index = device.index if device.index is not None else torch.cuda.current_device()
     ring = _STAGING.get(index)
     if ring is None:

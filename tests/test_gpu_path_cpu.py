@@ -201,5 +201,9 @@ def test_pinned_staging_ring_reuses_regions_only_after_their_copies() -> None:
     assert spans == [(512, 1024), (0, 512)] and ring2.pending[0][2] is not ring2.pending[1][2]  # one event per span
     big = ring.alloc((4096,), torch.uint8)  # over half the ring: its own buffer
     assert not (ring.buf_cpu.data_ptr() <= big.data_ptr() < ring.buf_cpu.data_ptr() + 4096)
+    from structgen.memory import pinned_staging
+
+    with pytest.raises(ValueError, match="pinned staging is for CUDA devices, got cpu"):
+        pinned_staging(torch.device("cpu"))
     with pytest.raises(ValueError, match="at least 512 bytes"):
         PinnedStaging(100, torch.device("cpu"), pin=False, event_factory=_FakeEvent)
