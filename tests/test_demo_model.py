@@ -53,6 +53,25 @@ def test_held_out_split_uses_unseen_phrasings() -> None:
         make_example(random.Random(0), "test")
 
 
+def test_word_list_fields_get_made_up_values_in_training_only() -> None:
+    """Reasons, job titles and tags come from short word lists: training mixes in made-up values
+    (so the model copies them instead of recalling the list), the held-out split uses only the
+    held-out entries (every 5th), which training never writes."""
+    from structgen.demo.data import JOB_TITLES, REASONS, TAGS
+
+    train = [e.answer for e in generate_examples(3000, "train", seed=0)]
+    held = [e.answer for e in generate_examples(1000, "heldout", seed=0)]
+    lists = {"reason": REASONS, "role": JOB_TITLES, "tags": TAGS}
+    for key, items in lists.items():
+        held_out_entries = set(items[4::5])
+        t = [v for a in train if key in a for v in (a[key] if key == "tags" else [a[key]])]
+        h = [v for a in held if key in a for v in (a[key] if key == "tags" else [a[key]])]
+        assert t and h
+        assert 0.2 < sum(v not in items for v in t) / len(t) < 0.6, key  # made-up share
+        assert not held_out_entries & set(t), key
+        assert set(h) <= held_out_entries, key
+
+
 def test_describe_fields_for_a_pydantic_model() -> None:
     class Address(BaseModel):
         city: str

@@ -13,7 +13,10 @@ the last intro, and 4 of every 5 word-list entries; ``"heldout"`` uses only the 
 unseen word-list entries (half of all names, cities, ... are made-up words in both).  Training
 sentences also get noise the held-out split never has: links of meaningless words between a
 label and its value, and meaningless words in place of template words, so that the model finds
-values by their labels and types rather than by exact wordings.  Fully determined by the seed.
+values by their labels and types rather than by exact wordings; made-up values for the fields
+drawn from short word lists (reasons, job titles, tags, company kinds), so that values are copied
+rather than recalled; and intros and asides of made-up words, so that a sentence without a label
+is never a source of values.  Fully determined by the seed.
 """
 
 # ruff: noqa: E501  (word lists and phrasings read best one field per line)
@@ -118,6 +121,20 @@ def _pick(items: tuple[str, ...], made_up: float = 0.5) -> Callable[[random.Rand
     return lambda rng, split: _choose(rng, split, items, made_up)
 
 
+def _pick_open(items: tuple[str, ...], train_made_up: float, max_words: int = 1) -> Callable[[random.Random, str], str]:
+    """A value of a small word list (reasons, job titles) that the model must still copy from the
+    text: in training, with probability ``train_made_up``, 1–``max_words`` lowercase made-up
+    words instead, so that the held-out entries are not the only values it never wrote.  The
+    held-out split draws exactly as ``_pick(items, 0.0)`` does."""
+
+    def gen(rng: random.Random, split: str) -> str:
+        if rng.random() < (train_made_up if split == "train" else 0.0):
+            return " ".join(_word(rng).lower() for _ in range(rng.randint(1, max_words)))
+        return rng.choice(_split(items, split))
+
+    return gen
+
+
 def _first(rng: random.Random, split: str) -> str:
     return _choose(rng, split, FIRST)
 
@@ -132,7 +149,10 @@ def _person(rng: random.Random, split: str) -> str:
 
 def _company(rng: random.Random, split: str) -> str:
     root = "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 3))).capitalize()
-    return f"{root} {rng.choice(_split(COMPANY_KINDS, split))}"
+    kind = rng.choice(_split(COMPANY_KINDS, split))
+    if split == "train" and rng.random() < 0.4:
+        kind = _word(rng)  # training only: the kind word is copied too, not picked from a list
+    return f"{root} {kind}"
 
 
 def _adj_noun(rng: random.Random, split: str) -> str:
@@ -190,7 +210,10 @@ def _bool(rng: random.Random, _s: str) -> bool:
 def _list_of(items: tuple[str, ...], lo: int, hi: int) -> Callable[[random.Random, str], list[str]]:
     def gen(rng: random.Random, split: str) -> list[str]:
         pool = _split(items, split)
-        return rng.sample(pool, min(len(pool), rng.randint(lo, hi)))
+        out = rng.sample(pool, min(len(pool), rng.randint(lo, hi)))
+        if split == "train":  # training only: made-up items, so items are copied, not recalled
+            out = [_word(rng).lower() if rng.random() < 0.4 else x for x in out]
+        return out
 
     return gen
 
@@ -476,7 +499,7 @@ DOMAINS: tuple[Domain, ...] = (
                 "reason",
                 STR,
                 True,
-                _pick(REASONS, 0.0),
+                _pick_open(REASONS, 0.4, max_words=2),
                 ["Reason: {v}.", "Complaint: {v}.", "They came in with {v}.", "Presenting issue: {v}."],
             ),
             _f(
@@ -567,7 +590,7 @@ DOMAINS: tuple[Domain, ...] = (
         "job_posting",
         ("Job posting.", "We are hiring!", "Open position:", "Vacancy notice."),
         (
-            _f("role", STR, True, _pick(JOB_TITLES, 0.0), ["Role: {v}.", "We need a {v}.", "Position: {v}.", "Hiring a {v}."]),
+            _f("role", STR, True, _pick_open(JOB_TITLES, 0.4), ["Role: {v}.", "We need a {v}.", "Position: {v}.", "Hiring a {v}."]),
             _f("company", STR, True, _company, ["Company: {v}.", "Employer: {v}.", "Join {v}.", "The hiring firm is {v}."]),
             _f(
                 "level",
@@ -682,6 +705,24 @@ def _noise_words(rng: random.Random, lo: int = 1, hi: int = 3) -> str:
     return " ".join(_word(rng).lower() if rng.random() < 0.6 else rng.choice(FILLER) for _ in range(rng.randint(lo, hi)))
 
 
+INTRO_WORDS = ("note", "record", "entry", "summary", "notice", "memo", "sheet", "details", "update", "report", "file", "overview")
+
+
+def _noise_sentence(rng: random.Random, intro: bool = False) -> str:
+    """Training only: a sentence without any field's label, made of made-up (often capitalized)
+    words and filler, as an intro (``"Zorvak memo."``, ``"Pelin dorva report:"``) or an aside,
+    so that unknown words outside a labelled sentence are never taken for values (the held-out
+    intros and asides are sentences the model has never seen)."""
+    if intro:
+        head = " ".join(_word(rng) if i == 0 or rng.random() < 0.5 else _word(rng).lower() for i in range(rng.randint(1, 2)))
+        return f"{head} {rng.choice(INTRO_WORDS)}{rng.choice(['.', ':', '!'])}"
+    words = _noise_words(rng, 2, 5).split(" ")
+    if rng.random() < 0.5:
+        words[rng.randrange(len(words))] = _word(rng)
+    sentence = " ".join(words)
+    return sentence[0].upper() + sentence[1:] + "."
+
+
 def _link(split: str, rng: random.Random) -> str:
     """A fixed link, or (train only) one padded with 1–2 filler words, or (train only) a link of
     1–3 meaningless words, so no single wording between a label and its value is needed to
@@ -749,9 +790,14 @@ def make_example(rng: random.Random, split: str, domain: Domain | None = None) -
         sentences.append(_phrase(f, split, rng, value))
     distractors = DISTRACTORS[:-3] if split == "train" else DISTRACTORS[-3:]
     sentences += rng.sample(distractors, rng.choice([0, 0, 1, 2]))
+    if split == "train" and rng.random() < 0.3:
+        sentences.append(_noise_sentence(rng))
     rng.shuffle(sentences)
     intros = dom.intros[:-1] if split == "train" else dom.intros[-1:]
-    text = " ".join([rng.choice(intros), *sentences])
+    intro = rng.choice(intros)
+    if split == "train" and rng.random() < 0.3:
+        intro = _noise_sentence(rng, intro=True)
+    text = " ".join([intro, *sentences])
     return Example(dom.name, schema, text, answer, format_prompt(schema, text), SchemaOptions().dumps(answer))
 
 
