@@ -111,9 +111,41 @@ def _word(rng: random.Random) -> str:
     return "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 3))).capitalize()
 
 
+@functools.cache
+def _token_pieces() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The purely alphabetic pieces of the demo model's tokenizer: (word-initial pieces, inner
+    pieces), read from the packaged ``tokenizer.json``."""
+    import json
+    from pathlib import Path
+
+    vocab = json.loads((Path(__file__).resolve().parent.parent / "assets" / "demo-extractor" / "tokenizer.json").read_text())["model"][
+        "vocab"
+    ]
+    initial = tuple(sorted(t[1:] for t in vocab if t.startswith("\u0120") and t[1:].isascii() and t[1:].isalpha()))
+    inner = tuple(sorted(t for t in vocab if t.isascii() and t.isalpha()))
+    return initial, inner
+
+
+def _piece_word(rng: random.Random) -> str:
+    """A made-up word glued from 1–3 random alphabetic pieces of the tokenizer's vocabulary
+    (training only): without these, a third of the pieces never occur in a training answer,
+    and a piece the model never wrote is one it cannot copy (held-out "Bright" came out "Brpen")."""
+    initial, inner = _token_pieces()
+    word = rng.choice(initial) + "".join(rng.choice(inner) for _ in range(rng.randint(0, 2)))
+    return word[:1].upper() + word[1:]
+
+
+def _train_word(rng: random.Random) -> str:
+    """A made-up word for training values: :func:`_word` or :func:`_piece_word`."""
+    return _piece_word(rng) if rng.random() < 0.5 else _word(rng)
+
+
 def _choose(rng: random.Random, split: str, items: tuple[str, ...], made_up: float = 0.5) -> str:
-    """An entry of the split's share of ``items``, or (with probability ``made_up``) a made-up word."""
-    return _word(rng) if rng.random() < made_up else rng.choice(_split(items, split))
+    """An entry of the split's share of ``items``, or (with probability ``made_up``) a made-up word
+    (training also draws :func:`_piece_word`; the held-out split draws as it always did)."""
+    if rng.random() < made_up:
+        return _train_word(rng) if split == "train" else _word(rng)
+    return rng.choice(_split(items, split))
 
 
 def _pick(items: tuple[str, ...], made_up: float = 0.5) -> Callable[[random.Random, str], str]:
@@ -129,7 +161,7 @@ def _pick_open(items: tuple[str, ...], train_made_up: float, max_words: int = 1)
 
     def gen(rng: random.Random, split: str) -> str:
         if rng.random() < (train_made_up if split == "train" else 0.0):
-            return " ".join(_word(rng).lower() for _ in range(rng.randint(1, max_words)))
+            return " ".join(_train_word(rng).lower() for _ in range(rng.randint(1, max_words)))
         return rng.choice(_split(items, split))
 
     return gen
@@ -151,7 +183,7 @@ def _company(rng: random.Random, split: str) -> str:
     root = "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 3))).capitalize()
     kind = rng.choice(_split(COMPANY_KINDS, split))
     if split == "train" and rng.random() < 0.4:
-        kind = _word(rng)  # training only: the kind word is copied too, not picked from a list
+        kind = _train_word(rng)  # training only: the kind word is copied too, not picked from a list
     return f"{root} {kind}"
 
 
@@ -212,7 +244,7 @@ def _list_of(items: tuple[str, ...], lo: int, hi: int) -> Callable[[random.Rando
         pool = _split(items, split)
         out = rng.sample(pool, min(len(pool), rng.randint(lo, hi)))
         if split == "train":  # training only: made-up items, so items are copied, not recalled
-            out = [_word(rng).lower() if rng.random() < 0.4 else x for x in out]
+            out = [_train_word(rng).lower() if rng.random() < 0.4 else x for x in out]
         return out
 
     return gen
@@ -740,6 +772,10 @@ def _generic(label: str, shown: str, split: str, rng: random.Random) -> str:
     firsts = VALUE_FIRST[:-HELD_OUT_VALUE_FIRST] if split == "train" else VALUE_FIRST[-HELD_OUT_VALUE_FIRST:]
     if rng.random() < 0.7:
         body = rng.choice([label, f"the {label}", f"its {label}"]) + _link(split, rng) + shown
+    elif split == "train" and rng.random() < 0.4:
+        # training only: the value followed by meaningless lowercase words, then the label, so
+        # that a value is known to end where the lowercase words start ("Dr. Costa examined ...")
+        body = f"{shown} {_noise_words(rng, 1, 3)} {rng.choice(['', 'the ', 'its ', 'for ', 'as '])}{label}"
     else:
         body = rng.choice(firsts).format(v=shown, l=label)
     prefix = rng.choice(PREFIXES + TRAIN_PREFIXES if split == "train" else PREFIXES)
