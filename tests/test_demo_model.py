@@ -67,7 +67,7 @@ def test_word_list_fields_get_made_up_values_in_training_only() -> None:
         t = [v for a in train if key in a for v in (a[key] if key == "tags" else [a[key]])]
         h = [v for a in held if key in a for v in (a[key] if key == "tags" else [a[key]])]
         assert t and h
-        assert 0.2 < sum(v not in items for v in t) / len(t) < 0.6, key  # made-up share
+        assert 0.3 < sum(v not in items for v in t) / len(t) < 0.7, key  # made-up share
         assert not held_out_entries & set(t), key
         assert set(h) <= held_out_entries, key
 

@@ -244,7 +244,7 @@ def _list_of(items: tuple[str, ...], lo: int, hi: int) -> Callable[[random.Rando
         pool = _split(items, split)
         out = rng.sample(pool, min(len(pool), rng.randint(lo, hi)))
         if split == "train":  # training only: made-up items, so items are copied, not recalled
-            out = [_train_word(rng).lower() if rng.random() < 0.4 else x for x in out]
+            out = [_train_word(rng).lower() if rng.random() < 0.5 else x for x in out]
         return out
 
     return gen
@@ -531,7 +531,7 @@ DOMAINS: tuple[Domain, ...] = (
                 "reason",
                 STR,
                 True,
-                _pick_open(REASONS, 0.4, max_words=2),
+                _pick_open(REASONS, 0.6, max_words=2),
                 ["Reason: {v}.", "Complaint: {v}.", "They came in with {v}.", "Presenting issue: {v}."],
             ),
             _f(
@@ -622,7 +622,7 @@ DOMAINS: tuple[Domain, ...] = (
         "job_posting",
         ("Job posting.", "We are hiring!", "Open position:", "Vacancy notice."),
         (
-            _f("role", STR, True, _pick_open(JOB_TITLES, 0.4), ["Role: {v}.", "We need a {v}.", "Position: {v}.", "Hiring a {v}."]),
+            _f("role", STR, True, _pick_open(JOB_TITLES, 0.6), ["Role: {v}.", "We need a {v}.", "Position: {v}.", "Hiring a {v}."]),
             _f("company", STR, True, _company, ["Company: {v}.", "Employer: {v}.", "Join {v}.", "The hiring firm is {v}."]),
             _f(
                 "level",
