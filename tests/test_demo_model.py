@@ -72,6 +72,23 @@ def test_word_list_fields_get_made_up_values_in_training_only() -> None:
         assert set(h) <= held_out_entries, key
 
 
+def test_training_aside_words_are_no_label_and_not_held_out() -> None:
+    import re
+
+    from structgen.demo import data
+
+    labels = {w for d in DOMAINS for f in d.fields for w in f.name.split("_")}
+    held_out_sentences = " ".join([*data.DISTRACTORS[-3:], *(d.intros[-1] for d in DOMAINS)])
+    held_out_words = {w.lower() for w in re.findall(r"[A-Za-z]+", held_out_sentences)}
+    lists = (data.FIRST, data.LAST, data.CITIES, data.STREETS, data.ADJECTIVES, data.NOUNS, data.AIRLINES)
+    held_out_values = {x.lower() for items in (*lists, data.REASONS, data.JOB_TITLES, data.TAGS, data.COMPANY_KINDS) for x in items[4::5]}
+    aside = set(data.ASIDE_WORDS)
+    assert len(aside) == len(data.ASIDE_WORDS)
+    assert not labels & aside
+    assert not held_out_words & aside
+    assert not held_out_values & aside
+
+
 def test_describe_fields_for_a_pydantic_model() -> None:
     class Address(BaseModel):
         city: str

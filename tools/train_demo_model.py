@@ -301,7 +301,7 @@ def main() -> None:
     tr.add_argument("--max-len", type=int, default=384)
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--eval-examples", type=int, default=4000, help="validation examples (held-out distribution, seed + 7)")
-    tr.add_argument("--max-train-s", type=float, default=430.0, help="stop early past this many seconds of training")
+    tr.add_argument("--max-train-s", type=float, default=420.0, help="stop early past this many seconds of training")
     p = sub.add_parser("plot")
     p.add_argument("log")
     p.add_argument("png")

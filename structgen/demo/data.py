@@ -740,19 +740,39 @@ def _noise_words(rng: random.Random, lo: int = 1, hi: int = 3) -> str:
 INTRO_WORDS = ("note", "record", "entry", "summary", "notice", "memo", "sheet", "details", "update", "report", "file", "overview")
 
 
+# common English words that are no field's label and appear in no held-out intro or aside
+# (tests/test_demo_model.py checks both), for training-only asides
+ASIDE_WORDS = tuple(
+    "please kindly we you they our that these those all some any more most other each every "
+    "bring call ask tell show write open close start finish wait look find give take make "
+    "team list form copy box line side part case point group "
+    "soon later tomorrow early late there again always never often maybe perhaps "
+    "good great small large new old next last second few many little much well better best "
+    "thanks welcome sorry hello regards cheers meeting plan week month evening weekend holiday "
+    "about after before during under over between without within around".split()
+)
+
+
 def _noise_sentence(rng: random.Random, intro: bool = False) -> str:
-    """Training only: a sentence without any field's label, made of made-up (often capitalized)
-    words and filler, as an intro (``"Zorvak memo."``, ``"Pelin dorva report:"``) or an aside,
-    so that unknown words outside a labelled sentence are never taken for values (the held-out
-    intros and asides are sentences the model has never seen)."""
+    """Training only: a sentence without any field's label, of common English words, made-up
+    (often capitalized) words and filler, as an intro (``"Zorvak memo."``, ``"Weekend update:"``)
+    or an aside (``"Please check the desk later."``), so that words outside a labelled sentence,
+    capitalized sentence openers included, are never taken for values (the held-out intros and
+    asides are sentences the model has never seen)."""
     if intro:
-        head = " ".join(_word(rng) if i == 0 or rng.random() < 0.5 else _word(rng).lower() for i in range(rng.randint(1, 2)))
+        if rng.random() < 0.5:
+            head = " ".join(rng.choice(ASIDE_WORDS) for _ in range(rng.randint(1, 2))).capitalize()
+        else:
+            head = " ".join(_word(rng) if i == 0 or rng.random() < 0.5 else _word(rng).lower() for i in range(rng.randint(1, 2)))
         return f"{head} {rng.choice(INTRO_WORDS)}{rng.choice(['.', ':', '!'])}"
-    words = _noise_words(rng, 2, 5).split(" ")
+    if rng.random() < 0.5:
+        words = [rng.choice(ASIDE_WORDS) for _ in range(rng.randint(3, 7))]
+    else:
+        words = _noise_words(rng, 2, 5).split(" ")
     if rng.random() < 0.5:
         words[rng.randrange(len(words))] = _word(rng)
     sentence = " ".join(words)
-    return sentence[0].upper() + sentence[1:] + "."
+    return sentence[0].upper() + sentence[1:] + rng.choice([".", ".", "!"])
 
 
 def _link(split: str, rng: random.Random) -> str:
@@ -826,8 +846,8 @@ def make_example(rng: random.Random, split: str, domain: Domain | None = None) -
         sentences.append(_phrase(f, split, rng, value))
     distractors = DISTRACTORS[:-3] if split == "train" else DISTRACTORS[-3:]
     sentences += rng.sample(distractors, rng.choice([0, 0, 1, 2]))
-    if split == "train" and rng.random() < 0.3:
-        sentences.append(_noise_sentence(rng))
+    if split == "train" and rng.random() < 0.4:
+        sentences += [_noise_sentence(rng) for _ in range(rng.randint(1, 2))]
     rng.shuffle(sentences)
     intros = dom.intros[:-1] if split == "train" else dom.intros[-1:]
     intro = rng.choice(intros)
