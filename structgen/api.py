@@ -155,7 +155,7 @@ def generate(
     prompts = list(prompt) if batch else [prompt]
     eng = engine if engine is not None else get_engine(model)
     if uses_extraction_prompt(eng.model_path) and constraint.kind == "json_schema":
-        schema_value = constraint.schema
+        schema_value = constraint.schema()
         if isinstance(schema_value, dict):
             prompts = [format_prompt(schema_value, p) if isinstance(p, str) else p for p in prompts]
     outs = eng.generate([GenerateRequest(p, params, constraint) for p in prompts])
