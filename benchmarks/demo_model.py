@@ -7,6 +7,7 @@ load, and latency per object.
 
     python benchmarks/demo_model.py [--n 300] [--model DIR]
     python benchmarks/demo_model.py --field-em-only --n 150 --model DIR   # candidate checkpoints
+    python benchmarks/demo_model.py --field-em-only --misses              # every missed field
 """
 
 from __future__ import annotations
@@ -165,9 +166,10 @@ def evaluate(model: str | None, n: int, seed: int = 0) -> dict[str, Any]:
     }
 
 
-def field_em_batched(model: str | None, n: int, seed: int = 0) -> float:
+def field_em_batched(model: str | None, n: int, seed: int = 0, show_misses: bool = False) -> float:
     """Held-out field exact match of ``n`` examples served as one batch (constrained, greedy):
-    the quick comparison of candidate checkpoints (no latency or validity figures)."""
+    the quick comparison of candidate checkpoints (no latency or validity figures).  With
+    ``show_misses`` every missed field is printed (``domain.field: want … got …``)."""
     from structgen import Constraint, Engine, GenerateRequest, SamplingParams
     from structgen.api import default_model_path
     from structgen.demo.data import generate_examples
@@ -178,8 +180,16 @@ def field_em_batched(model: str | None, n: int, seed: int = 0) -> float:
         outs = engine.generate([GenerateRequest(e.prompt, params, Constraint.json_schema(e.schema)) for e in examples])
     hits = total = 0
     for e, o in zip(examples, outs):
-        h, t = field_matches(e.answer, json.loads(o.text) if o.finish_reason == "stop" else None)
+        got = json.loads(o.text) if o.finish_reason == "stop" else None
+        h, t = field_matches(e.answer, got)
         hits, total = hits + h, total + t
+        if show_misses:
+            got_fields = got if isinstance(got, dict) else {}
+            for k, v in e.answer.items():
+                if got_fields.get(k, "<missing>") != v:
+                    print(f"{e.domain}.{k}: want {v!r} got {got_fields.get(k, '<missing>')!r}")
+            for k in got_fields.keys() - e.answer.keys():
+                print(f"{e.domain}.{k}: extra {got_fields[k]!r}")
     return hits / total
 
 
@@ -190,12 +200,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(HERE / "results"))
     ap.add_argument("--field-em-only", action="store_true", help="print the batched held-out field exact match and exit")
+    ap.add_argument("--misses", action="store_true", help="with --field-em-only: print every missed field first")
     args = ap.parse_args()
     if args.n < 1:
         ap.error("--n must be ≥ 1")
     if args.field_em_only:
         print(
-            f"held-out field exact match, {args.n} examples (seed {args.seed}): {100 * field_em_batched(args.model, args.n, args.seed):.1f}%"
+            f"held-out field exact match, {args.n} examples (seed {args.seed}): {100 * field_em_batched(args.model, args.n, args.seed, args.misses):.1f}%"
         )
         return
     from _gpu_common import run_meta, write_results
