@@ -1,4 +1,4 @@
-"""The embedded default model: a 7.7M-parameter Llama trained by ``tools/train_demo_model.py`` on
+"""The embedded default model: an 11.75M-parameter Llama trained by ``tools/train_demo_model.py`` on
 the project's synthetic extraction pairs (:mod:`structgen.demo.data`), shipped as package data
 in ``structgen/assets/demo-extractor`` (a Hugging Face folder with its model card).
 
