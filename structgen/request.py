@@ -54,8 +54,8 @@ class SamplingParams:
             raise RequestError(f"top_p must be in (0, 1], got {self.top_p!r}", param="top_p")
         if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
             raise RequestError(f"seed must be a non-negative integer, got {self.seed!r}", param="seed")
-        if isinstance(self.stop, str):
-            object.__setattr__(self, "stop", (self.stop,))
+        if isinstance(self.stop, str):  # type: ignore[unreachable]  # callers may pass one string
+            object.__setattr__(self, "stop", (self.stop,))  # type: ignore[unreachable]
         if any(not isinstance(s, str) or not s for s in self.stop):
             raise RequestError(f"stop must be non-empty strings, got {self.stop!r}", param="stop")
 
