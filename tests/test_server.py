@@ -528,3 +528,22 @@ def test_server_config_and_serve_flags_are_validated(capsys: pytest.CaptureFixtu
     assert "max_queue must be ≥ 1" in capsys.readouterr().err
     assert main(["serve", "--port", "-1"]) == 2
     assert "port must be in" in capsys.readouterr().err
+
+
+def test_structured_wraps_text_in_the_demo_extraction_prompt() -> None:
+    """With the embedded demo model, /v1/structured gives a text prompt for a schema the model's
+    extraction prompt (as ``structgen.generate`` does); without a schema the text goes as is."""
+    from transformers import AutoTokenizer
+
+    from structgen.api import default_model_path
+    from structgen.demo.data import generate_examples
+
+    e = next(iter(generate_examples(1, "heldout", seed=0)))
+    tok = AutoTokenizer.from_pretrained(default_model_path())
+    with ServerThread(create_app(ServerConfig(model=default_model_path(), shutdown_grace_s=5))) as st:
+        r = httpx.post(f"{st.url}/v1/structured", json={"prompt": e.text, "json_schema": e.schema, "max_tokens": 200}, timeout=120)
+        assert r.status_code == 200, r.text
+        assert r.json()["usage"]["prompt_tokens"] == len(tok(e.prompt, add_special_tokens=False)["input_ids"])
+        r = httpx.post(f"{st.url}/v1/structured", json={"prompt": e.text, "max_tokens": 2}, timeout=120)
+        assert r.status_code == 200, r.text
+        assert r.json()["usage"]["prompt_tokens"] == len(tok(e.text, add_special_tokens=False)["input_ids"])

@@ -30,6 +30,8 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from structgen.api import uses_extraction_prompt
+from structgen.demo.prompting import format_prompt
 from structgen.engine import Engine, EngineConfig
 from structgen.fsm import Constraint
 from structgen.fsm.compiler import OutputValidationError
@@ -209,6 +211,9 @@ class Service:
         self.inflight = 0
         self.closing = False
         self.model_name = config.served_model_name or os.path.basename(os.path.normpath(engine.model_path))
+        # a model trained on structgen's extraction prompt (the embedded demo model) gets a text
+        # prompt for a schema wrapped in it, as structgen.generate does
+        self.extraction_prompt = uses_extraction_prompt(engine.model_path)
         self.created = int(time.time())
         alloc = engine.runner.allocator
         radix = engine.cache.radix
@@ -560,6 +565,10 @@ def create_app(config: ServerConfig | None = None, *, engine: Engine | None = No
         elif body.regex is not None:
             constraint, param = Constraint.regex(body.regex), "regex"
         prompt: Any = body.prompt if body.messages is None else _messages(body.messages)
+        if svc.extraction_prompt and constraint is not None and constraint.kind == "json_schema" and isinstance(prompt, str):
+            schema_value = constraint.schema()
+            if isinstance(schema_value, dict):
+                prompt = format_prompt(schema_value, prompt)
         rid_text = f"sg-{uuid.uuid4().hex}"
 
         def output_of(result: Result) -> dict[str, Any]:
