@@ -53,6 +53,18 @@ def uses_extraction_prompt(model_path: str | os.PathLike[str]) -> bool:
     return os.path.isfile(os.path.join(os.fspath(model_path), "structgen_prompt.json"))
 
 
+def extraction_prompts(constraint: Constraint | None, prompts: list[Any]) -> list[Any]:
+    """``prompts`` for a model trained on structgen's extraction prompt: each text prompt wrapped
+    in it (the schema's field list, then the text) when ``constraint`` is a JSON Schema object;
+    chat messages, regexes and free text are left as they are."""
+    if constraint is None or constraint.kind != "json_schema":
+        return prompts
+    schema = constraint.schema()
+    if not isinstance(schema, dict):
+        return prompts
+    return [format_prompt(schema, p) if isinstance(p, str) else p for p in prompts]
+
+
 def get_engine(model: str | os.PathLike[str] | None = None, config: EngineConfig | None = None) -> Engine:
     """A shared engine per model folder (created on first use, closed at exit)."""
     path = os.path.realpath(os.fspath(model)) if model is not None else default_model_path()
@@ -154,10 +166,8 @@ def generate(
     )
     prompts = list(prompt) if batch else [prompt]
     eng = engine if engine is not None else get_engine(model)
-    if uses_extraction_prompt(eng.model_path) and constraint.kind == "json_schema":
-        schema_value = constraint.schema()
-        if isinstance(schema_value, dict):
-            prompts = [format_prompt(schema_value, p) if isinstance(p, str) else p for p in prompts]
+    if uses_extraction_prompt(eng.model_path):
+        prompts = extraction_prompts(constraint, prompts)
     outs = eng.generate([GenerateRequest(p, params, constraint) for p in prompts])
     for out in outs:  # input errors surface as themselves, not as GenerationError
         if isinstance(out.error, (RequestError, ConstraintError, GrammarCompileError)):

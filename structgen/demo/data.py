@@ -116,11 +116,10 @@ def _token_pieces() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The purely alphabetic pieces of the demo model's tokenizer: (word-initial pieces, inner
     pieces), read from the packaged ``tokenizer.json``."""
     import json
-    from pathlib import Path
 
-    vocab = json.loads((Path(__file__).resolve().parent.parent / "assets" / "demo-extractor" / "tokenizer.json").read_text())["model"][
-        "vocab"
-    ]
+    from structgen.default_model import ensure_default_model
+
+    vocab = json.loads((ensure_default_model() / "tokenizer.json").read_text())["model"]["vocab"]
     initial = tuple(sorted(t[1:] for t in vocab if t.startswith("\u0120") and t[1:].isascii() and t[1:].isalpha()))
     inner = tuple(sorted(t for t in vocab if t.isascii() and t.isalpha()))
     return initial, inner
@@ -128,8 +127,8 @@ def _token_pieces() -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 def _piece_word(rng: random.Random) -> str:
     """A made-up word glued from 1–3 random alphabetic pieces of the tokenizer's vocabulary
-    (training only): without these, a third of the pieces never occur in a training answer,
-    and a piece the model never wrote is one it cannot copy (held-out "Bright" came out "Brpen")."""
+    (training only): without these, many pieces never occur in a training answer, and a piece
+    the model never wrote is one it cannot copy."""
     initial, inner = _token_pieces()
     word = rng.choice(initial) + "".join(rng.choice(inner) for _ in range(rng.randint(0, 2)))
     return word[:1].upper() + word[1:]

@@ -30,8 +30,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from structgen.api import uses_extraction_prompt
-from structgen.demo.prompting import format_prompt
+from structgen.api import extraction_prompts, uses_extraction_prompt
 from structgen.engine import Engine, EngineConfig
 from structgen.fsm import Constraint
 from structgen.fsm.compiler import OutputValidationError
@@ -565,10 +564,8 @@ def create_app(config: ServerConfig | None = None, *, engine: Engine | None = No
         elif body.regex is not None:
             constraint, param = Constraint.regex(body.regex), "regex"
         prompt: Any = body.prompt if body.messages is None else _messages(body.messages)
-        if svc.extraction_prompt and constraint is not None and constraint.kind == "json_schema" and isinstance(prompt, str):
-            schema_value = constraint.schema()
-            if isinstance(schema_value, dict):
-                prompt = format_prompt(schema_value, prompt)
+        if svc.extraction_prompt:
+            (prompt,) = extraction_prompts(constraint, [prompt])
         rid_text = f"sg-{uuid.uuid4().hex}"
 
         def output_of(result: Result) -> dict[str, Any]:
