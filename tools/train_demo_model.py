@@ -1,8 +1,8 @@
 """Train the embedded demo extraction model: a small Llama on the project's synthetic extraction
 pairs (:mod:`structgen.demo.data`).  Plain PyTorch loop, bf16 autocast, AdamW with warmup + cosine
-decay, an exponential moving average of the weights, fixed seed; the weights kept (raw or EMA,
-at some validation step) are those whose greedy argmax reproduces the most validation answers.
-Runs on one GPU in a few minutes (H200: see the model card for the figure).
+decay, fixed seed; the weights kept are those of the validation step whose greedy argmax
+reproduces the most validation answers.  Runs on one GPU in a few minutes (H200: see the model
+card for the figure).
 
     python tools/train_demo_model.py tokenizer --out structgen/assets/demo-extractor     # CPU, seconds
     python tools/train_demo_model.py train --tokenizer structgen/assets/demo-extractor --out OUT   # GPU
@@ -132,7 +132,9 @@ def length_grouped_batches(rows: Rows, batch_size: int, rng: random.Random, grou
     """Endless random batches of ``batch_size`` rows: ``group`` batches' worth of rows is sampled
     at a time, sorted by length and cut into batches served in random order, so that a batch is
     padded to a length close to its rows' own (HF ``group_by_length``).  Deterministic for a given
-    ``rng``."""
+    ``rng``.  Raises ``ValueError`` when there are fewer rows than one batch."""
+    if len(rows) < batch_size:
+        raise ValueError(f"{len(rows)} training sequences fit --max-len, fewer than one batch of {batch_size}")
     while True:
         pool = sorted(rng.sample(rows, min(len(rows), batch_size * group)), key=lambda r: len(r[0]))
         chunks = [pool[i : i + batch_size] for i in range(0, len(pool), batch_size)]
@@ -204,25 +206,11 @@ def train(args: argparse.Namespace) -> None:
         "eval_step": [],
         "eval_loss": [],
         "eval_exact": [],
-        "ema_eval_loss": [],
-        "ema_eval_exact": [],
         "config": vars(args),
         "params": n_params,
     }
     model.train()
-    best: tuple[tuple[float, float], str, dict[str, Any] | None] = ((-1.0, 0.0), "", None)
-    params = list(model.parameters())
-    # exponential moving average of the weights (Polyak averaging), warmed up as in TF's
-    # ExponentialMovingAverage(num_updates): decay min(ema, (1 + step) / (10 + step))
-    ema = [p.detach().clone() for p in params] if args.ema > 0 else []
-
-    def consider(tag: str) -> tuple[float, float]:
-        nonlocal best
-        ev, exact = validate()
-        if (exact, -ev) > best[0]:  # keep the weights that reproduce the most validation answers
-            best = ((exact, -ev), tag, {k: v.detach().clone() for k, v in model.state_dict().items()})
-        return ev, exact
-
+    best: tuple[tuple[float, float], int, dict[str, Any] | None] = ((-1.0, 0.0), -1, None)
     t0 = time.perf_counter()
     for step in range(args.steps):
         if time.perf_counter() - t0 > args.max_train_s:
@@ -238,34 +226,26 @@ def train(args: argparse.Namespace) -> None:
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        if ema:
-            with torch.no_grad():
-                torch._foreach_lerp_(ema, [p.detach() for p in params], 1.0 - min(args.ema, (1 + step) / (10 + step)))
         if step % 25 == 0 or step == args.steps - 1:
             log["step"].append(step)
             log["loss"].append(loss.item())
             log["lr"].append(lr_at(step))
         if step % 500 == 0 or step == args.steps - 1:
-            ev, exact = consider(f"step {step}")
+            ev, exact = validate()
             log["eval_step"].append(step)
             log["eval_loss"].append(ev)
             log["eval_exact"].append(exact)
-            line = f"step {step}: train loss {loss.item():.4f}, validation loss {ev:.4f}, exact {exact:.4f}"
-            if ema:
-                with torch.no_grad():
-                    raw = [p.detach().clone() for p in params]
-                    torch._foreach_copy_(params, ema)
-                    ema_ev, ema_exact = consider(f"EMA at step {step}")
-                    torch._foreach_copy_(params, raw)
-                log["ema_eval_loss"].append(ema_ev)
-                log["ema_eval_exact"].append(ema_exact)
-                line += f"; EMA {ema_ev:.4f}, exact {ema_exact:.4f}"
-            print(f"{line}, {time.perf_counter() - t0:.0f} s", flush=True)
+            if (exact, -ev) > best[0]:  # keep the weights that reproduce the most validation answers
+                best = ((exact, -ev), step, {k: v.detach().clone() for k, v in model.state_dict().items()})
+            print(
+                f"step {step}: train loss {loss.item():.4f}, validation loss {ev:.4f}, exact {exact:.4f}, {time.perf_counter() - t0:.0f} s",
+                flush=True,
+            )
     log["train_s"] = time.perf_counter() - t0
     if best[2] is not None:
         model.load_state_dict(best[2])
-        log["best"], log["best_eval_exact"], log["best_eval_loss"] = best[1], best[0][0], -best[0][1]
-        print(f"keeping the weights of {best[1]} (validation exact {best[0][0]:.4f}, loss {-best[0][1]:.4f})", flush=True)
+        log["best_step"], log["best_eval_exact"], log["best_eval_loss"] = best[1], best[0][0], -best[0][1]
+        print(f"keeping step {best[1]} (validation exact {best[0][0]:.4f}, loss {-best[0][1]:.4f})", flush=True)
     log["device"] = torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu"
 
     out = Path(args.out)
@@ -299,8 +279,6 @@ def plot(log_path: str, png: str) -> None:
     if log.get("eval_exact"):
         ax2 = ax.twinx()
         ax2.plot(log["eval_step"], log["eval_exact"], "s--", color="tab:green", label="validation answers reproduced (argmax)")
-        if log.get("ema_eval_exact"):
-            ax2.plot(log["eval_step"], log["ema_eval_exact"], "^:", color="tab:red", label="the same, EMA weights")
         ax2.set_ylabel("share of validation answers reproduced")
         more = ax2.get_legend_handles_labels()
         lines, labels = lines + more[0], labels + more[1]
@@ -327,7 +305,6 @@ def main() -> None:
     tr.add_argument("--max-len", type=int, default=384)
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--eval-examples", type=int, default=4000, help="validation examples (held-out distribution, seed + 7)")
-    tr.add_argument("--ema", type=float, default=0.999, help="weight EMA decay (0 = off); EMA weights are validated too")
     tr.add_argument("--max-train-s", type=float, default=420.0, help="stop early past this many seconds of training")
     p = sub.add_parser("plot")
     p.add_argument("log")
@@ -339,10 +316,10 @@ def main() -> None:
         for name in ("examples", "steps", "batch_size", "max_len", "eval_examples"):
             if getattr(args, name) < 1:
                 ap.error(f"--{name.replace('_', '-')} must be ≥ 1")
+        if args.examples < args.batch_size:
+            ap.error(f"--examples ({args.examples}) must be ≥ --batch-size ({args.batch_size})")
         if args.warmup < 0 or args.lr <= 0 or args.max_train_s <= 0:
             ap.error("--warmup must be ≥ 0, --lr and --max-train-s > 0")
-        if not 0 <= args.ema < 1:
-            ap.error("--ema must be in [0, 1)")
         if not os.path.isdir(args.tokenizer):
             ap.error(f"--tokenizer {args.tokenizer!r} is not a folder")
     if args.cmd == "tokenizer":
