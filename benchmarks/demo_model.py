@@ -204,6 +204,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.n < 1:
         ap.error("--n must be ≥ 1")
+    if args.misses and not args.field_em_only:
+        ap.error("--misses needs --field-em-only")
     if args.field_em_only:
         print(
             f"held-out field exact match, {args.n} examples (seed {args.seed}): {100 * field_em_batched(args.model, args.n, args.seed, args.misses):.1f}%"

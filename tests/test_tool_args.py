@@ -17,9 +17,11 @@ CASES = [
     (["tools/train_demo_model.py", "train", "--tokenizer", DEMO, "--out", "x", "--steps", "0"], "--steps must be ≥ 1"),
     (["tools/train_demo_model.py", "train", "--tokenizer", DEMO, "--out", "x", "--examples", "0"], "--examples must be ≥ 1"),
     (["tools/train_demo_model.py", "tokenizer", "--out", "x", "--vocab-size", "100"], "--vocab-size must be ≥ 258"),
+    (["tools/train_demo_model.py", "train", "--tokenizer", DEMO, "--out", "x", "--examples", "100"], "must be ≥ --batch-size (256)"),
     (["benchmarks/retime_failures.py", "--tokenizer", "x", "--report", "/no/such/report.json"], "does not exist"),
     (["benchmarks/mask_rows_cpu.py", "--tokenizer", "x", "--num-requests", "0"], "--num-requests must be ≥ 1"),
     (["benchmarks/demo_model.py", "--n", "0"], "--n must be ≥ 1"),
+    (["benchmarks/demo_model.py", "--misses"], "--misses needs --field-em-only"),
     (["benchmarks/decode_roofline.py", "--extend-graph-tokens", "-1"], "--extend-graph-tokens must be ≥ 0"),
 ]
 
@@ -30,3 +32,18 @@ def test_bad_arguments_are_rejected(argv: list[str], message: str) -> None:
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr, proc.stderr
     assert not (ROOT / "x").exists()  # nothing was written
+
+
+def test_length_grouped_batches_refuse_fewer_rows_than_a_batch() -> None:
+    import random
+
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    from train_demo_model import length_grouped_batches
+
+    rows = [(np.zeros(n, dtype=np.int16), 1) for n in range(1, 11)]
+    batch = next(length_grouped_batches(rows, 4, random.Random(0), group=2))
+    assert len(batch) == 4 and [len(r[0]) for r in batch] == sorted(len(r[0]) for r in batch)
+    with pytest.raises(ValueError, match="fewer than one batch of 11"):
+        next(length_grouped_batches(rows, 11, random.Random(0)))
