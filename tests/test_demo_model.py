@@ -88,6 +88,43 @@ def test_training_aside_words_are_no_label_and_not_held_out() -> None:
     assert not held_out_values & aside
 
 
+def test_training_link_grammar_never_writes_a_held_out_link() -> None:
+    """The composed links and value-first shapes are training-only: none equals a held-out link
+    or value-first shape, and none uses a held-out link's own verb."""
+    import itertools
+
+    from structgen.demo import data
+
+    composed = set(data.TO_BE)
+    for aux, part, prep in itertools.product(data.LINK_AUX, data.LINK_PARTICIPLES, data.LINK_PREPS):
+        composed.add(f"{aux} {part}{prep}" if prep in ("", ":") else f"{aux} {part} {prep}")
+    held_links = {link.strip() for link in data.GENERIC_LINKS_HELD_OUT}
+    assert not composed & held_links
+    held_verbs = {"given", "came", "stands", "turned"}
+    assert not {w for link in composed for w in link.split()} & held_verbs
+    held_first = {f.replace("{v} ", "").replace(" {l}", "") for f in data.VALUE_FIRST[-data.HELD_OUT_VALUE_FIRST :]}
+    first = {f"{link.rstrip(':')} {det}".strip() for link in composed for det in ("the", "its", "")}
+    assert not first & held_first
+    # the grammar reaches training text, and the held-out split is untouched by it
+    train_text = " ".join(e.text for e in generate_examples(500, "train", seed=0))
+    assert sum(f" {link} " in train_text for link in data.TO_BE) >= 3
+
+
+def test_training_boolean_shapes_state_the_right_polarity() -> None:
+    import random
+    import re
+
+    from structgen.demo import data
+
+    negations = data.NEGATIONS
+    rng = random.Random(0)
+    for label in ("is member", "in stock", "breakfast", "follow up"):
+        for value in (True, False):
+            for _ in range(200):
+                words = re.findall(r"[a-z]+", data._bool_phrase(label, value, rng).lower())
+                assert any(w in negations for w in words) is (not value), (label, value, words)
+
+
 def test_describe_fields_for_a_pydantic_model() -> None:
     class Address(BaseModel):
         city: str

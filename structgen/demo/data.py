@@ -16,7 +16,11 @@ label and its value, and meaningless words in place of template words, so that t
 values by their labels and types rather than by exact wordings; made-up values for the fields
 drawn from short word lists (reasons, job titles, tags, company kinds), so that values are copied
 rather than recalled; and intros and asides of made-up words, so that a sentence without a label
-is never a source of values.  Fully determined by the seed.
+is never a source of values.  Training also composes links and value-first sentences from a
+small grammar (auxiliary + participle + preposition, "… to be"), states booleans in many
+label-based shapes ("No member.", "Breakfast? Yes."), and in one example of five states one field
+through a meaningless stand-in label, so that a value next to a label never seen is still
+found.  Fully determined by the seed.
 """
 
 # ruff: noqa: E501  (word lists and phrasings read best one field per line)
@@ -774,12 +778,41 @@ def _noise_sentence(rng: random.Random, intro: bool = False) -> str:
     return sentence[0].upper() + sentence[1:] + rng.choice([".", ".", "!"])
 
 
+# Training-only link grammar: an auxiliary, a participle and a preposition ("has been logged
+# under"), or a "to be" chain ("is said to be"): hundreds of wordings between a label and its
+# value instead of LINKS' sixteen, so that the model finds a value after any run of linking
+# words (one that ends in "to be" included).  None is a held-out link: the held-out links' own
+# verbs (given, came, stands, turned) are in none of these lists (tests/test_demo_model.py).
+LINK_AUX = ("is", "was", "has been", "had been", "is now", "was then", "will be", "is still", "is currently", "got")
+LINK_PARTICIPLES = (
+    "listed", "recorded", "noted", "marked", "logged", "entered", "written", "stated", "filed", "registered",
+    "reported", "shown", "confirmed", "printed", "typed", "saved", "updated", "put down", "set",
+)  # fmt: skip
+LINK_PREPS = ("as", "as", "to", "at", "under", "with", "", ":")
+TO_BE = (
+    "seems to be", "appears to be", "proved to be", "happens to be", "is said to be", "is known to be",
+    "was found to be", "is meant to be", "is thought to be", "is believed to be", "is likely to be", "was reported to be",
+)  # fmt: skip
+
+
+def _composed_link(rng: random.Random) -> str:
+    """One link of the training-only link grammar, without surrounding spaces (``"was logged
+    under"``, ``"is said to be"``, ``"has been noted:"``)."""
+    if rng.random() < 0.3:
+        return rng.choice(TO_BE)
+    prep = rng.choice(LINK_PREPS)
+    link = f"{rng.choice(LINK_AUX)} {rng.choice(LINK_PARTICIPLES)}"
+    return link + prep if prep in ("", ":") else f"{link} {prep}"
+
+
 def _link(split: str, rng: random.Random) -> str:
-    """A fixed link, or (train only) one padded with 1–2 filler words, or (train only) a link of
-    1–3 meaningless words, so no single wording between a label and its value is needed to
-    find the value."""
+    """A fixed link, or (train only) one of the link grammar's, one padded with 1–2 filler words,
+    or a link of 1–3 meaningless words, so no single wording between a label and its value is
+    needed to find the value."""
     links = LINKS[:-HELD_OUT_LINKS] if split == "train" else LINKS[-HELD_OUT_LINKS:]
     link = rng.choice(links)
+    if split == "train" and rng.random() < 0.35:
+        link = f" {_composed_link(rng)} "
     if split == "train" and rng.random() < 0.5:
         link = " " + " ".join(rng.sample(FILLER, rng.randint(1, 2))) + link
     if split == "train" and rng.random() < 0.3:
@@ -795,6 +828,10 @@ def _generic(label: str, shown: str, split: str, rng: random.Random) -> str:
         # training only: the value followed by meaningless lowercase words, then the label, so
         # that a value is known to end where the lowercase words start ("Dr. Costa examined ...")
         body = f"{shown} {_noise_words(rng, 1, 3)} {rng.choice(['', 'the ', 'its ', 'for ', 'as '])}{label}"
+    elif split == "train" and rng.random() < 0.4:
+        # training only: value first through the link grammar ("Oslo was logged as the city")
+        link = _composed_link(rng).rstrip(":")
+        body = f"{shown} {link} {rng.choice(['the ', 'its ', ''])}{label}"
     else:
         body = rng.choice(firsts).format(v=shown, l=label)
     prefix = rng.choice(PREFIXES + TRAIN_PREFIXES if split == "train" else PREFIXES)
@@ -802,11 +839,65 @@ def _generic(label: str, shown: str, split: str, rng: random.Random) -> str:
     return sentence[0].upper() + sentence[1:] + "."
 
 
-def _phrase(field: FieldSpec, split: str, rng: random.Random, value: Any) -> str:
+# training-only boolean sentences: a (shortened, sometimes modified) label with a yes/no word, or
+# a polarity word around it ("No member.", "With zorvak breakfast.", "Remote? No.")
+YES_WORDS = ("yes", "yes", "true", "confirmed", "on")
+NO_WORDS = ("no", "no", "false", "none", "off")
+NEGATIONS = ("no", "not", "without", "never", "none", "false", "off", "nothing")
+BOOL_ADVERBS = ("Entirely", "Completely", "Totally", "Definitely", "Certainly", "Always", "Really")
+
+
+def _bool_phrase(label: str, value: bool, rng: random.Random) -> str:
+    """Training only: a boolean stated through its label in one of many shapes, the label often
+    shortened (``"is member"`` → ``"member"``) or preceded by a meaningless word, so that the
+    polarity is read from the words around any label-like phrase, not from fixed sentences."""
+    words = label.split(" ")
+    if len(words) > 1 and words[0] in ("is", "in") and rng.random() < 0.5:
+        label = " ".join(words[1:])
+    if rng.random() < 0.3:
+        modifier = rng.choice([_word(rng), _word(rng).lower(), rng.choice(ASIDE_WORDS)])
+        if modifier.lower() not in NEGATIONS:  # a modifier never flips the polarity
+            label = f"{modifier} {label}"
+    cap = label[0].upper() + label[1:]
+    word = rng.choice(YES_WORDS if value else NO_WORDS)
+    if value:
+        forms = [
+            f"{cap}: {word}.",
+            f"{cap}? {word.capitalize()}.",
+            f"With {label}.",
+            f"{cap} included.",
+            f"{rng.choice(BOOL_ADVERBS)} {label}.",
+            f"{cap}, {word}.",
+        ]
+    else:
+        forms = [
+            f"{cap}: {word}.",
+            f"{cap}? {word.capitalize()}.",
+            f"No {label}.",
+            f"Without {label}.",
+            f"Not {label}.",
+            f"{cap} not included.",
+        ]
+    return rng.choice(forms)
+
+
+def _stand_in_label(rng: random.Random) -> str:
+    """Training only: 1–2 meaningless lowercase words in place of a field's name, so that a value
+    next to a label never seen (a held-out synonym) is still taken for the one field whose
+    label is nowhere in the text."""
+    return " ".join(_word(rng).lower() for _ in range(rng.randint(1, 2)))
+
+
+def _phrase(field: FieldSpec, split: str, rng: random.Random, value: Any, stand_in: bool = False) -> str:
+    """One sentence stating ``value`` for ``field``.  ``stand_in`` (training only) states it
+    through a meaningless label instead of the field's name or own phrasings."""
     is_bool = field.schema.get("type") == "boolean"
-    if rng.random() < 0.6:
+    label = _stand_in_label(rng) if stand_in else field.name.replace("_", " ")
+    if split == "train" and is_bool and rng.random() < 0.3:
+        return _bool_phrase(label, value, rng)
+    if stand_in or rng.random() < 0.6:
         shown = ("yes" if value else "no") if is_bool else field.show(rng, value)
-        return _generic(field.name.replace("_", " "), shown, split, rng)
+        return _generic(label, shown, split, rng)
     template = rng.choice(field.phrases[:-1] if split == "train" else field.phrases[-1:])
     if is_bool:
         yes, no = template.split("|")
@@ -837,12 +928,14 @@ def make_example(rng: random.Random, split: str, domain: Domain | None = None) -
     }
     answer: dict[str, Any] = {}
     sentences = []
-    for f in fields:
+    # training only: one field in five examples is stated through a meaningless label
+    stand_in = rng.randrange(len(fields)) if split == "train" and rng.random() < 0.2 else -1
+    for i, f in enumerate(fields):
         if not f.required and rng.random() < 0.3:
             continue  # in the schema, not in the text: the answer omits it
         value = f.gen(rng, split)
         answer[f.name] = value
-        sentences.append(_phrase(f, split, rng, value))
+        sentences.append(_phrase(f, split, rng, value, stand_in=i == stand_in))
     distractors = DISTRACTORS[:-3] if split == "train" else DISTRACTORS[-3:]
     sentences += rng.sample(distractors, rng.choice([0, 0, 1, 2]))
     if split == "train" and rng.random() < 0.4:
