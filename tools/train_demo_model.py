@@ -9,7 +9,7 @@ card for the figure).
     python tools/train_demo_model.py plot OUT/train_log.json OUT/loss.png
 
 The tokenizer is a byte-level BPE trained with the ``tokenizers`` library on the training split
-(4,096 tokens): GPT-2's 50,257-token vocabulary alone would take 12.9M parameters of embeddings at
+(4,096 tokens): GPT-2's 50,257-token vocabulary alone would take 19.3M parameters of embeddings at
 this width, more than the whole model and over the 25 MB package budget.  The model is trained
 with ``transformers.LlamaForCausalLM`` (the same architecture our engine runs) and exported as a
 Hugging Face folder in bf16.
