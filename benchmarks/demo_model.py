@@ -119,12 +119,7 @@ def evaluate(model: str | None, n: int, seed: int = 0) -> dict[str, Any]:
 
     def subset_em(split_values: str, phrasing: str, count: int) -> float:
         rng = random.Random(seed + 1)
-        phrase = data._phrase
-        data._phrase = lambda f, _split, r, v, stand_in=False: phrase(f, phrasing, r, v, stand_in)  # type: ignore[assignment]
-        try:
-            exs = [data.make_example(rng, split_values) for _ in range(count)]
-        finally:
-            data._phrase = phrase  # type: ignore[assignment]
+        exs = [data.make_example(rng, split_values, phrasing=phrasing) for _ in range(count)]
         h = t = 0
         for e in exs:
             (o,) = engine.generate([GenerateRequest(e.prompt, params, Constraint.json_schema(e.schema))])

@@ -46,10 +46,25 @@ def test_held_out_split_uses_unseen_phrasings() -> None:
         assert link not in train_text
     for dom in DOMAINS:
         assert dom.intros[-1] not in train_text
-    with pytest.raises(ValueError, match="split"):
-        import random
+    import random
 
+    with pytest.raises(ValueError, match="split"):
         make_example(random.Random(0), "test")
+    with pytest.raises(ValueError, match="phrasing"):
+        make_example(random.Random(0), "heldout", phrasing="test")
+    # held-out values written with training phrasings: held-out word-list entries only, and no
+    # held-out link in the text
+    from structgen.demo.data import JOB_TITLES, REASONS
+
+    rng = random.Random(5)
+    mixed = [make_example(rng, "heldout", phrasing="train") for _ in range(300)]
+    roles = {e.answer["role"] for e in mixed if "role" in e.answer}
+    reasons = {e.answer["reason"] for e in mixed if "reason" in e.answer}
+    assert roles and reasons
+    assert roles <= set(JOB_TITLES[4::5]) and reasons <= set(REASONS[4::5])
+    mixed_text = " ".join(e.text for e in mixed)
+    for link in unseen:
+        assert link not in mixed_text
 
 
 def test_word_list_fields_get_made_up_values_in_training_only() -> None:
@@ -91,13 +106,10 @@ def test_training_aside_words_are_no_label_and_not_held_out() -> None:
 def test_training_link_grammar_never_writes_a_held_out_link() -> None:
     """The composed links and value-first shapes are training-only: none equals a held-out link
     or value-first shape, and none uses a held-out link's own verb."""
-    import itertools
-
     from structgen.demo import data
 
-    composed = set(data.TO_BE)
-    for aux, part, prep in itertools.product(data.LINK_AUX, data.LINK_PARTICIPLES, data.LINK_PREPS):
-        composed.add(f"{aux} {part}{prep}" if prep in ("", ":") else f"{aux} {part} {prep}")
+    composed = data.composed_links()
+    assert len(composed) > 1000
     held_links = {link.strip() for link in data.GENERIC_LINKS_HELD_OUT}
     assert not composed & held_links
     held_verbs = {"given", "came", "stands", "turned"}
@@ -108,6 +120,8 @@ def test_training_link_grammar_never_writes_a_held_out_link() -> None:
     # the grammar reaches training text, and the held-out split is untouched by it
     train_text = " ".join(e.text for e in generate_examples(500, "train", seed=0))
     assert sum(f" {link} " in train_text for link in data.TO_BE) >= 3
+    held_text = " ".join(e.text for e in generate_examples(500, "heldout", seed=0))
+    assert not [link for link in data.TO_BE if f" {link} " in held_text]
 
 
 def test_training_boolean_shapes_state_the_right_polarity() -> None:
@@ -116,13 +130,12 @@ def test_training_boolean_shapes_state_the_right_polarity() -> None:
 
     from structgen.demo import data
 
-    negations = data.NEGATIONS
     rng = random.Random(0)
     for label in ("is member", "in stock", "breakfast", "follow up"):
         for value in (True, False):
             for _ in range(200):
                 words = re.findall(r"[a-z]+", data._bool_phrase(label, value, rng).lower())
-                assert any(w in negations for w in words) is (not value), (label, value, words)
+                assert any(w in data.NEGATIONS for w in words) is (not value), (label, value, words)
 
 
 def test_describe_fields_for_a_pydantic_model() -> None:

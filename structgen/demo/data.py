@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import itertools
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -795,14 +796,25 @@ TO_BE = (
 )  # fmt: skip
 
 
+def _grammar_link(aux: str, participle: str, prep: str) -> str:
+    """``"was logged under"``, ``"has been noted:"``, ``"is set"``."""
+    link = f"{aux} {participle}"
+    return link + prep if prep in ("", ":") else f"{link} {prep}"
+
+
+def composed_links() -> frozenset[str]:
+    """Every link the training-only link grammar can write (without surrounding spaces)."""
+    combos = itertools.product(LINK_AUX, LINK_PARTICIPLES, LINK_PREPS)
+    return frozenset(TO_BE) | {_grammar_link(*c) for c in combos}
+
+
 def _composed_link(rng: random.Random) -> str:
     """One link of the training-only link grammar, without surrounding spaces (``"was logged
     under"``, ``"is said to be"``, ``"has been noted:"``)."""
     if rng.random() < 0.3:
         return rng.choice(TO_BE)
-    prep = rng.choice(LINK_PREPS)
-    link = f"{rng.choice(LINK_AUX)} {rng.choice(LINK_PARTICIPLES)}"
-    return link + prep if prep in ("", ":") else f"{link} {prep}"
+    prep = rng.choice(LINK_PREPS)  # drawn first: the shipped model's training stream
+    return _grammar_link(rng.choice(LINK_AUX), rng.choice(LINK_PARTICIPLES), prep)
 
 
 def _link(split: str, rng: random.Random) -> str:
@@ -913,11 +925,16 @@ def _phrase(field: FieldSpec, split: str, rng: random.Random, value: Any, stand_
     return template.format(v=field.show(rng, value))
 
 
-def make_example(rng: random.Random, split: str, domain: Domain | None = None) -> Example:
-    """One example of ``split`` (``"train"`` or ``"heldout"``).  Raises ``ValueError`` for an
-    unknown split."""
+def make_example(rng: random.Random, split: str, domain: Domain | None = None, phrasing: str | None = None) -> Example:
+    """One example of ``split`` (``"train"`` or ``"heldout"``).  ``phrasing`` (a split; default
+    ``split``) picks whose sentence phrasings state the values, so that benchmarks can write
+    held-out values with training phrasings and tell unseen values from unseen wordings.
+    Raises ``ValueError`` for an unknown split or phrasing."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    phrasing = split if phrasing is None else phrasing
+    if phrasing not in SPLITS:
+        raise ValueError(f"phrasing must be one of {SPLITS}, got {phrasing!r}")
     dom = domain or rng.choice(DOMAINS)
     fields = [f for f in dom.fields if f.required or rng.random() < 0.75]
     schema: dict[str, Any] = {
@@ -935,7 +952,7 @@ def make_example(rng: random.Random, split: str, domain: Domain | None = None) -
             continue  # in the schema, not in the text: the answer omits it
         value = f.gen(rng, split)
         answer[f.name] = value
-        sentences.append(_phrase(f, split, rng, value, stand_in=i == stand_in))
+        sentences.append(_phrase(f, phrasing, rng, value, stand_in=i == stand_in))
     distractors = DISTRACTORS[:-3] if split == "train" else DISTRACTORS[-3:]
     sentences += rng.sample(distractors, rng.choice([0, 0, 1, 2]))
     if split == "train" and rng.random() < 0.4:
