@@ -32,7 +32,7 @@ static int get_buf(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, int writ
 }
 
 /* walk(table, num_classes, class_of_byte, node_byte, node_depth, node_skip, node_token,
- *      state, pos, stack, bits, ends) -> int
+ *      state, pos, stack, bits, ends[, reached]) -> int
  *
  * table:         int32 [S * C]   next state per (state, byte class); 0 dead; -1 not expanded
  * class_of_byte: int32 [256]
@@ -45,47 +45,46 @@ static int get_buf(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, int writ
  * stack:         int32 [max_depth + 1]  automaton state per depth (in/out)
  * bits:          uint32 [ceil(V / 32)]  allowed-token bitmask (bits are OR-ed in)
  * ends:          int32 [V] or None      state after each allowed token
+ * reached:       uint8 [M] or None      (optional) reached[s] = 1 for every state s an allowed
+ *                                       token ends in; M must exceed every such s
  *
  * Returns -1 when the walk is complete, otherwise the node position at which an unexpanded
  * state (stack[node_depth[pos] - 1]) was met.  Raises ValueError on out-of-range data.
  */
 static PyObject *walk(PyObject *self, PyObject *args) {
-    PyObject *o_table, *o_cob, *o_byte, *o_depth, *o_skip, *o_token, *o_stack, *o_bits, *o_ends;
+    PyObject *o_table, *o_cob, *o_byte, *o_depth, *o_skip, *o_token, *o_stack, *o_bits, *o_ends, *o_reached = Py_None;
     Py_ssize_t num_classes, state, pos;
-    if (!PyArg_ParseTuple(args, "OnOOOOOnnOOO", &o_table, &num_classes, &o_cob, &o_byte, &o_depth, &o_skip, &o_token, &state,
-                          &pos, &o_stack, &o_bits, &o_ends)) {
+    if (!PyArg_ParseTuple(args, "OnOOOOOnnOOO|O", &o_table, &num_classes, &o_cob, &o_byte, &o_depth, &o_skip, &o_token, &state,
+                          &pos, &o_stack, &o_bits, &o_ends, &o_reached)) {
         return NULL;
     }
-    Py_buffer b_table, b_cob, b_byte, b_depth, b_skip, b_token, b_stack, b_bits, b_ends;
+    enum { T_TABLE, T_COB, T_BYTE, T_DEPTH, T_SKIP, T_TOKEN, T_STACK, T_BITS, T_ENDS, T_REACHED, N_BUFS };
+    PyObject *objs[N_BUFS] = {o_table, o_cob, o_byte, o_depth, o_skip, o_token, o_stack, o_bits, o_ends, o_reached};
+    static const Py_ssize_t itemsizes[N_BUFS] = {4, 4, 1, 4, 4, 4, 4, 4, 4, 1};
+    static const int writable[N_BUFS] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1};
+    static const char *names[N_BUFS] = {"table", "class_of_byte", "node_byte", "node_depth", "node_skip",
+                                        "node_token", "stack", "bits", "ends", "reached"};
+    Py_buffer bufs[N_BUFS];
+    int got[N_BUFS] = {0};
     PyObject *ret = NULL;
-    int have_ends = o_ends != Py_None;
-    int got = 0;
-    if (get_buf(o_table, &b_table, 4, 0, "table") < 0) goto fail;
-    got = 1;
-    if (get_buf(o_cob, &b_cob, 4, 0, "class_of_byte") < 0) goto fail;
-    got = 2;
-    if (get_buf(o_byte, &b_byte, 1, 0, "node_byte") < 0) goto fail;
-    got = 3;
-    if (get_buf(o_depth, &b_depth, 4, 0, "node_depth") < 0) goto fail;
-    got = 4;
-    if (get_buf(o_skip, &b_skip, 4, 0, "node_skip") < 0) goto fail;
-    got = 5;
-    if (get_buf(o_token, &b_token, 4, 0, "node_token") < 0) goto fail;
-    got = 6;
-    if (get_buf(o_stack, &b_stack, 4, 1, "stack") < 0) goto fail;
-    got = 7;
-    if (get_buf(o_bits, &b_bits, 4, 1, "bits") < 0) goto fail;
-    got = 8;
-    if (have_ends) {
-        if (get_buf(o_ends, &b_ends, 4, 1, "ends") < 0) goto fail;
-        got = 9;
+    for (int k = 0; k < N_BUFS; k++) {
+        if (objs[k] == Py_None && k >= T_ENDS) {
+            continue;
+        }
+        if (get_buf(objs[k], &bufs[k], itemsizes[k], writable[k], names[k]) < 0) goto fail;
+        got[k] = 1;
     }
+    Py_buffer b_table = bufs[T_TABLE], b_cob = bufs[T_COB], b_byte = bufs[T_BYTE], b_depth = bufs[T_DEPTH],
+              b_skip = bufs[T_SKIP], b_token = bufs[T_TOKEN], b_stack = bufs[T_STACK], b_bits = bufs[T_BITS];
+    const int have_ends = got[T_ENDS];
+    const int have_reached = got[T_REACHED];
 
     const Py_ssize_t n = b_byte.len;
     const Py_ssize_t n_states = num_classes > 0 ? (b_table.len / 4) / num_classes : 0;
     const Py_ssize_t max_depth = b_stack.len / 4 - 1;
     const Py_ssize_t words = b_bits.len / 4;
-    const Py_ssize_t n_ends = have_ends ? b_ends.len / 4 : 0;
+    const Py_ssize_t n_ends = have_ends ? bufs[T_ENDS].len / 4 : 0;
+    const Py_ssize_t n_reached = have_reached ? bufs[T_REACHED].len : 0;
     if (b_cob.len != 256 * 4 || b_depth.len != n * 4 || b_skip.len != n * 4 || b_token.len != n * 4 || num_classes <= 0 ||
         state < 0 || state >= n_states || pos < 0 || pos > n || max_depth < 0) {
         PyErr_SetString(PyExc_ValueError, "walk: inconsistent buffer sizes or arguments");
@@ -99,7 +98,8 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     const int32_t *ntoken = (const int32_t *)b_token.buf;
     int32_t *stack = (int32_t *)b_stack.buf;
     uint32_t *bits = (uint32_t *)b_bits.buf;
-    int32_t *ends = have_ends ? (int32_t *)b_ends.buf : NULL;
+    int32_t *ends = have_ends ? (int32_t *)bufs[T_ENDS].buf : NULL;
+    uint8_t *reached = have_reached ? (uint8_t *)bufs[T_REACHED].buf : NULL;
     Py_ssize_t result = -1;
     int bad = 0;
 
@@ -136,13 +136,16 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         stack[d] = ns;
         const int32_t t = ntoken[i];
         if (t >= 0) {
-            if ((t >> 5) >= words || (ends && t >= n_ends)) {
+            if ((t >> 5) >= words || (ends && t >= n_ends) || (reached && ns >= n_reached)) {
                 bad = 1;
                 break;
             }
             bits[t >> 5] |= (uint32_t)1 << (t & 31);
             if (ends) {
                 ends[t] = ns;
+            }
+            if (reached) {
+                reached[ns] = 1;
             }
         }
         i += 1;
@@ -156,9 +159,10 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     }
 
 fail:;
-    Py_buffer *bufs[9] = {&b_table, &b_cob, &b_byte, &b_depth, &b_skip, &b_token, &b_stack, &b_bits, &b_ends};
-    for (int k = got; k > 0; k--) {
-        PyBuffer_Release(bufs[k - 1]);
+    for (int k = N_BUFS - 1; k >= 0; k--) {
+        if (got[k]) {
+            PyBuffer_Release(&bufs[k]);
+        }
     }
     return ret;
 }

@@ -15,4 +15,5 @@ def walk(
     stack: Any,
     bits: Any,
     ends: Any | None,
+    reached: Any | None = None,
 ) -> int: ...

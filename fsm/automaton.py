@@ -892,6 +892,41 @@ class LazyDFA:
             self._forced[st] = tail
         return self._forced[state]
 
+    def max_length(self, state: int | None = None) -> int | None:
+        """Bytes in the longest accepted string from ``state`` (default: the initial state), or
+        None when the language from there is infinite (a cycle is reachable: every state is
+        live, so any reachable cycle repeats forever).  Expands every reachable state; the
+        state cap raises ``GrammarCompileError`` as in any expansion.  Deterministic."""
+        start = self.initial if state is None else state
+        if start == DEAD:
+            return None
+        longest: dict[int, int] = {}
+        on_path: set[int] = set()
+        stack: list[tuple[int, list[int]]] = []
+
+        def push(q: int) -> None:
+            succ = {int(t) for t in np.unique(self.expand(q)).tolist() if t != DEAD}
+            on_path.add(q)
+            stack.append((q, sorted(succ)))
+
+        push(start)
+        while stack:
+            q, todo = stack[-1]
+            if todo:
+                t = todo.pop()
+                if t in on_path:
+                    return None
+                if t not in longest:
+                    push(t)
+                continue
+            stack.pop()
+            on_path.discard(q)
+            best = 0 if self.acc[q] else -1
+            for t in {int(x) for x in np.unique(self.table[q]).tolist() if x != DEAD}:
+                best = max(best, longest[t] + 1)
+            longest[q] = best
+        return longest[start]
+
     def distance_to_accept(self, state: int) -> int:
         """A lower bound on the bytes from ``state`` to acceptance (NFA shortest path; fragments
         not built yet count their minimum length).  For steering samplers, not for soundness."""

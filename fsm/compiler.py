@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -21,8 +22,8 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -129,7 +130,12 @@ class CompilerConfig:
 
     ``timeout_s`` (s) and ``max_states`` bound each compile; ``cache_size``: entries in the
     in-memory LRU (successes and failures); ``cache_dir``: on-disk cache folder or None;
-    ``workers``: threads for :meth:`GrammarCompiler.submit`.
+    ``workers``: threads for :meth:`GrammarCompiler.submit`; ``precompute_states``: after the
+    automaton is built, compute the mask rows of up to this many token-reachable states
+    eagerly, breadth-first (:meth:`TokenFSM.precompute_rows`), within what is left of
+    ``timeout_s``: rows not reached stay lazy, and running out of time or states never fails
+    the compile.  0 (default): only the initial state's row, the rest on first visit (the
+    lowest time to first mask).
     """
 
     timeout_s: float = 10.0
@@ -137,6 +143,7 @@ class CompilerConfig:
     cache_size: int = 512
     cache_dir: str | None = None
     workers: int = 1
+    precompute_states: int = 0
 
     def __post_init__(self) -> None:
         if self.timeout_s <= 0:
@@ -145,6 +152,8 @@ class CompilerConfig:
             raise ValueError(f"max_states must be >= 2, got {self.max_states}")
         if self.cache_size < 0 or self.workers < 1:
             raise ValueError("cache_size must be >= 0 and workers >= 1")
+        if self.precompute_states < 0:
+            raise ValueError(f"precompute_states must be >= 0, got {self.precompute_states}")
 
 
 class CompileStats(NamedTuple):
@@ -190,7 +199,13 @@ class GrammarCompiler:
             if isinstance(got, BaseException):
                 raise got
             return got
-        fsm_or_err: TokenFSM | BaseException | None = self._load_disk(key)
+        from_disk = self._load_disk(key)
+        if from_disk is not None and self.config.precompute_states and not from_disk.rows_complete:
+            try:
+                from_disk.precompute_rows(max_states=self.config.precompute_states, deadline=time.perf_counter() + self.config.timeout_s)
+            except GrammarCompileError:
+                pass  # as in _compile_uncached
+        fsm_or_err: TokenFSM | BaseException | None = from_disk
         if fsm_or_err is None:
             t0 = time.perf_counter()
             try:
@@ -226,7 +241,70 @@ class GrammarCompiler:
             raise GrammarCompileError("the constraint matches nothing (empty language): no output can satisfy it")
         fsm = TokenFSM(dfa, self.vocab)
         fsm.mask_row_index(fsm.initial)
+        if self.config.precompute_states:
+            try:
+                fsm.precompute_rows(max_states=self.config.precompute_states, deadline=budget.deadline)
+            except GrammarCompileError:
+                pass  # the state cap: rows past it stay lazy, and serving there raises as before
         return fsm
+
+    def put(self, constraint: Constraint, fsm: TokenFSM) -> None:
+        """Seed the in-memory cache with ``fsm``, compiled elsewhere for ``constraint`` with
+        this compiler's vocabulary (a warm start: the next :meth:`compile` of it is a hit).
+        Raises ``ValueError`` when ``fsm`` was built for another vocabulary."""
+        if fsm.vocab.fingerprint != self.vocab.fingerprint:
+            raise ValueError("the FSM was compiled for another vocabulary (fingerprints differ)")
+        with self._lock:
+            self._lru[self.cache_key(constraint)] = fsm
+            while len(self._lru) > self.config.cache_size:
+                self._lru.popitem(last=False)
+
+    def precompile(self, constraints: Iterable[Constraint], processes: int = 1) -> dict[str, TokenFSM | BaseException]:
+        """Compile every distinct constraint into the cache ahead of traffic (a server's warm
+        start), on ``processes`` worker processes when > 1 (compiles are CPU-bound Python, so
+        threads would share one core).  Returns ``{constraint.key: TokenFSM or the refusal}``;
+        refusals (``ConstraintError``, ``GrammarCompileError``) are cached and returned, never
+        raised.  Raises ``ValueError`` for ``processes`` < 1."""
+        if processes < 1:
+            raise ValueError(f"processes must be >= 1, got {processes}")
+        distinct: dict[str, Constraint] = {}
+        for c in constraints:
+            distinct.setdefault(c.key, c)
+        out: dict[str, TokenFSM | BaseException] = {}
+        if processes == 1 or len(distinct) < 2:
+            for k, c in distinct.items():
+                try:
+                    out[k] = self.compile(c)
+                except (ConstraintError, GrammarCompileError) as e:
+                    out[k] = e
+            return out
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold CUDA
+        config = dataclasses.replace(self.config, cache_dir=None, workers=1)
+        with ProcessPoolExecutor(min(processes, len(distinct)), mp_context=ctx, initializer=_worker_init,
+                                 initargs=(self.vocab, config)) as pool:  # fmt: skip
+            futures = {k: pool.submit(_worker_compile, c) for k, c in distinct.items()}
+            for k, fut in futures.items():
+                state = fut.result()
+                if isinstance(state, BaseException):
+                    got: TokenFSM | BaseException = state
+                else:
+                    got = TokenFSM.__new__(TokenFSM)
+                    got.__setstate__({**state, "vocab": self.vocab})
+                key = self.cache_key(distinct[k])
+                with self._lock:
+                    self._counts["misses"] += 1
+                    if isinstance(got, BaseException):
+                        self._counts["failures"] += 1
+                    if self.config.cache_size:
+                        self._lru[key] = got
+                        while len(self._lru) > self.config.cache_size:
+                            self._lru.popitem(last=False)
+                if isinstance(got, TokenFSM):
+                    self._store_disk(key, got)
+                out[k] = got
+        return out
 
     def submit(self, constraint: Constraint) -> Future[TokenFSM]:
         """Compile on a worker thread; concurrent submits of one constraint share a Future."""
@@ -289,3 +367,22 @@ class GrammarCompiler:
         with os.fdopen(fd, "wb") as f:
             pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, path)
+
+
+_WORKER: GrammarCompiler | None = None
+
+
+def _worker_init(vocab: Vocabulary, config: CompilerConfig) -> None:
+    global _WORKER
+    _WORKER = GrammarCompiler(vocab, config)
+
+
+def _worker_compile(constraint: Constraint) -> dict[str, Any] | BaseException:
+    """Compile in a worker process; the FSM's state without the vocabulary (the parent has it)."""
+    assert _WORKER is not None
+    try:
+        state = _WORKER.compile(constraint).__getstate__()
+    except (ConstraintError, GrammarCompileError) as e:
+        return e
+    state.pop("vocab")
+    return state

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from bisect import bisect_left
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -71,6 +72,7 @@ class TokenFSM:
         self._row_bytes: list[bytes] = []
         self._row_index: dict[bytes, int] = {}
         self._row_empty: list[bool] = []
+        self._rows_complete = False  # every token-reachable state has its row (precompute_rows)
         self._init_runtime()
 
     def _init_runtime(self) -> None:
@@ -92,12 +94,14 @@ class TokenFSM:
                 "_row_bytes": list(self._row_bytes),
                 "_row_index": dict(self._row_index),
                 "_row_empty": list(self._row_empty),
+                "_rows_complete": self._rows_complete,
             }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         if "_row_empty" not in state:  # pickled before the flag existed
             self._row_empty = [not r.any() for r in self._rows]
+        self.__dict__.setdefault("_rows_complete", False)
         self._init_runtime()
 
     @property
@@ -226,24 +230,52 @@ class TokenFSM:
         Returns the number of token-reachable states.  Raises ``RuntimeError`` if more than
         ``max_states`` are reachable (the automaton's own cap raises ``GrammarCompileError``).
         """
+        done, complete = self.precompute_rows(max_states=max_states)
+        if not complete:
+            raise RuntimeError(f"more than max_states={max_states} token-reachable states")
+        return done
+
+    def precompute_rows(self, *, max_states: int | None = None, deadline: float | None = None) -> tuple[int, bool]:
+        """Eagerly compute the mask rows of token-reachable states, breadth-first from the
+        initial state (the precomputed-mask design of the compressed FSM: after this, serving
+        any of these states costs a row lookup, never a trie walk).
+
+        Stops early, keeping every row computed so far, once ``max_states`` states are done or
+        ``time.perf_counter()`` passes ``deadline`` (seconds); rows not computed stay lazy.
+        Returns ``(states done, complete)``: ``complete`` is True when every token-reachable
+        state has its row.  Thread-safe; the language is unchanged.
+        """
+        if self._rows_complete:
+            return len(self._state_to_row), True
         seen = {self.initial}
         frontier = [self.initial]
+        reached = np.zeros(self.dfa.max_states, dtype=np.uint8)  # [max_states] successors of one state
+        done = 0
         while frontier:
             nxt: list[int] = []
             for s in frontier:
-                ends = np.zeros(self.vocab.size, dtype=np.int32)  # [V] state after each token
+                if (max_states is not None and done >= max_states) or (deadline is not None and time.perf_counter() > deadline):
+                    return done, False
                 with self._lock:
-                    bits = self.vocab.trie.mask_bits(self.dfa, s, ends=ends)
+                    bits = self.vocab.trie.mask_bits(self.dfa, s, reached=reached)
                     if s not in self._state_to_row:
                         self._store_row(s, bits)
-                for t in np.unique(ends).tolist():
+                done += 1
+                succ = np.flatnonzero(reached)
+                reached[succ] = 0
+                for t in succ.tolist():
                     if t != DEAD and t not in seen:
                         seen.add(t)
                         nxt.append(t)
-                        if max_states is not None and len(seen) > max_states:
-                            raise RuntimeError(f"more than max_states={max_states} token-reachable states")
             frontier = nxt
-        return len(seen)
+        with self._lock:
+            self._rows_complete = True
+        return done, True
+
+    @property
+    def rows_complete(self) -> bool:
+        """Whether :meth:`precompute_rows` has computed every token-reachable state's row."""
+        return self._rows_complete
 
     def csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Token transitions of all token-reachable states in CSR form.

@@ -360,24 +360,30 @@ class VocabTrie:
         self.pre_skip = size[order].astype(np.int32)
         self.pre_token = node_token[order].astype(np.int32)
 
-    def mask_bits(self, dfa: Any, state: int, *, ends: np.ndarray | None = None) -> np.ndarray:
+    def mask_bits(self, dfa: Any, state: int, *, ends: np.ndarray | None = None, reached: np.ndarray | None = None) -> np.ndarray:
         """The tokens whose bytes the lazily built byte DFA ``dfa`` accepts as a prefix from ``state``.
 
         Returns ``uint32 [ceil(V/32)]`` (little-endian bit ``t`` = token ``t`` allowed;
         excluded/special tokens never set).  When ``ends`` (``int32 [V]``, zero-filled by the
-        caller) is given, the state after each allowed token is written to it.  Expands DFA
-        states on demand (the caller serializes expansions).  Raises ``ValueError`` for a state
-        the automaton has not discovered or an ``ends`` array of the wrong shape or dtype.
+        caller) is given, the state after each allowed token is written to it.  When
+        ``reached`` (``uint8 [M]``, M ≥ the automaton's state cap) is given, ``reached[s]`` is
+        set to 1 for every state ``s`` an allowed token ends in.  Expands DFA states on demand
+        (the caller serializes expansions).  Raises ``ValueError`` for a state the automaton
+        has not discovered or an ``ends`` / ``reached`` array of the wrong shape or dtype.
         """
         if not 0 <= state < dfa.num_states:
             raise ValueError(f"state {state} is not a discovered automaton state (0..{dfa.num_states - 1})")
         if ends is not None and (ends.shape != (self.vocab_size,) or ends.dtype != np.int32):
             raise ValueError(f"ends must be int32 [{self.vocab_size}], got {ends.dtype} {list(ends.shape)}")
+        if reached is not None and (reached.ndim != 1 or reached.dtype != np.uint8 or len(reached) < dfa.max_states):
+            raise ValueError(f"reached must be uint8 [>= {dfa.max_states}], got {reached.dtype} {list(reached.shape)}")
         words = (self.vocab_size + 31) // 32
         if not self.use_compiled:
             end = self.end_states(dfa, np.array([state], dtype=np.int64))[0]  # [V]
             if ends is not None:
                 ends[:] = end
+            if reached is not None:
+                reached[end[end != 0]] = 1
             allowed = np.zeros(words * 32, dtype=bool)
             allowed[: self.vocab_size] = end != 0
             return np.packbits(allowed, bitorder="little").view("<u4")
@@ -401,6 +407,7 @@ class VocabTrie:
                 stack,
                 bits,
                 ends,
+                reached,
             )
             if pos < 0:
                 break

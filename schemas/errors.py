@@ -6,6 +6,8 @@ Every error names what is wrong and where: a schema keyword with its JSON pointe
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class ConstraintError(ValueError):
     """Base class: the constraint itself is malformed or cannot be enforced."""
@@ -18,9 +20,17 @@ class SchemaError(ConstraintError):
     """
 
     def __init__(self, message: str, *, keyword: str, pointer: str) -> None:
+        self.message = message
         self.keyword = keyword
         self.pointer = pointer or "#"
         super().__init__(f"{message} (keyword '{keyword}' at {self.pointer})")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable (compile worker processes, caches)
+        return _rebuild_schema_error, (type(self), self.message, self.keyword, self.pointer)
+
+
+def _rebuild_schema_error(cls: type[SchemaError], message: str, keyword: str, pointer: str) -> SchemaError:
+    return cls(message, keyword=keyword, pointer=pointer)
 
 
 class UnsupportedSchemaError(SchemaError):
@@ -44,3 +54,6 @@ class RegexError(ConstraintError):
         caret = " " * min(position, 200) + "^"
         shown = pattern if len(pattern) <= 200 else pattern[:200] + "..."
         super().__init__(f"{reason} at position {position}\n  {shown}\n  {caret}")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable (compile worker processes, caches)
+        return type(self), (self.reason, self.pattern, self.position)

@@ -1040,6 +1040,9 @@ class _Converter:
             if val is not NOTHING:
                 extras.append(seq(json_string(key_lang), self.key_sep, val))
         min_p, max_p = schema.get("minProperties"), schema.get("maxProperties")
+        for kw, v in (("minProperties", min_p), ("maxProperties", max_p)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v)):
+                raise SchemaError(f"{kw} must be a non-negative integer", keyword=kw, pointer=ptr)
         n_required = sum(1 for _, r in items if r)
         if min_p is not None and min_p > n_required:
             self.unsupported("minProperties", ptr, "minProperties above the number of required properties")

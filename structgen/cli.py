@@ -90,7 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     bj.add_argument(
         "--warm-grammars",
         action="store_true",
-        help="compile each run's constraints before its clock starts, engine and baselines alike (steady state); "
+        help="compile each run's constraints before its clock starts, engine and baselines alike (steady state; the "
+        "engine's with every reachable state's mask row precomputed, on worker processes); "
         "default: every run starts with empty grammar caches and compiles count in TTFT",
     )
     bj.add_argument("--maskbench-dir", default=None, help="MaskBench schema folder (default: ../shared/fixtures/maskbench/data)")

@@ -132,6 +132,25 @@ def test_cli_tiny_cpu_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "--random-weights" in capsys.readouterr().err
 
 
+def test_max_tokens_cover_the_longest_accepted_output(tiny_vocab: object) -> None:
+    """Finite languages get max_tokens = longest output in bytes + 1 (EOS), capped; unbounded
+    ones keep theirs; the byte DFA's max_length is exact on small regexes."""
+    from structgen.fsm import Constraint, GrammarCompiler
+
+    from structgen.bench_json import BenchRequest, bound_max_tokens
+
+    compiler = GrammarCompiler(tiny_vocab)  # type: ignore[arg-type]
+    cases = {r"abc": 3, r"a{2,5}": 5, r"(ab|c)d?": 3, r"é{1,2}": 4, r"a*": None, r"[0-9]{1,3}(\.[0-9]+)?": None}
+    for rx, n in cases.items():
+        assert compiler.compile(Constraint.regex(rx)).dfa.max_length() == n, rx
+    schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 3}}, "required": ["a"], "additionalProperties": False}
+    n = compiler.compile(Constraint.json_schema(schema)).dfa.max_length()
+    assert n == len('{"a": "') + 3 * len("\\u0000") + len('"}')  # three escaped control characters
+    reqs = [BenchRequest("p", Constraint.regex(rx), 8) for rx in (r"a{2,5}", r"a*", r"a{1,100}", r"b{1,3000}")]
+    got = bound_max_tokens(reqs, lambda c: compiler.compile(c).dfa.max_length(), cap=1000)
+    assert [r.max_tokens for r in got] == [8, 8, 101, 1000]  # never lowered; unbounded kept; capped
+
+
 def test_bound_schema_adds_bounds_only_where_missing() -> None:
     from structgen.bench_json import bound_schema
 

@@ -6,7 +6,7 @@ import pytest
 from structgen.fsm.compiler import CompilerConfig, Constraint, GrammarCompiler
 from structgen.fsm.errors import GrammarCompileError, GrammarTimeoutError
 from structgen.fsm.vocab import Vocabulary
-from structgen.schemas.errors import RegexError, UnsupportedSchemaError
+from structgen.schemas.errors import RegexError, SchemaError, UnsupportedSchemaError
 from structgen.schemas.json_schema import SchemaOptions
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string", "maxLength": 4}}, "required": ["a"]}
@@ -101,6 +101,49 @@ def test_config_validation() -> None:
         Constraint("grammar", "x")
     with pytest.raises(ValueError):
         SchemaOptions(whitespace="loose")
+    with pytest.raises(ValueError, match="precompute_states"):
+        CompilerConfig(precompute_states=-1)
+
+
+def test_precompute_states_makes_rows_eager(tiny_vocab: Vocabulary) -> None:
+    c = Constraint.regex(r'"[abé]{0,4}"')
+    lazy = GrammarCompiler(tiny_vocab).compile(c)
+    eager = GrammarCompiler(tiny_vocab, CompilerConfig(precompute_states=10_000)).compile(c)
+    assert eager.rows_complete and not lazy.rows_complete and eager.num_rows > lazy.num_rows == 1
+    capped = GrammarCompiler(tiny_vocab, CompilerConfig(precompute_states=2)).compile(c)
+    assert not capped.rows_complete and capped.num_rows <= 2
+
+
+def test_precompile_in_worker_processes(tiny_vocab: Vocabulary, tmp_path: object) -> None:
+    """Worker processes compile, the parent caches (refusals too, with their pointer) and
+    writes the disk cache; a later compile() is a memory hit returning the eager FSM."""
+    good = [Constraint.regex(r"[ab]{1,3}"), Constraint.json_schema({"type": "boolean"})]
+    bad = Constraint.json_schema({"type": "object", "maxProperties": "x"})
+    comp = GrammarCompiler(tiny_vocab, CompilerConfig(precompute_states=1000, cache_dir=str(tmp_path)))
+    out = comp.precompile([*good, good[0], bad], processes=2)
+    assert set(out) == {c.key for c in [*good, bad]}
+    err = out[bad.key]
+    assert isinstance(err, SchemaError) and err.keyword == "maxProperties" and err.pointer == "#"
+    for c in good:
+        fsm = comp.compile(c)
+        assert fsm is out[c.key] and fsm.rows_complete and fsm.vocab is tiny_vocab
+    with pytest.raises(SchemaError):
+        comp.compile(bad)
+    assert comp.stats().misses == 3 and comp.stats().failures == 1 and comp.stats().memory_hits == 3
+    disk = GrammarCompiler(tiny_vocab, CompilerConfig(cache_dir=str(tmp_path))).compile(good[0])
+    assert disk.rows_complete
+    with pytest.raises(ValueError, match="processes"):
+        comp.precompile(good, processes=0)
+
+
+def test_put_seeds_the_cache_and_checks_the_vocabulary(tiny_vocab: Vocabulary, gpt2_vocab: Vocabulary) -> None:
+    c = Constraint.regex(r"[ab]{1,3}")
+    fsm = GrammarCompiler(tiny_vocab).compile(c)
+    comp = GrammarCompiler(tiny_vocab)
+    comp.put(c, fsm)
+    assert comp.compile(c) is fsm and comp.stats().misses == 0
+    with pytest.raises(ValueError, match="vocabulary"):
+        GrammarCompiler(gpt2_vocab).put(c, fsm)
 
 
 def test_post_validation_for_non_strict_constraints(tiny_vocab: Vocabulary) -> None:

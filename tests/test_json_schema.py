@@ -313,12 +313,28 @@ def test_unsupported_keywords_are_named(schema: Any, keyword: str, pointer: str 
         ({"enum": "abc"}, "enum"),
         ({"properties": []}, "properties"),
         ({"allOf": []}, "allOf"),
+        ({"type": "object", "maxProperties": "x"}, "maxProperties"),
+        ({"type": "object", "minProperties": -2}, "minProperties"),
     ],
 )
 def test_malformed_schemas_are_named(schema: Any, keyword: str) -> None:
     with pytest.raises(SchemaError) as ei:
         schema_to_ir(schema)
     assert ei.value.keyword == keyword
+
+
+def test_constraint_errors_survive_pickling() -> None:
+    """Compile worker processes and caches send refusals across pickle: keyword, pointer and
+    regex position must come back intact."""
+    import pickle
+
+    from structgen.schemas.errors import RegexError
+
+    for err in (SchemaError("bad", keyword="enum", pointer="/a"), UnsupportedSchemaError("no", keyword="not", pointer="")):
+        back = pickle.loads(pickle.dumps(err))
+        assert type(back) is type(err) and str(back) == str(err) and (back.keyword, back.pointer) == (err.keyword, err.pointer)
+    rx = pickle.loads(pickle.dumps(RegexError("unterminated group", "ab(c", 2)))
+    assert (rx.reason, rx.pattern, rx.position) == ("unterminated group", "ab(c", 2)
 
 
 def test_non_strict_drops_and_reports() -> None:

@@ -90,6 +90,31 @@ def test_masks_agree_with_advance_on_gpt2(gpt2_vocab: Vocabulary) -> None:
     assert cur.is_accepting()
 
 
+def test_precompute_rows_matches_lazy_rows(gpt2_vocab: Vocabulary) -> None:
+    """Eager rows equal the rows computed on first visit; limits stop early without losing
+    rows; a complete FSM says so, and the flag travels through pickle."""
+    import pickle
+
+    regex = r'\{"a": "[a-z]{1,6}", "b": (true|false|[0-9]{1,3})\}'
+    eager, lazy = fsm_for_regex(regex, gpt2_vocab), fsm_for_regex(regex, gpt2_vocab)
+    done, complete = eager.precompute_rows(max_states=2)
+    assert (done, complete) == (2, False) and not eager.rows_complete
+    done, complete = eager.precompute_rows(deadline=0.0)  # already past
+    assert (done, complete) == (0, False)
+    done, complete = eager.precompute_rows()
+    assert complete and eager.rows_complete and done == len(eager.state_to_row()[eager.state_to_row() >= 0])
+    for s in np.flatnonzero(eager.state_to_row() >= 0).tolist():
+        assert np.array_equal(eager.mask_row(s), lazy.mask_row(s))
+    n_rows = eager.num_rows
+    cur = eager.cursor()
+    for t in gpt2_vocab.encode_bytes(b'{"a": "xyz", "b": 12}'):
+        cur.advance(t)  # every state served is already computed
+    assert eager.num_rows == n_rows and cur.is_accepting()
+    assert pickle.loads(pickle.dumps(eager)).rows_complete
+    assert eager.precompute_rows() == (done, True)  # a complete FSM returns at once
+    assert eager.materialize() == done
+
+
 def test_mask_rows_shape_and_dedup(gpt2_vocab: Vocabulary) -> None:
     fsm = fsm_for_regex(r"[a-z]{0,3}", gpt2_vocab)
     n = fsm.materialize()
