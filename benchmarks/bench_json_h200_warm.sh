@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The H200 warm-grammar runs of `structgen bench json` (session 10): Llama-3-8B configuration
+# with random bf16 weights, the real Llama-3 tokenizer, engine grammars compiled with every
+# reachable state's mask row precomputed before the clock (HF + xgrammar compiled before the
+# clock too), and max_tokens covering every finite constraint's longest output.
+#   bash benchmarks/bench_json_h200_warm.sh TOKENIZER_DIR OUT_DIR PART
+# PART 1: character + extraction at c16/c64, engine modes and the HF + xgrammar baseline.
+# PART 2: shared-prefix (24 shots) at c16/c64 with and without the radix cache.
+# PART 3: c256 for character, extraction (engine default + baseline) and shared-prefix.
+set -euo pipefail
+TOK=$1 OUT=$2 PART=$3
+COMMON=(--config llama3-8b --random-weights --tokenizer "$TOK" --waves 2 --no-progress --warm-grammars --num-requests 512)
+case "$PART" in
+1) python3 -m structgen.cli bench json "${COMMON[@]}" --out "$OUT/main" --concurrency 16 64 --workload character,extraction \
+       --modes default,no-jump-forward,unconstrained --baselines hf-xgrammar ;;
+2) python3 -m structgen.cli bench json "${COMMON[@]}" --out "$OUT/shared-prefix" --concurrency 16 64 --workload shared-prefix \
+       --shots 24 --modes default,no-radix,no-jump-forward ;;
+3) python3 -m structgen.cli bench json "${COMMON[@]}" --out "$OUT/c256" --concurrency 256 --workload character,extraction \
+       --modes default --baselines hf-xgrammar
+   python3 -m structgen.cli bench json "${COMMON[@]}" --out "$OUT/c256" --append --concurrency 256 --workload shared-prefix \
+       --shots 24 --modes default,no-radix ;;
+*) echo "PART must be 1, 2 or 3" >&2; exit 2 ;;
+esac
