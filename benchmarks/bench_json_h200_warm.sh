@@ -7,6 +7,9 @@
 # PART 1: character + extraction at c16/c64, engine modes and the HF + xgrammar baseline.
 # PART 2: shared-prefix (24 shots) at c16/c64 with and without the radix cache.
 # PART 3: c256 for character, extraction (engine default + baseline) and shared-prefix.
+# PART 4: maskbench at c16/c64 (default, no-jump-forward; HF + xgrammar), reading .carry/maskbench.
+# PART prepare-maskbench (on the machine that has ../shared): copy the first 360 MaskBench files
+#   in the benchmark's seed-0 order to .carry/maskbench, the folder PART 4 reads.
 set -euo pipefail
 TOK=$1 OUT=$2 PART=$3
 COMMON=(--config llama3-8b --random-weights --tokenizer "$TOK" --waves 2 --no-progress --warm-grammars --num-requests 512)
@@ -19,5 +22,19 @@ case "$PART" in
        --modes default --baselines hf-xgrammar
    python3 -m structgen.cli bench json "${COMMON[@]}" --out "$OUT/c256" --append --concurrency 256 --workload shared-prefix \
        --shots 24 --modes default,no-radix ;;
-*) echo "PART must be 1, 2 or 3" >&2; exit 2 ;;
+4) python3 -m structgen.cli bench json "${COMMON[@]}" --out "$OUT/maskbench" --num-requests 256 --concurrency 16 64 \
+       --workload maskbench --maskbench-dir .carry/maskbench --modes default,no-jump-forward --baselines hf-xgrammar ;;
+prepare-maskbench) python3 - <<'PY'
+import random, shutil
+from pathlib import Path
+from structgen.bench_json import MASKBENCH_DIR
+files = sorted(MASKBENCH_DIR.glob("*.json"))
+random.Random(0).shuffle(files)  # the order maskbench_requests samples in
+dst = Path(".carry/maskbench")
+dst.mkdir(parents=True, exist_ok=True)
+for f in files[:360]:
+    shutil.copy(f, dst / f.name)
+PY
+   ;;
+*) echo "PART must be 1, 2, 3, 4 or prepare-maskbench" >&2; exit 2 ;;
 esac

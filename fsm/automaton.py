@@ -896,22 +896,25 @@ class LazyDFA:
         """Bytes in the longest accepted string from ``state`` (default: the initial state), or
         None when the language from there is infinite (a cycle is reachable: every state is
         live, so any reachable cycle repeats forever).  Expands every reachable state; the
-        state cap raises ``GrammarCompileError`` as in any expansion.  Deterministic."""
+        state cap raises ``GrammarCompileError`` as in any expansion.  Deterministic.  Raises
+        ``ValueError`` for a state the automaton has not discovered."""
         start = self.initial if state is None else state
+        if not 0 <= start < self.num_states:
+            raise ValueError(f"state {start} is not a discovered automaton state (0..{self.num_states - 1})")
         if start == DEAD:
             return None
         longest: dict[int, int] = {}
         on_path: set[int] = set()
-        stack: list[tuple[int, list[int]]] = []
+        stack: list[tuple[int, list[int], list[int]]] = []  # (state, successors, successors left to visit)
 
         def push(q: int) -> None:
-            succ = {int(t) for t in np.unique(self.expand(q)).tolist() if t != DEAD}
+            succ = [int(t) for t in np.unique(self.expand(q)).tolist() if t != DEAD]
             on_path.add(q)
-            stack.append((q, sorted(succ)))
+            stack.append((q, succ, list(succ)))
 
         push(start)
         while stack:
-            q, todo = stack[-1]
+            q, succ, todo = stack[-1]
             if todo:
                 t = todo.pop()
                 if t in on_path:
@@ -921,10 +924,7 @@ class LazyDFA:
                 continue
             stack.pop()
             on_path.discard(q)
-            best = 0 if self.acc[q] else -1
-            for t in {int(x) for x in np.unique(self.table[q]).tolist() if x != DEAD}:
-                best = max(best, longest[t] + 1)
-            longest[q] = best
+            longest[q] = max([0 if self.acc[q] else -1] + [longest[t] + 1 for t in succ])  # live: -1 never wins
         return longest[start]
 
     def distance_to_accept(self, state: int) -> int:

@@ -200,13 +200,8 @@ class GrammarCompiler:
                 raise got
             return got
         from_disk = self._load_disk(key)
-        if from_disk is not None and self.config.precompute_states and not from_disk.rows_complete:
-            try:
-                from_disk.precompute_rows(max_states=self.config.precompute_states, deadline=time.perf_counter() + self.config.timeout_s)
-            except GrammarCompileError:
-                pass  # as in _compile_uncached
         fsm_or_err: TokenFSM | BaseException | None = from_disk
-        if fsm_or_err is None:
+        if from_disk is None:
             t0 = time.perf_counter()
             try:
                 fsm_or_err = self._compile_uncached(constraint)
@@ -220,14 +215,11 @@ class GrammarCompiler:
             if not isinstance(fsm_or_err, BaseException):
                 self._store_disk(key, fsm_or_err)
         else:
+            self._precompute(from_disk, time.perf_counter() + self.config.timeout_s)
             with self._lock:
                 self._counts["disk_hits"] += 1
         assert fsm_or_err is not None
-        with self._lock:
-            if self.config.cache_size:
-                self._lru[key] = fsm_or_err
-                while len(self._lru) > self.config.cache_size:
-                    self._lru.popitem(last=False)
+        self._remember(key, fsm_or_err)
         if isinstance(fsm_or_err, BaseException):
             raise fsm_or_err
         assert fsm_or_err is not None
@@ -241,12 +233,26 @@ class GrammarCompiler:
             raise GrammarCompileError("the constraint matches nothing (empty language): no output can satisfy it")
         fsm = TokenFSM(dfa, self.vocab)
         fsm.mask_row_index(fsm.initial)
-        if self.config.precompute_states:
-            try:
-                fsm.precompute_rows(max_states=self.config.precompute_states, deadline=budget.deadline)
-            except GrammarCompileError:
-                pass  # the state cap: rows past it stay lazy, and serving there raises as before
+        self._precompute(fsm, budget.deadline)
         return fsm
+
+    def _precompute(self, fsm: TokenFSM, deadline: float) -> None:
+        """Eager rows per ``config.precompute_states`` (a no-op when 0 or already complete)."""
+        if not self.config.precompute_states or fsm.rows_complete:
+            return
+        try:
+            fsm.precompute_rows(max_states=self.config.precompute_states, deadline=deadline)
+        except GrammarCompileError:
+            pass  # the state cap: rows past it stay lazy, and serving there raises as before
+
+    def _remember(self, key: str, fsm_or_err: TokenFSM | BaseException) -> None:
+        """Insert into the in-memory LRU (most recent last), trimming it to ``cache_size``."""
+        with self._lock:
+            if self.config.cache_size:
+                self._lru[key] = fsm_or_err
+                self._lru.move_to_end(key)
+                while len(self._lru) > self.config.cache_size:
+                    self._lru.popitem(last=False)
 
     def put(self, constraint: Constraint, fsm: TokenFSM) -> None:
         """Seed the in-memory cache with ``fsm``, compiled elsewhere for ``constraint`` with
@@ -254,10 +260,7 @@ class GrammarCompiler:
         Raises ``ValueError`` when ``fsm`` was built for another vocabulary."""
         if fsm.vocab.fingerprint != self.vocab.fingerprint:
             raise ValueError("the FSM was compiled for another vocabulary (fingerprints differ)")
-        with self._lock:
-            self._lru[self.cache_key(constraint)] = fsm
-            while len(self._lru) > self.config.cache_size:
-                self._lru.popitem(last=False)
+        self._remember(self.cache_key(constraint), fsm)
 
     def precompile(self, constraints: Iterable[Constraint], processes: int = 1) -> dict[str, TokenFSM | BaseException]:
         """Compile every distinct constraint into the cache ahead of traffic (a server's warm
@@ -290,17 +293,13 @@ class GrammarCompiler:
                 if isinstance(state, BaseException):
                     got: TokenFSM | BaseException = state
                 else:
-                    got = TokenFSM.__new__(TokenFSM)
-                    got.__setstate__({**state, "vocab": self.vocab})
+                    got = self._from_state(state)
                 key = self.cache_key(distinct[k])
                 with self._lock:
                     self._counts["misses"] += 1
                     if isinstance(got, BaseException):
                         self._counts["failures"] += 1
-                    if self.config.cache_size:
-                        self._lru[key] = got
-                        while len(self._lru) > self.config.cache_size:
-                            self._lru.popitem(last=False)
+                self._remember(key, got)
                 if isinstance(got, TokenFSM):
                     self._store_disk(key, got)
                 out[k] = got
@@ -349,20 +348,22 @@ class GrammarCompiler:
             return None
         try:
             with open(path, "rb") as f:
-                state = pickle.load(f)
-            fsm = TokenFSM.__new__(TokenFSM)
-            fsm.__setstate__({**state, "vocab": self.vocab})
-            return fsm
+                return self._from_state(pickle.load(f))
         except Exception:  # a corrupt or stale entry is recompiled
             return None
+
+    def _from_state(self, state: dict[str, Any]) -> TokenFSM:
+        """A TokenFSM from :func:`_state_without_vocab`'s output, on this compiler's vocabulary."""
+        fsm = TokenFSM.__new__(TokenFSM)
+        fsm.__setstate__({**state, "vocab": self.vocab})
+        return fsm
 
     def _store_disk(self, key: str, fsm: TokenFSM) -> None:
         path = self._disk_path(key)
         if path is None:
             return
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        state = fsm.__getstate__()
-        state.pop("vocab")
+        state = _state_without_vocab(fsm)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path))
         with os.fdopen(fd, "wb") as f:
             pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
@@ -381,8 +382,13 @@ def _worker_compile(constraint: Constraint) -> dict[str, Any] | BaseException:
     """Compile in a worker process; the FSM's state without the vocabulary (the parent has it)."""
     assert _WORKER is not None
     try:
-        state = _WORKER.compile(constraint).__getstate__()
+        return _state_without_vocab(_WORKER.compile(constraint))
     except (ConstraintError, GrammarCompileError) as e:
         return e
+
+
+def _state_without_vocab(fsm: TokenFSM) -> dict[str, Any]:
+    """The FSM's pickled state minus the vocabulary (the receiver has it: disk cache, workers)."""
+    state = fsm.__getstate__()
     state.pop("vocab")
     return state

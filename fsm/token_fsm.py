@@ -243,8 +243,11 @@ class TokenFSM:
         Stops early, keeping every row computed so far, once ``max_states`` states are done or
         ``time.perf_counter()`` passes ``deadline`` (seconds); rows not computed stay lazy.
         Returns ``(states done, complete)``: ``complete`` is True when every token-reachable
-        state has its row.  Thread-safe; the language is unchanged.
+        state has its row.  Thread-safe; the language is unchanged.  Raises ``ValueError`` for a
+        negative ``max_states``.
         """
+        if max_states is not None and max_states < 0:
+            raise ValueError(f"max_states must be >= 0, got {max_states}")
         if self._rows_complete:
             return len(self._state_to_row), True
         seen = {self.initial}

@@ -35,8 +35,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from structgen.fsm import Constraint
+from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler, TokenFSM, Vocabulary
 from structgen.fsm.compiler import OutputValidationError
+from structgen.fsm.errors import GrammarCompileError
+from structgen.schemas import ConstraintError
 
 from .engine import Engine, EngineConfig
 from .request import GenerateRequest, RequestError, SamplingParams
@@ -166,7 +168,10 @@ def bound_max_tokens(
     """``reqs`` with ``max_tokens`` raised to 1 + the longest output their constraint accepts
     (in bytes, an upper bound on tokens: a token emits at least one byte; + 1 for EOS), at most
     ``cap``, so that a finite language is never cut by ``max_tokens``.  ``max_length``: bytes
-    of the longest accepted string, None when unbounded (the request keeps its ``max_tokens``)."""
+    of the longest accepted string, None when unbounded (the request keeps its ``max_tokens``).
+    Raises ``ValueError`` for ``cap`` < 1."""
+    if cap < 1:
+        raise ValueError(f"cap must be >= 1, got {cap}")
     out = []
     for r in reqs:
         n = max_length(r.constraint)
@@ -445,11 +450,12 @@ def bench_json(
     rows: list[dict[str, Any]] = []
     skipped: list[str] = []
     workload_reqs: dict[str, list[BenchRequest]] = {}
-    warm_sets: dict[str, tuple[dict[str, Any], float]] = {}  # workload -> (key -> precomputed FSM, seconds)
-    check: Callable[[Constraint], bool] | None = None
+    warm_sets: dict[str, tuple[dict[str, TokenFSM], float]] = {}  # workload -> (key -> precomputed FSM, seconds)
+    check: _CompileCheck | None = None
 
-    def build(w: str, check: Callable[[Constraint], bool]) -> list[BenchRequest]:
-        return build_workload(w, num_requests, seed, check, shots=shots, maskbench_dir=maskbench_dir)
+    def build(w: str, check: _CompileCheck) -> list[BenchRequest]:
+        reqs = build_workload(w, num_requests, seed, check, shots=shots, maskbench_dir=maskbench_dir)
+        return bound_max_tokens(reqs, check.max_length)
 
     def record(log: Any, w: str, mode: str, conc: int, records: list[Record], wall: float, peak: int, compile_s: float) -> None:
         row = {"workload": w, "mode": mode, "concurrency": conc, "warm_grammars": warm_grammars, "compile_s": compile_s,
@@ -481,11 +487,11 @@ def bench_json(
                     engine = Engine(model, cfg, tokenizer_path=tokenizer, runner=runner)
                     try:
                         if w not in workload_reqs:
-                            check = _compiles(engine.vocab, engine.compiler.config)
-                            workload_reqs[w] = bound_max_tokens(build(w, check), check.max_length)  # type: ignore[attr-defined]
+                            check = _CompileCheck(engine.vocab, engine.compiler.config)
+                            workload_reqs[w] = build(w, check)
                         reqs = workload_reqs[w][: requests_at(num_requests, conc, waves)]
                         if not reqs:
-                            refused = getattr(check, "refusals", [])
+                            refused = check.refusals if check is not None else []
                             why = f"all {len(refused)} refused, first: {refused[0][:300]}" if refused else "data absent"
                             skipped.append(f"{w}: no requests ({why})")
                             break
@@ -543,7 +549,7 @@ def _run_baselines(
     tokenizer: str | None,
     workloads: Sequence[str],
     workload_reqs: dict[str, list[BenchRequest]],
-    build: Callable[[str, Callable[[Constraint], bool]], list[BenchRequest]],
+    build: Callable[[str, _CompileCheck], list[BenchRequest]],
     baselines: Sequence[str],
     concurrency: Sequence[int],
     num_requests: int,
@@ -560,8 +566,6 @@ def _run_baselines(
     from tqdm import tqdm
     from transformers import AutoTokenizer
 
-    from structgen.fsm import Vocabulary
-
     from .baselines import HFBaseline, load_hf_twin
     from .engine import eos_token_ids
     from .models.loader import load_hf_config
@@ -572,7 +576,7 @@ def _run_baselines(
     tok = AutoTokenizer.from_pretrained(tokenizer or model, local_files_only=True)
     eos = eos_token_ids(model, load_hf_config(model), tok)
     vocab = Vocabulary.from_tokenizer(tok, eos_token_ids=eos)
-    check = _compiles(vocab, base.compiler)
+    check = _CompileCheck(vocab, base.compiler)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu") if base.device == "auto" else torch.device(base.device)
     hf_model, _ = load_hf_twin(model, device=device, dtype=base.dtype, random_weights_seed=base.random_weights_seed)
     cuda = device.type == "cuda"
@@ -580,7 +584,7 @@ def _run_baselines(
         runner = HFBaseline(name, hf_model, tok, vocab, eos)
         for w in workloads:
             if w not in workload_reqs:
-                workload_reqs[w] = bound_max_tokens(build(w, check), check.max_length)  # type: ignore[attr-defined]
+                workload_reqs[w] = build(w, check)
             for conc in concurrency:
                 reqs = workload_reqs[w][: requests_at(num_requests, conc, waves)]
                 if not reqs:
@@ -603,19 +607,15 @@ def _baseline_compile(runner: Any, c: Constraint) -> None:
 
 
 def precompile_grammars(
-    vocab: Any, config: Any, reqs: Sequence[BenchRequest], processes: int | None = None
-) -> tuple[dict[str, Any], float]:
+    vocab: Vocabulary, config: CompilerConfig, reqs: Sequence[BenchRequest], processes: int | None = None
+) -> tuple[dict[str, TokenFSM], float]:
     """The warm start of the engine side: every distinct constraint of ``reqs`` compiled with
     the mask rows of all its token-reachable states precomputed (``precompute_states`` up to
     the state cap; our compile-time counterpart of xgrammar's precomputed token-mask cache), on
     ``processes`` worker processes (default: the CPU count, at most 16).  Returns ``({key:
     TokenFSM}, seconds)``; refused constraints are left out (the engine refuses them again)."""
-    import dataclasses as dc
-
-    from structgen.fsm import GrammarCompiler, TokenFSM
-
     procs = processes or min(16, os.cpu_count() or 1)
-    compiler = GrammarCompiler(vocab, dc.replace(config, precompute_states=config.max_states, cache_dir=None))
+    compiler = GrammarCompiler(vocab, dataclasses.replace(config, precompute_states=config.max_states, cache_dir=None))
     t0 = time.perf_counter()
     got = compiler.precompile([r.constraint for r in reqs], processes=procs)
     return {k: v for k, v in got.items() if isinstance(v, TokenFSM)}, time.perf_counter() - t0
@@ -633,38 +633,32 @@ def warm_up_grammars(compile_fn: Callable[[Constraint], Any], reqs: Sequence[Ben
     return time.perf_counter() - t0
 
 
-def _compiles(vocab: Any, config: Any) -> Callable[[Constraint], bool]:
-    """A check on a separate compiler, so the engine's own cache stays cold (compile time is
-    part of every workload's TTFT alike)."""
-    from structgen.fsm import GrammarCompiler
-    from structgen.fsm.errors import GrammarCompileError
-    from structgen.schemas import ConstraintError
+class _CompileCheck:
+    """Compiles on a separate compiler, so the engine's own cache stays cold (compile time is
+    part of every workload's TTFT alike).  Calling it says whether a constraint compiles (the
+    refusal messages collect in ``refusals``); :meth:`max_length` gives the bytes of its
+    longest accepted output, None when unbounded or refused."""
 
-    compiler = GrammarCompiler(vocab, config)
+    def __init__(self, vocab: Vocabulary, config: CompilerConfig) -> None:
+        self.compiler = GrammarCompiler(vocab, config)
+        self.refusals: list[str] = []
+        self._lengths: dict[str, int | None] = {}
 
-    refusals: list[str] = []
-
-    def check(c: Constraint) -> bool:
+    def __call__(self, c: Constraint) -> bool:
         try:
-            compiler.compile(c)
+            self.compiler.compile(c)
         except (ConstraintError, GrammarCompileError) as e:
-            refusals.append(f"{type(e).__name__}: {e}")
+            self.refusals.append(f"{type(e).__name__}: {e}")
             return False
         return True
 
-    lengths: dict[str, int | None] = {}
-
-    def max_length(c: Constraint) -> int | None:
-        if c.key not in lengths:
+    def max_length(self, c: Constraint) -> int | None:
+        if c.key not in self._lengths:
             try:
-                lengths[c.key] = compiler.compile(c).dfa.max_length()
+                self._lengths[c.key] = self.compiler.compile(c).dfa.max_length()
             except (ConstraintError, GrammarCompileError):
-                lengths[c.key] = None
-        return lengths[c.key]
-
-    check.refusals = refusals  # type: ignore[attr-defined]  # read by the skip message
-    check.max_length = max_length  # type: ignore[attr-defined]  # read by bound_max_tokens
-    return check
+                self._lengths[c.key] = None
+        return self._lengths[c.key]
 
 
 def _git_commit() -> str:

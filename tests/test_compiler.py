@@ -114,6 +114,14 @@ def test_precompute_states_makes_rows_eager(tiny_vocab: Vocabulary) -> None:
     assert not capped.rows_complete and capped.num_rows <= 2
 
 
+def test_eager_compiler_completes_a_lazy_disk_entry(tiny_vocab: Vocabulary, tmp_path: object) -> None:
+    c = Constraint.regex(r'"[abé]{0,4}"')
+    GrammarCompiler(tiny_vocab, CompilerConfig(cache_dir=str(tmp_path))).compile(c)  # stored lazy
+    eager = GrammarCompiler(tiny_vocab, CompilerConfig(cache_dir=str(tmp_path), precompute_states=10_000))
+    fsm = eager.compile(c)
+    assert fsm.rows_complete and eager.stats().disk_hits == 1 and eager.stats().misses == 0
+
+
 def test_precompile_in_worker_processes(tiny_vocab: Vocabulary, tmp_path: object) -> None:
     """Worker processes compile, the parent caches (refusals too, with their pointer) and
     writes the disk cache; a later compile() is a memory hit returning the eager FSM."""

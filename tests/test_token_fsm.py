@@ -113,6 +113,10 @@ def test_precompute_rows_matches_lazy_rows(gpt2_vocab: Vocabulary) -> None:
     assert pickle.loads(pickle.dumps(eager)).rows_complete
     assert eager.precompute_rows() == (done, True)  # a complete FSM returns at once
     assert eager.materialize() == done
+    with pytest.raises(ValueError, match="max_states must be >= 0"):
+        lazy.precompute_rows(max_states=-1)
+    with pytest.raises(ValueError, match="not a discovered automaton state"):
+        eager.dfa.max_length(eager.num_states)
 
 
 def test_mask_rows_shape_and_dedup(gpt2_vocab: Vocabulary) -> None:
@@ -354,3 +358,17 @@ def test_compiled_walk_duplicate_tokens_and_bad_buffers() -> None:
         trie.mask_bits(dfa, dfa.num_states)
     with pytest.raises(ValueError, match="ends must be int32"):
         trie.mask_bits(dfa, dfa.initial, ends=np.zeros(len(tokens), dtype=np.int64))
+    # reached: the C walk refuses a buffer too short for a state it meets; the entry point
+    # refuses a wrong dtype or a length below the state cap
+    with pytest.raises(ValueError, match="out of range"):
+        walk(reached=np.zeros(1, dtype=np.uint8))
+    with pytest.raises(TypeError, match="items of 1 bytes"):
+        walk(reached=np.zeros(64, dtype=np.int32))
+    with pytest.raises(ValueError, match="reached must be uint8"):
+        trie.mask_bits(dfa, dfa.initial, reached=np.zeros(dfa.max_states, dtype=np.int32))
+    with pytest.raises(ValueError, match="reached must be uint8"):
+        trie.mask_bits(dfa, dfa.initial, reached=np.zeros(1, dtype=np.uint8))
+    reached = np.zeros(dfa.max_states, dtype=np.uint8)
+    ends = np.zeros(len(tokens), dtype=np.int32)
+    trie.mask_bits(dfa, dfa.initial, ends=ends, reached=reached)
+    assert set(np.flatnonzero(reached).tolist()) == set(ends[ends != 0].tolist()) != set()
