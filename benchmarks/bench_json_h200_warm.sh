@@ -8,6 +8,9 @@
 # PART 2: shared-prefix (24 shots) at c16/c64 with and without the radix cache.
 # PART 3: c256 for character, extraction (engine default + baseline) and shared-prefix.
 # PART 4: maskbench at c16/c64 (default, no-jump-forward; HF + xgrammar), reading .carry/maskbench.
+# PART 5: maskbench at c64, one wave (64 requests): engine default and HF + xgrammar (PART 4's
+#   baseline, 256 requests at c16 and c64, does not finish within a 10-minute device call).
+# PART 6: PART 4 without the baseline.
 # PART prepare-maskbench (on the machine that has ../shared): copy the first 360 MaskBench files
 #   in the benchmark's seed-0 order to .carry/maskbench, the folder PART 4 reads.
 set -euo pipefail
@@ -24,6 +27,10 @@ case "$PART" in
        --shots 24 --modes default,no-radix ;;
 4) python3 -m structgen.cli bench json "${COMMON[@]}" --out "$OUT/maskbench" --num-requests 256 --concurrency 16 64 \
        --workload maskbench --maskbench-dir .carry/maskbench --modes default,no-jump-forward --baselines hf-xgrammar ;;
+5) python3 -m structgen.cli bench json "${COMMON[@]}" --out "$OUT/maskbench-c64" --waves 1 --num-requests 64 --concurrency 64 \
+       --workload maskbench --maskbench-dir .carry/maskbench --modes default --baselines hf-xgrammar ;;
+6) python3 -m structgen.cli bench json "${COMMON[@]}" --out "$OUT/maskbench" --num-requests 256 --concurrency 16 64 \
+       --workload maskbench --maskbench-dir .carry/maskbench --modes default,no-jump-forward ;;
 prepare-maskbench) python3 - <<'PY'
 import random, shutil
 from pathlib import Path
@@ -36,5 +43,5 @@ for f in files[:360]:
     shutil.copy(f, dst / f.name)
 PY
    ;;
-*) echo "PART must be 1, 2, 3, 4 or prepare-maskbench" >&2; exit 2 ;;
+*) echo "PART must be 1 to 6 or prepare-maskbench" >&2; exit 2 ;;
 esac

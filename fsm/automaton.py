@@ -134,6 +134,8 @@ class _Builder:
         self._node_ids: dict[int, int] = {}  # id(node) -> structural id
         self._interned: dict[tuple[Any, ...], int] = {}  # shallow structural key -> structural id
         self._products: dict[int, ByteDFA] = {}  # structural id -> eager DFA (And / Minus)
+        self._shortest: dict[int, int] = {}  # structural id -> shortest string's bytes
+        self._worst: dict[int, int] = {}  # structural id -> worst_distance
 
     def nullable(self, node: Node) -> bool:
         """Whether ``node`` matches the empty string (memoized by identity)."""
@@ -160,6 +162,93 @@ class _Builder:
         else:
             out = False
         self._nullable[id(node)] = out
+        return out
+
+    def shortest(self, node: Node) -> int:
+        """Bytes in the shortest string of ``node`` (``NO_PATH`` for an empty language): exact,
+        so a stub's cost in the distance-to-acceptance search is exact too.  Memoized by
+        structure."""
+        key = self.structural_id(node)
+        got = self._shortest.get(key)
+        if got is not None:
+            return got
+        out: int
+        if isinstance(node, Lit):
+            out = len(node.data)
+        elif isinstance(node, Chars):
+            out = min((len(sq) for sq in utf8_sequences(node.cs)), default=NO_PATH)
+        elif isinstance(node, Seq):
+            out = min(sum(self.shortest(i) for i in node.items), NO_PATH)
+        elif isinstance(node, Alt):
+            out = min((self.shortest(i) for i in node.items), default=NO_PATH)
+        elif isinstance(node, Rep):
+            out = 0 if node.lo == 0 else min(node.lo * self.shortest(node.item), NO_PATH)
+        elif isinstance(node, Join):
+            lo = max(node.lo, 1)  # Join always has at least one item
+            out = min(lo * self.shortest(node.item) + (lo - 1) * self.shortest(node.sep), NO_PATH)
+        elif isinstance(node, Members):
+            out = min(self._junction_costs(node)[0], NO_PATH)
+        elif isinstance(node, (And, Minus)):
+            out = _shortest_dfa(self.product(node))
+        else:
+            raise TypeError(f"not a regex IR node: {node!r}")
+        self._shortest[key] = out
+        return out
+
+    def _junction_costs(self, node: Members) -> tuple[int, list[int]]:
+        """Shortest bytes from the junctions of :meth:`build_members` to the end: from J(0, F)
+        (nothing emitted), and from each J(i, T) (something emitted before member i), i = 0..n."""
+        sep = self.shortest(node.sep)
+        none_yet, some = 0, 0
+        after = [0]
+        for member, required in reversed(node.items):
+            m = self.shortest(member)
+            take_first, take_more = m + some, sep + m + some
+            none_yet, some = (take_first, take_more) if required else (min(take_first, none_yet), min(take_more, some))
+            after.append(some)
+        after.reverse()
+        return none_yet, after
+
+    def worst_distance(self, node: Node) -> int:
+        """An upper bound on the shortest way out of ``node`` from any position inside it: over
+        every prefix of its strings, the bytes of the shortest completion to the fragment's end.
+        Bounds :meth:`LazyDFA.distance_to_accept` for every state when applied to the root
+        (``NO_PATH``-capped).  Memoized by structure."""
+        key = self.structural_id(node)
+        got = self._worst.get(key)
+        if got is not None:
+            return got
+        short, worst = self.shortest, self.worst_distance
+        out: int
+        if isinstance(node, Lit):
+            out = len(node.data)
+        elif isinstance(node, Chars):
+            out = max((len(sq) for sq in utf8_sequences(node.cs)), default=0)
+        elif isinstance(node, Seq):
+            out, tail = 0, 0
+            for item in reversed(node.items):
+                out = max(out, worst(item) + tail)
+                tail += short(item)
+        elif isinstance(node, Alt):
+            out = max((worst(i) for i in node.items), default=0)
+        elif isinstance(node, Rep):
+            out = 0 if node.hi == 0 else worst(node.item) + max(node.lo - 1, 0) * short(node.item)
+        elif isinstance(node, Join):
+            lo = max(node.lo, 1)
+            step = short(node.sep) + short(node.item)
+            out = max(worst(node.item) + (lo - 1) * step, worst(node.sep) + short(node.item) + max(lo - 2, 0) * step)
+        elif isinstance(node, Members):
+            first, after = self._junction_costs(node)
+            out = 0 if node.extra is None else max(worst(node.extra), worst(node.sep) + short(node.extra))
+            for (member, _required), rest in zip(node.items, after[1:]):  # inside member i, or its separator
+                out = max(out, max(worst(member), worst(node.sep) + short(member)) + rest)
+            out = max(out, first)
+        elif isinstance(node, (And, Minus)):
+            out = _worst_dfa(self.product(node))
+        else:
+            raise TypeError(f"not a regex IR node: {node!r}")
+        out = min(out, NO_PATH)
+        self._worst[key] = out
         return out
 
     def stub(self, node: Node) -> tuple[int, int]:
@@ -765,7 +854,11 @@ class LazyDFA:
         self.table = np.full((64, self.num_classes), -1, dtype=np.int32)
         self.table[0] = 0
         self._forced: dict[int, bytes] = {0: b""}
-        self._nfa_dist: np.ndarray | None = None
+        self._nfa_dist: list[int] = []  # NFA state -> bytes to final (distance_to_accept)
+        self._nfa_dist_n = 0
+        self._dfa_dist: dict[int, int] = {}
+        self.root: Node | None = None  # the IR the NFA is built from (distance_bound)
+        self._distance_bound: int | None = None
         self._closures: dict[int, tuple[frozenset[int], bool]] = {}  # NFA state -> its closure
         self.initial = self._state_of(self._closure([start]))
 
@@ -928,56 +1021,84 @@ class LazyDFA:
         return longest[start]
 
     def distance_to_accept(self, state: int) -> int:
-        """A lower bound on the bytes from ``state`` to acceptance (NFA shortest path; fragments
-        not built yet count their minimum length).  For steering samplers, not for soundness."""
-        if self._nfa_dist is None or len(self._nfa_dist) != len(self.eps):
-            self._nfa_dist = self._compute_nfa_dist()
+        """Bytes in the shortest accepted continuation from ``state`` (0 when accepting;
+        ``NO_PATH`` for the dead state).  Exact: NFA shortest paths where a fragment not built
+        yet costs its language's exact shortest length (:meth:`_Builder.shortest`), so building
+        it later never changes a known distance.  Memoized; updating the NFA distances costs
+        O(states and edges added since the last call).  Callers serialize it with expansions.
+        Raises ``ValueError`` for a state the automaton has not discovered."""
+        if not 0 <= state < len(self.sets):
+            raise ValueError(f"state {state} is not a discovered automaton state (0..{len(self.sets) - 1})")
         if self.acc[state]:
             return 0
-        members = self.sets[state]
-        return int(min((self._nfa_dist[q] for q in members), default=np.iinfo(np.int32).max))
+        got = self._dfa_dist.get(state)
+        if got is not None:
+            return got
+        if self._nfa_dist_n != len(self.eps):
+            self._extend_nfa_dist()
+        dist = self._nfa_dist
+        out = min((dist[q] for q in self.sets[state]), default=NO_PATH)
+        self._dfa_dist[state] = out
+        return out
 
-    def _compute_nfa_dist(self) -> np.ndarray:
-        n = len(self.eps)
-        rev_eps: list[list[int]] = [[] for _ in range(n)]
-        rev_edge: list[list[int]] = [[] for _ in range(n)]
-        stub_cost: dict[tuple[int, int], int] = {}
-        for q in range(n):
+    @property
+    def distance_bound(self) -> int | None:
+        """An upper bound on :meth:`distance_to_accept` over every state, from the IR alone
+        (:meth:`_Builder.worst_distance`; computed on first use), or None when the IR is not
+        known (automata unpickled from before it was kept)."""
+        if self._distance_bound is None and self.root is not None:
+            self._distance_bound = self.builder.worst_distance(self.root)
+        return self._distance_bound
+
+    def _extend_nfa_dist(self) -> None:
+        """Distances to ``final`` for the NFA states added since the last call (Dijkstra over the
+        new states only).  Sound because fragments only ever grow: a new state leaves its
+        fragment through exits into older states, whose distances are already exact."""
+        import heapq
+
+        n0, n1 = self._nfa_dist_n, len(self.eps)
+        dist = self._nfa_dist
+        dist.extend([NO_PATH] * (n1 - n0))
+        rev: dict[int, list[tuple[int, int]]] = {}  # new state -> [(new predecessor, cost)]
+        heap: list[tuple[int, int]] = []
+        pending = self.builder.pending
+        shortest = self.builder.shortest
+
+        def link(q: int, r: int, cost: int) -> None:
+            if r >= n0:
+                rev.setdefault(r, []).append((q, cost))
+            elif dist[r] + cost < dist[q]:
+                dist[q] = dist[r] + cost
+                heapq.heappush(heap, (dist[q], q))
+
+        if n0 <= self.final < n1:
+            dist[self.final] = 0
+            heap.append((0, self.final))
+        for q in range(n0, n1):
             for r in self.eps[q]:
-                rev_eps[r].append(q)
-            for _, _, t in self.edges[q]:
-                rev_edge[t].append(q)
-        for q, (node, x) in self.builder.pending.items():
-            rev_edge[x].append(q)
-            stub_cost[(q, x)] = _min_len(node)
-        inf = np.iinfo(np.int32).max
-        dist = np.full(n, inf, dtype=np.int64)
-        from collections import deque
-
-        dq: deque[int] = deque([self.final])
-        dist[self.final] = 0
-        while dq:
-            q = dq.popleft()
-            d = dist[q]
-            for p in rev_eps[q]:
-                if dist[p] > d:
-                    dist[p] = d
-                    dq.appendleft(p)
-            for p in rev_edge[q]:
-                cost = stub_cost.get((p, q), 1)
-                if dist[p] > d + cost:
-                    dist[p] = d + cost
-                    dq.append(p)
-        return dist
-
-    def __getstate__(self) -> dict[str, object]:
-        state = dict(self.__dict__)
-        state["_nfa_dist"] = None
-        return state
+                link(q, r, 0)
+            for _lo, _hi, r in self.edges[q]:
+                link(q, r, 1)
+            stub = pending.get(q)
+            if stub is not None:
+                link(q, stub[1], shortest(stub[0]))
+        while heap:
+            d, r = heapq.heappop(heap)
+            if d > dist[r]:
+                continue
+            for q, cost in rev.get(r, ()):
+                if d + cost < dist[q]:
+                    dist[q] = d + cost
+                    heapq.heappush(heap, (d + cost, q))
+        self._nfa_dist_n = n1
 
     def __setstate__(self, state: dict[str, object]) -> None:
         state.setdefault("_closures", {})  # pickles from before the closure memo
+        if not isinstance(state.get("_nfa_dist"), list):  # pickles from before exact distances
+            state.update(_nfa_dist=[], _nfa_dist_n=0, _dfa_dist={}, root=None, _distance_bound=None)
         self.__dict__.update(state)
+        self.builder.__dict__.setdefault("_shortest", {})
+        self.builder.__dict__.setdefault("_worst", {})
 
 
 def compile_lazy(node: Node, budget: Budget | None = None) -> LazyDFA:
@@ -998,6 +1119,7 @@ def compile_lazy(node: Node, budget: Budget | None = None) -> LazyDFA:
     start, end = builder.build(pruned)
     budget.check_time()
     dfa = LazyDFA(builder, start, end, budget.max_states)
+    dfa.root = pruned
     # later expansions happen while serving: the compile deadline no longer applies, the caps do
     serving = Budget(timeout_s=1e9, max_states=budget.max_states, max_nfa_states=budget.max_nfa_states)
     builder.budget = serving
@@ -1005,23 +1127,53 @@ def compile_lazy(node: Node, budget: Budget | None = None) -> LazyDFA:
     return dfa
 
 
-def _min_len(node: Node) -> int:
-    """A lower bound on the length of the shortest string of ``node`` (0 for And/Minus)."""
-    if isinstance(node, Lit):
-        return len(node.data)
-    if isinstance(node, Chars):
-        return 1
-    if isinstance(node, Seq):
-        return sum(_min_len(i) for i in node.items)
-    if isinstance(node, Alt):
-        return min((_min_len(i) for i in node.items), default=0)
-    if isinstance(node, Rep):
-        return node.lo * _min_len(node.item)
-    if isinstance(node, Join):
-        return node.lo * _min_len(node.item) + max(node.lo - 1, 0) * _min_len(node.sep)
-    if isinstance(node, Members):
-        return sum(_min_len(m) for m, req in node.items if req)
-    return 0
+NO_PATH = 1 << 40
+"""Distance of a state (or length of a language) with no accepted string: larger than any real one."""
+
+
+def _worst_dfa(dfa: ByteDFA) -> int:
+    """The largest distance to acceptance over the live states of an eager :class:`ByteDFA`
+    (reverse BFS from its accepting states; 0 for the empty language)."""
+    n = dfa.num_states
+    preds: list[set[int]] = [set() for _ in range(n)]
+    for q in range(1, n):
+        for t in np.unique(dfa.table[q]).tolist():
+            if t != DEAD:
+                preds[t].add(q)
+    dist = {q: 0 for q in range(1, n) if dfa.accepting[q]}
+    frontier = list(dist)
+    depth = 0
+    while frontier:
+        depth += 1
+        nxt: list[int] = []
+        for q in frontier:
+            for p in preds[q]:
+                if p not in dist:
+                    dist[p] = depth
+                    nxt.append(p)
+        frontier = nxt
+    return max(dist.values(), default=0)
+
+
+def _shortest_dfa(dfa: ByteDFA) -> int:
+    """Bytes in the shortest string an eager :class:`ByteDFA` accepts (``NO_PATH`` if none): BFS."""
+    if dfa.is_empty():
+        return NO_PATH
+    seen = {dfa.initial}
+    frontier = [dfa.initial]
+    depth = 0
+    while frontier:
+        if any(dfa.accepting[q] for q in frontier):
+            return depth
+        nxt: list[int] = []
+        for q in frontier:
+            for t in np.unique(dfa.table[q]).tolist():
+                if t != DEAD and t not in seen:
+                    seen.add(t)
+                    nxt.append(t)
+        frontier = nxt
+        depth += 1
+    return NO_PATH
 
 
 def _byte_ranges(node: Node, builder: _Builder) -> set[tuple[int, int]]:

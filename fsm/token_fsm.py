@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .automaton import DEAD, LazyDFA
+from .automaton import DEAD, NO_PATH, LazyDFA
 from .vocab import Vocabulary
 
 _FSM_UIDS = itertools.count(1)
@@ -73,6 +73,8 @@ class TokenFSM:
         self._row_index: dict[bytes, int] = {}
         self._row_empty: list[bool] = []
         self._rows_complete = False  # every token-reachable state has its row (precompute_rows)
+        self._succ_dist: dict[int, int] = {}  # state -> max distance_to_accept over its token successors
+        self._budget_rows: dict[tuple[int, int], int] = {}  # (state, distance limit) -> row
         self._init_runtime()
 
     def _init_runtime(self) -> None:
@@ -81,6 +83,7 @@ class TokenFSM:
         self._byte_rows: dict[int, list[int]] = {}  # state -> next state per byte (advance fast path)
         self._eos = set(self.vocab.eos_token_ids)
         self._special = self.vocab.special_ids
+        self._reached: np.ndarray | None = None  # uint8 [max_states] scratch for the trie walk
 
     def __getstate__(self) -> dict[str, Any]:
         with self._lock:
@@ -95,6 +98,8 @@ class TokenFSM:
                 "_row_index": dict(self._row_index),
                 "_row_empty": list(self._row_empty),
                 "_rows_complete": self._rows_complete,
+                "_succ_dist": dict(self._succ_dist),
+                "_budget_rows": dict(self._budget_rows),
             }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -102,6 +107,8 @@ class TokenFSM:
         if "_row_empty" not in state:  # pickled before the flag existed
             self._row_empty = [not r.any() for r in self._rows]
         self.__dict__.setdefault("_rows_complete", False)
+        self.__dict__.setdefault("_succ_dist", {})
+        self.__dict__.setdefault("_budget_rows", {})
         self._init_runtime()
 
     @property
@@ -164,6 +171,11 @@ class TokenFSM:
         """``int32 [ceil(V/32)]`` token bitmask of ``state`` (read-only view)."""
         return self._rows[self.mask_row_index(state)]
 
+    def row(self, row_index: int) -> np.ndarray:
+        """Computed row ``row_index`` (``int32 [ceil(V/32)]``, read-only view); raises
+        ``IndexError`` for a row not computed."""
+        return self._rows[row_index]
+
     def allowed_token_ids(self, state: int) -> np.ndarray:
         """Sorted ``int64`` ids allowed in ``state`` (EOS included when accepting)."""
         row = self.mask_row(state)
@@ -196,9 +208,28 @@ class TokenFSM:
                 if s not in self._state_to_row:
                     self._store_row(s, self.vocab.trie.mask_bits(self.dfa, s))
 
+    def _scratch(self) -> np.ndarray:
+        """The zero-filled ``reached`` buffer of the trie walk (caller holds the lock and
+        clears what it set, through :meth:`_note_successors`)."""
+        if self._reached is None or len(self._reached) < self.dfa.max_states:
+            self._reached = np.zeros(self.dfa.max_states, dtype=np.uint8)
+        return self._reached
+
+    def _note_successors(self, state: int, reached: np.ndarray) -> list[int]:
+        """Read and clear ``reached``; returns the successor states of ``state`` (dead state
+        excluded).  Caller holds the lock."""
+        succ = np.flatnonzero(reached)
+        reached[succ] = 0
+        return [t for t in succ.tolist() if t != DEAD]
+
     def _store_row(self, state: int, bits: np.ndarray) -> None:
         """Record ``state``'s row from its trie bits (``uint32 [W]``, EOS added here); caller holds the lock."""
-        if self.dfa.acc[state]:
+        self._state_to_row[state] = self._store_bits(bits, self.dfa.acc[state])
+
+    def _store_bits(self, bits: np.ndarray, accepting: bool) -> int:
+        """Index of the deduplicated row ``bits`` (``uint32 [W]``, EOS added when ``accepting``),
+        appended if new; caller holds the lock."""
+        if accepting:
             for t in self.vocab.eos_token_ids:
                 bits[t >> 5] |= np.uint32(1 << (t & 31))
         key = bits.tobytes()
@@ -211,7 +242,7 @@ class TokenFSM:
             self._row_bytes.append(key)
             self._row_empty.append(not bits.any())
             self._row_index[key] = r
-        self._state_to_row[state] = r
+        return r
 
     def row_is_empty(self, row_index: int) -> bool:
         """Whether computed row ``row_index`` allows no token at all (a grammar dead end:
@@ -221,6 +252,69 @@ class TokenFSM:
     def row_allows(self, row_index: int, token_id: int) -> bool:
         """Bit test on a computed row (pure query)."""
         return bool(self._row_bytes[row_index][token_id >> 3] >> (token_id & 7) & 1)
+
+    # ------------------------------------------------------------------ token budgets
+
+    def distance(self, state: int) -> int:
+        """Bytes in the shortest accepted continuation from ``state`` (0 when accepting), exact
+        (:meth:`LazyDFA.distance_to_accept`).  When the vocabulary has a token for every single
+        byte (:attr:`Vocabulary.covers_every_byte`) it bounds the tokens still needed, EOS
+        aside.  Pure query; raises ``ValueError`` for an undiscovered state."""
+        with self._lock:
+            return self.dfa.distance_to_accept(state)
+
+    def successor_distance(self, state: int) -> int:
+        """The largest :meth:`distance` among the states one allowed token leads to from
+        ``state`` (0 when no token continues it).  Computed with the state's mask row.  Pure
+        query."""
+        got = self._succ_dist.get(state)
+        if got is None:
+            with self._lock:
+                reached = self._scratch()
+                bits = self.vocab.trie.mask_bits(self.dfa, state, reached=reached)
+                if state not in self._state_to_row:
+                    self._store_row(state, bits)
+                dist = self.dfa.distance_to_accept
+                got = max((dist(t) for t in self._note_successors(state, reached)), default=0)
+                self._succ_dist[state] = got
+        return got
+
+    def budget_row_index(self, state: int, tokens_left: int) -> int:
+        """Row index of ``state``'s token bitmask restricted to what can still end accepted
+        within ``tokens_left`` tokens (this one included): a token is kept when the state it
+        leads to has :meth:`distance` ≤ ``tokens_left − 1``; EOS is kept in accepting states.
+        When no token qualifies, the tokens leading nearest to acceptance are kept, so the row
+        is never emptier than the unrestricted one.  Equal to :meth:`mask_row_index` whenever
+        the budget does not bind (:meth:`successor_distance` ≤ ``tokens_left − 1``).
+
+        Sampling from these rows keeps ``distance(state) ≤ tokens left`` true once it holds,
+        and a vocabulary with every single byte as a token then always ends accepted within
+        the budget (the first byte of a shortest continuation is a token that qualifies): the
+        budget-aware completion used when ``max_tokens`` nears.  Pure query (rows are cached
+        per ``(state, limit)``).  Raises ``ValueError`` for ``tokens_left`` < 1."""
+        if tokens_left < 1:
+            raise ValueError(f"tokens_left must be >= 1, got {tokens_left}")
+        limit = tokens_left - 1
+        bound = self.dfa.distance_bound
+        if (bound is not None and bound <= limit) or self.successor_distance(state) <= limit:
+            return self.mask_row_index(state)
+        got = self._budget_rows.get((state, limit))
+        if got is not None:
+            return got
+        with self._lock:
+            ends = np.zeros(self.vocab.size, dtype=np.int32)  # [V] state after each allowed token
+            self.vocab.trie.mask_bits(self.dfa, state, ends=ends)
+            succ, inverse = np.unique(ends, return_inverse=True)  # [K], [V]
+            dist = np.array([NO_PATH if t == DEAD else self.dfa.distance_to_accept(int(t)) for t in succ.tolist()], dtype=np.int64)
+            live = dist[succ != DEAD]
+            cut = max(limit, int(live.min())) if live.size else limit
+            keep = (dist <= cut) & (succ != DEAD)  # [K]
+            allowed = np.zeros(self.mask_words * 32, dtype=bool)
+            allowed[: self.vocab.size] = keep[inverse]
+            bits = np.packbits(allowed, bitorder="little").view("<u4").copy()  # [W]
+            r = self._store_bits(bits, self.dfa.acc[state])
+            self._budget_rows[(state, limit)] = r
+            return r
 
     # ------------------------------------------------------------------ whole-FSM views
 
@@ -252,7 +346,6 @@ class TokenFSM:
             return len(self._state_to_row), True
         seen = {self.initial}
         frontier = [self.initial]
-        reached = np.zeros(self.dfa.max_states, dtype=np.uint8)  # [max_states] successors of one state
         done = 0
         while frontier:
             nxt: list[int] = []
@@ -260,14 +353,14 @@ class TokenFSM:
                 if (max_states is not None and done >= max_states) or (deadline is not None and time.perf_counter() > deadline):
                     return done, False
                 with self._lock:
+                    reached = self._scratch()
                     bits = self.vocab.trie.mask_bits(self.dfa, s, reached=reached)
                     if s not in self._state_to_row:
                         self._store_row(s, bits)
+                    succ = self._note_successors(s, reached)
                 done += 1
-                succ = np.flatnonzero(reached)
-                reached[succ] = 0
-                for t in succ.tolist():
-                    if t != DEAD and t not in seen:
+                for t in succ:
+                    if t not in seen:
                         seen.add(t)
                         nxt.append(t)
             frontier = nxt
@@ -374,6 +467,11 @@ class Cursor:
     def mask_row(self) -> int:
         """Row index (into ``fsm.mask_rows()``) of the current state's token bitmask."""
         return self.fsm.mask_row_index(self._states[-1])
+
+    def budget_row(self, tokens_left: int) -> int:
+        """Row index of the current state's bitmask restricted to ``tokens_left`` tokens
+        (:meth:`TokenFSM.budget_row_index`)."""
+        return self.fsm.budget_row_index(self._states[-1], tokens_left)
 
     def advance(self, token_id: int) -> None:
         """Consume ``token_id``.  EOS in an accepting state finishes the cursor.

@@ -206,6 +206,13 @@ class Vocabulary:
         return VocabTrie(self.token_bytes, self.special_ids)
 
     @cached_property
+    def covers_every_byte(self) -> bool:
+        """Whether each of the 256 bytes is a (non-special) token on its own, as in byte-level
+        BPE and SentencePiece with byte fallback: then any byte string is spelled by at most
+        as many tokens as it has bytes."""
+        return len({b[0] for i, b in enumerate(self.token_bytes) if len(b) == 1 and i not in self.special_ids}) == 256
+
+    @cached_property
     def sorted_order(self) -> tuple[np.ndarray, list[bytes]]:
         """Token ids sorted by their bytes (specials excluded), and the sorted byte strings.
 
@@ -216,7 +223,7 @@ class Vocabulary:
         return np.array(ids, dtype=np.int64), [self.token_bytes[i] for i in ids]
 
     def __getstate__(self) -> dict[str, Any]:
-        state = {k: v for k, v in self.__dict__.items() if k not in ("trie", "sorted_order", "_encoder")}
+        state = {k: v for k, v in self.__dict__.items() if k not in ("trie", "sorted_order", "covers_every_byte", "_encoder")}
         state["_encoder_json"] = self._encoder.to_str() if self._encoder is not None else None
         return state
 

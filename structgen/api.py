@@ -139,6 +139,7 @@ def generate(
     top_k: int = 0,
     seed: int | None = None,
     jump_forward: bool | None = None,
+    budget_completion: bool = True,
     schema_options: SchemaOptions | None = None,
     return_output: bool = False,
 ) -> Any:
@@ -149,7 +150,9 @@ def generate(
     concurrently (returns a list).  With a model trained on structgen's extraction prompt (the
     embedded demo model: its folder has ``structgen_prompt.json``), a text prompt for a schema is
     wrapped in that prompt (the schema's field list, then the text).  ``engine``: an :class:`Engine`; else the shared engine of
-    ``model`` (a local folder), else of the embedded default model.  With ``return_output`` the
+    ``model`` (a local folder), else of the embedded default model.  ``budget_completion``
+    (default on) steers the last tokens so the object is complete within ``max_tokens``
+    (:class:`SamplingParams`).  With ``return_output`` the
     result is ``(value, RequestOutput)`` (usage and stats).
 
     Raises ``SchemaError`` / ``UnsupportedSchemaError`` / ``RegexError`` (bad constraint),
@@ -160,7 +163,15 @@ def generate(
     constraint.to_ir()  # schema / regex errors surface here, before any generation
     if prompt is None:
         raise RequestError("prompt is required")
-    params = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, jump_forward=jump_forward)
+    params = SamplingParams(
+        max_tokens=max_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        top_k=top_k,
+        seed=seed,
+        jump_forward=jump_forward,
+        budget_completion=budget_completion,
+    )
     batch = (
         isinstance(prompt, Sequence) and not isinstance(prompt, str) and bool(prompt) and all(isinstance(p, (str, list)) for p in prompt)
     )

@@ -267,7 +267,7 @@ class HFBaseline:
                 text = self.tokenizer.decode(body, skip_special_tokens=False)
                 n = len(toks) if stop is None else stop + 1
                 reason = "stop" if stop is not None else "length"
-                ok = reason == "stop" and _valid(batch[i].constraint, text)
+                ok = _valid(batch[i].constraint, text)  # the text as returned, cut or not
                 records[i] = Record(lengths[row], 0, n, 0, len(timer.calls), ttft, latency, reason, ok)
         return records
 

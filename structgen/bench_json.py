@@ -243,7 +243,7 @@ def run(
                 u = out.usage
                 records[i] = Record(
                     u.prompt_tokens, u.cached_tokens, u.completion_tokens, u.forced_tokens, u.forwards, u.ttft_s, u.latency_s,
-                    out.finish_reason, out.finish_reason == "stop" and _valid(requests[i].constraint, out.text),
+                    out.finish_reason, out.finish_reason in ("stop", "length") and _valid(requests[i].constraint, out.text),
                 )  # fmt: skip
                 if on_done is not None:
                     on_done()
@@ -269,9 +269,10 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 def summarize(records: Sequence[Record], wall_s: float, peak_mem_bytes: int = 0) -> dict[str, float]:
     """Throughput and latency metrics of one run (times in ms).  ``validity`` counts every
-    request (rejected and ``max_tokens``-truncated ones are invalid); ``length_share``: served
-    requests that hit ``max_tokens``; ``stopped_invalid``: requests that ended on their own with
-    an invalid output (0 under a grammar)."""
+    request: rejected ones are invalid, the others are valid when their text validates, whether
+    they stopped or reached ``max_tokens`` (budget completion ends many of those valid);
+    ``length_share``: served requests that reached ``max_tokens``; ``stopped_invalid``: requests
+    that ended on their own with an invalid output (0 under a grammar)."""
     done = [r for r in records if r.finish_reason != "error"]
     tokens = sum(r.completion_tokens for r in done)
     prompt = sum(r.prompt_tokens for r in done)

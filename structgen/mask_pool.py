@@ -48,11 +48,15 @@ class MaskRowPool:
     def stats(self) -> MaskPoolStats:
         return MaskPoolStats(self._hits, self._uploads, self._evictions, len(self._slots))
 
-    def row_indices(self, cursors: Sequence[Cursor | None], dead: list[int] | None = None) -> torch.Tensor:
+    def row_indices(
+        self, cursors: Sequence[Cursor | None], dead: list[int] | None = None, tokens_left: Sequence[int | None] | None = None
+    ) -> torch.Tensor:
         """Pool slots for each cursor's current state (int32 ``[B]`` host tensor, −1 for None),
-        uploading missing rows first (one batched host → device copy).  Positions whose row
-        allows no token (a grammar dead end) are appended to ``dead`` when given.  Raises
-        ``RuntimeError`` when one step needs more distinct rows than the pool holds."""
+        uploading missing rows first (one batched host → device copy).  Where ``tokens_left[i]``
+        is an int, cursor ``i`` gets its budget-restricted row (:meth:`Cursor.budget_row`)
+        instead of the plain one.  Positions whose row allows no token (a grammar dead end) are
+        appended to ``dead`` when given.  Raises ``RuntimeError`` when one step needs more
+        distinct rows than the pool holds."""
         out = np.full(len(cursors), -1, dtype=np.int32)
         missing: dict[tuple[int, int], list[int]] = {}
         sources: dict[tuple[int, int], np.ndarray] = {}
@@ -61,7 +65,8 @@ class MaskRowPool:
             if cur is None:
                 continue
             fsm = cur.fsm
-            r = fsm.mask_row_index(cur.state)
+            left = None if tokens_left is None else tokens_left[i]
+            r = fsm.mask_row_index(cur.state) if left is None else cur.budget_row(left)
             if dead is not None and fsm.row_is_empty(r):
                 dead.append(i)
             key = (fsm.uid, r)
@@ -72,7 +77,7 @@ class MaskRowPool:
                 self._hits += 1
             else:
                 missing.setdefault(key, []).append(i)
-                sources[key] = fsm.mask_row(cur.state)
+                sources[key] = fsm.row(r)
         if missing:
             self._upload(missing, sources, out)
         return torch.from_numpy(out)

@@ -32,7 +32,12 @@ class SamplingParams:
     ``max_tokens`` ≥ 1 completion tokens (forced tokens included); ``temperature`` ≥ 0 (0: greedy);
     ``top_k`` ≥ 0 (0: off); ``top_p`` in (0, 1]; ``seed``: per-request generator seed
     (reproducible whatever the batch); ``stop``: strings that end the output (not included);
-    ``jump_forward``: None follows the engine default.
+    ``jump_forward``: None follows the engine default; ``budget_completion``: in a constrained
+    request, once ``max_tokens`` comes near, only tokens after which the output can still be
+    completed within ``max_tokens`` are allowed, so it ends valid instead of cut (guaranteed
+    for vocabularies with every byte as a token and ``max_tokens`` ≥ the shortest valid
+    output's bytes); False cuts at ``max_tokens`` as vLLM and SGLang do (finish reason
+    "length").
     """
 
     max_tokens: int = 256
@@ -42,6 +47,7 @@ class SamplingParams:
     seed: int | None = None
     stop: tuple[str, ...] = ()
     jump_forward: bool | None = None
+    budget_completion: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
@@ -54,6 +60,8 @@ class SamplingParams:
             raise RequestError(f"top_p must be in (0, 1], got {self.top_p!r}", param="top_p")
         if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
             raise RequestError(f"seed must be a non-negative integer, got {self.seed!r}", param="seed")
+        if not isinstance(self.budget_completion, bool):
+            raise RequestError(f"budget_completion must be a boolean, got {self.budget_completion!r}", param="budget_completion")
         if isinstance(self.stop, str):  # type: ignore[unreachable]  # callers may pass one string
             object.__setattr__(self, "stop", (self.stop,))  # type: ignore[unreachable]
         if any(not isinstance(s, str) or not s for s in self.stop):
@@ -175,6 +183,13 @@ class Req:
     def pending(self) -> int:
         """Tokens of the sequence without KV yet (what the next forward must extend)."""
         return self.seq_len - self.kv_len
+
+    def tokens_left(self) -> int | None:
+        """Output tokens this request may still emit (≥ 1 while it runs), or None when its
+        masks ignore the budget (unconstrained, or ``budget_completion`` off)."""
+        if self.cursor is None or not self.params.budget_completion:
+            return None
+        return max(self.params.max_tokens - len(self.output_ids), 1)
 
     def token_at(self, start: int, end: int) -> list[int]:
         """Sequence tokens ``[start, end)``."""

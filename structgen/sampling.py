@@ -1,8 +1,9 @@
 """Constrained sampling on the logits' device: FSM mask rows → temperature → top-k → top-p → draw.
 
 Each constrained row's mask is a row of the device-resident :class:`~.mask_pool.MaskRowPool`
-(its cursor's FSM state; EOS only in accepting states), so a step sends only ``B`` int32 row
-indices host → device; one kernel applies masks and temperature in place
+(its cursor's FSM state; EOS only in accepting states; near ``max_tokens``, the state's row
+restricted to tokens that can still end accepted in time: budget-aware completion), so a step
+sends only ``B`` int32 row indices host → device; one kernel applies masks and temperature in place
 (:func:`structgen.kernels.apply_mask_rows`), or masks and takes the greedy argmax when every row
 is greedy (:func:`structgen.kernels.masked_argmax`).  Unconstrained rows allow every id the
 tokenizer defines.  Random draws use one uniform number per row from the request's own host
@@ -51,7 +52,7 @@ class Sampler:
         assert logits.shape == (len(reqs), self.vocab_size), (tuple(logits.shape), len(reqs), self.vocab_size)
         device = logits.device
         dead: list[int] = []
-        row_idx = to_device(self.pool.row_indices([r.cursor for r in reqs], dead), device)  # [S] int32
+        row_idx = to_device(self.pool.row_indices([r.cursor for r in reqs], dead, [r.tokens_left() for r in reqs]), device)  # [S] int32
         out = self._draw(logits, reqs, row_idx, device)
         for i in dead:
             out[i] = DEAD_END

@@ -24,6 +24,7 @@ from typing import NamedTuple
 import torch
 
 from structgen.fsm import GrammarCompiler, TokenFSM
+from structgen.fsm.token_fsm import JumpForward
 from structgen.fsm.token_fsm import _utf8_complete_prefix as _utf8_complete
 
 from .attention import ForwardBatch
@@ -498,8 +499,11 @@ class Scheduler:
             return
         if cur is not None and req.jump_forward and self.config.jump_forward:
             rollbackable = req.seq_len - max(req.cache_protected_len, len(req.prompt_ids))
-            plan = cur.jump_forward(max_rollback=min(self.config.max_rollback, rollbackable))
-            if plan is not None:
+            plan = cur.peek_jump_forward(max_rollback=min(self.config.max_rollback, rollbackable))
+            if plan is not None and self._jump_fits(req, plan):
+                cur.rollback(plan.rollback)
+                for t in plan.token_ids:
+                    cur.advance(t)
                 if plan.rollback:
                     req.rollback(plan.rollback, self.vocab_bytes)
                     if req.kv_len > req.seq_len:
@@ -510,6 +514,18 @@ class Scheduler:
                 req.forced_tokens += len(forced)
                 if self._check_stop(req):
                     return
+
+    @staticmethod
+    def _jump_fits(req: Req, plan: JumpForward) -> bool:
+        """Whether a jump-forward keeps a budget-tracked request completable: the output after
+        it must still reach acceptance within ``max_tokens`` (one token per byte at worst).
+        Otherwise the forced bytes are decoded one masked step at a time instead, where the
+        budget-restricted rows keep that promise."""
+        left = req.tokens_left()
+        if left is None:
+            return True
+        after = left + plan.rollback - len(plan.token_ids)
+        return after >= 0 and req.cursor is not None and req.cursor.fsm.distance(plan.state) <= after
 
     def _check_stop(self, req: Req) -> bool:
         """Finish ``req`` if a stop rule fires after new tokens; returns True when finished."""

@@ -122,6 +122,39 @@ def test_per_request_jump_forward_switch(engine: Engine) -> None:
     assert on.usage.forced_tokens > 0 and off.usage.forced_tokens == 0 and on.usage.forwards < off.usage.forwards
 
 
+UNBOUNDED = {
+    "type": "object",
+    "properties": {"x": {"type": "number"}, "tags": {"type": "array", "items": {"type": "string"}}, "k": {"enum": ["alpha", "beta"]}},
+    "required": ["x", "tags", "k"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize("jump_forward", [True, False])
+def test_budget_completion_ends_valid_within_max_tokens(engine: Engine, jump_forward: bool) -> None:
+    """A random model in an infinite language (unbounded numbers, strings, arrays) is cut by
+    max_tokens; with budget completion (the default) every output is valid and within budget."""
+    c = Constraint.json_schema(UNBOUNDED)
+    budgets = [33, 36, 40, 56]  # the shortest valid output has 33 bytes
+    reqs = [
+        GenerateRequest(p, SamplingParams(max_tokens=m, temperature=1.5, seed=i, jump_forward=jump_forward), c)
+        for i, (p, m) in enumerate(zip(_prompts(16), budgets * 4))
+    ]
+    outs = engine.generate(reqs)
+    for o, r in zip(outs, reqs):
+        assert o.finish_reason in ("stop", "length") and o.usage.completion_tokens <= r.params.max_tokens, o
+        jsonschema.validate(json.loads(o.text), UNBOUNDED)
+    cut = engine.generate([dataclasses.replace(r, params=dataclasses.replace(r.params, budget_completion=False)) for r in reqs])
+    assert sum(o.finish_reason == "length" for o in cut) >= 8
+    invalid = 0
+    for o in cut:
+        try:
+            jsonschema.validate(json.loads(o.text), UNBOUNDED)
+        except (ValueError, jsonschema.ValidationError):
+            invalid += 1
+    assert invalid >= 8
+
+
 def test_radix_cache_reuses_prompt_prefix(engine: Engine) -> None:
     prompt = "A long shared system prompt about wizards and their wands. " * 6
     first = engine.generate([GenerateRequest(prompt + "Harry", SamplingParams(max_tokens=20))])[0]

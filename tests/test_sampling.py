@@ -25,6 +25,9 @@ class _R:
         self.cursor = None
         self.generator = torch.Generator().manual_seed(seed)
 
+    def tokens_left(self) -> int | None:
+        return None
+
 
 def test_sampler_masks_padding_ids_and_follows_distribution() -> None:
     s = Sampler(vocab_size=40, tokenizer_size=4)

@@ -198,6 +198,14 @@ def test_structured_schema_regex_and_text(client: httpx.Client) -> None:
     r = client.post("/v1/structured", json={"messages": [{"role": "user", "content": "Phone?"}], "regex": r"[0-9]{3}-[0-9]{4}"})
     assert r.status_code == 200 and re.fullmatch(r"[0-9]{3}-[0-9]{4}", r.json()["text"]) and r.json()["output"] == r.json()["text"]
 
+    # budget completion (default): a random model ends a long list in time; off: cut
+    rx = r"\[([0-9]+, )*[0-9]+\]"
+    body = {"prompt": "List: ", "regex": rx, "max_tokens": 8, "temperature": 2.0, "seed": 3}
+    r = client.post("/v1/structured", json=body)
+    assert r.status_code == 200 and re.fullmatch(rx, r.json()["text"]) and r.json()["usage"]["completion_tokens"] <= 8, r.text
+    r = client.post("/v1/structured", json={**body, "budget_completion": False})
+    assert r.status_code == 200 and r.json()["finish_reason"] == "length" and not re.fullmatch(rx, r.json()["text"]), r.text
+
     r = client.post("/v1/structured", json={"prompt": "Hello", "max_tokens": 5})
     assert r.status_code == 200 and "output" not in r.json() and r.json()["usage"]["completion_tokens"] <= 5
 

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
+import random
 from typing import Any
 
 import pytest
 from structgen.fsm.automaton import compile_lazy
+from structgen.fsm.errors import GrammarCompileError
 from structgen.fsm.token_fsm import TokenFSM
 from structgen.fsm.vocab import Vocabulary
+from structgen.schemas import SchemaError
 from structgen.schemas.json_schema import schema_to_ir
 
 from structgen import conformance as conf
 
 from .conftest import GPT2_DIR, shared_path
-from .test_token_fsm import _simulate
+from .test_token_fsm import _simulate, check_distances
 
 pytestmark = pytest.mark.shared
 
@@ -62,6 +66,34 @@ def test_jump_forward_multibyte_real_tokenizers(name: str) -> None:
     ids_off, fwd_off, _ = _simulate(fsm, text, jump=False)
     assert vocab.decode_bytes(ids_on) == vocab.decode_bytes(ids_off) == text
     assert forced > 0 and fwd_on < fwd_off
+
+
+@pytest.mark.parametrize("name", ["llama2", "llama3", "qwen2"])
+def test_real_vocabularies_spell_every_byte(name: str) -> None:
+    """Budget completion's guarantee needs each byte as a token (byte-level BPE; SentencePiece
+    byte fallback)."""
+    vocab = Vocabulary.from_tokenizer(_load_llama2() if name == "llama2" else shared_path("tokenizers", name))
+    assert vocab.covers_every_byte
+
+
+def test_maskbench_distances_are_exact_and_bounded() -> None:
+    """distance_to_accept against a BFS oracle, and distance_bound above it, at random states
+    of 40 MaskBench schemas."""
+    folder = shared_path("maskbench", "data")
+    files = sorted(os.listdir(folder))
+    rng = random.Random(5)
+    rng.shuffle(files)
+    checked = 0
+    for name in files[:40]:
+        with open(os.path.join(folder, name)) as f:
+            schema = json.load(f)["schema"]
+        try:
+            dfa = compile_lazy(schema_to_ir(schema)[0])
+        except (SchemaError, GrammarCompileError):  # refusals are the conformance tests' business
+            continue
+        assert dfa.distance_bound is not None
+        checked += check_distances(dfa, rng, walks=4, max_steps=200, oracle_share=0.1)
+    assert checked > 100
 
 
 def _run(items: list[conf.Item]) -> list[conf.ItemResult]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import pickle
 import random
+from typing import Any
 
 import numpy as np
 import pytest
@@ -372,3 +373,146 @@ def test_compiled_walk_duplicate_tokens_and_bad_buffers() -> None:
     ends = np.zeros(len(tokens), dtype=np.int32)
     trie.mask_bits(dfa, dfa.initial, ends=ends, reached=reached)
     assert set(np.flatnonzero(reached).tolist()) == set(ends[ends != 0].tolist()) != set()
+
+
+# ----------------------------------------------------------------------------- budgets
+
+BUDGET_SCHEMAS = [
+    {  # pattern ∩ length (an And node), a bounded integer, an unbounded number array
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "pattern": "^[a-z]+x$", "minLength": 3, "maxLength": 8},
+            "b": {"type": "integer", "minimum": -50, "maximum": 12345},
+            "c": {"type": "array", "items": {"type": "number"}, "minItems": 2},
+        },
+        "required": ["b", "c"],
+    },
+    {"type": "object", "properties": {"x": {"type": "string", "format": "date-time"}, "y": {"enum": ["ab", "abcdef", 3]}}},
+    {  # nested required string, extra members
+        "type": "object",
+        "properties": {"n": {"type": "object", "properties": {"q": {"type": "string", "minLength": 5}}, "required": ["q"]}},
+        "additionalProperties": {"type": "integer"},
+    },
+    {"type": "array", "items": {"type": "string", "format": "email"}, "minItems": 1, "maxItems": 3},
+    {"anyOf": [{"type": "string", "format": "uuid"}, {"type": "number", "minimum": 0.5, "exclusiveMaximum": 100}]},
+]
+
+
+def _bfs_distance(dfa: object, state: int, cap: int = 2000) -> int | None:
+    """Independent oracle: breadth-first search over the byte automaton (None past ``cap`` states)."""
+    if dfa.acc[state]:  # type: ignore[attr-defined]
+        return 0
+    seen, frontier, depth = {state}, [state], 0
+    while frontier and len(seen) < cap:
+        depth += 1
+        nxt = []
+        for q in frontier:
+            for t in set(dfa.expand(q).tolist()):  # type: ignore[attr-defined]
+                if t != DEAD and t not in seen:
+                    if dfa.acc[t]:  # type: ignore[attr-defined]
+                        return depth
+                    seen.add(t)
+                    nxt.append(t)
+        frontier = nxt
+    return None
+
+
+def check_distances(dfa: Any, rng: random.Random, *, walks: int, max_steps: int, oracle_share: float) -> int:
+    """Random byte walks through ``dfa``: at every state distance_to_accept ≤ distance_bound,
+    and at a share of them it equals the BFS oracle.  Returns how many oracle checks ran."""
+    checked = 0
+    for _ in range(walks):
+        s = dfa.initial
+        for _ in range(rng.randrange(1, max_steps)):
+            d = dfa.distance_to_accept(s)
+            assert d <= dfa.distance_bound, (s, d)
+            if rng.random() < oracle_share and (ref := _bfs_distance(dfa, s)) is not None:
+                assert d == ref, (s, d, ref)
+                checked += 1
+            live = [t for t in dfa.expand(s).tolist() if t != DEAD]
+            if not live:
+                break
+            s = rng.choice(live)
+    return checked
+
+
+@pytest.mark.parametrize("index", range(len(BUDGET_SCHEMAS)))
+def test_distance_is_exact_and_bounded(index: int) -> None:
+    """distance_to_accept equals a BFS over the automaton at random states, queried while the
+    lazy automaton grows (the incremental NFA distances), and never exceeds distance_bound."""
+    dfa = compile_lazy(schema_to_ir(BUDGET_SCHEMAS[index], SchemaOptions())[0])
+    bound = dfa.distance_bound
+    assert bound is not None
+    assert check_distances(dfa, random.Random(index), walks=30, max_steps=100, oracle_share=0.5) > 50
+    with pytest.raises(ValueError, match="not a discovered automaton state"):
+        dfa.distance_to_accept(dfa.num_states)
+
+
+def _sample(fsm: TokenFSM, rng: random.Random, budget: int) -> tuple[list[int], bool]:
+    """Uniform random tokens from budget-restricted rows; returns (tokens, ended accepting)."""
+    cur = fsm.cursor()
+    vocab = fsm.vocab
+    for i in range(budget):
+        row = fsm.row(cur.budget_row(budget - i))
+        allowed = np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little")[: vocab.size])
+        assert allowed.size
+        tok = int(rng.choice(allowed.tolist()))
+        if tok in vocab.eos_token_ids:
+            break
+        cur.advance(tok)
+        if cur.is_accepting() and not fsm.can_continue(cur.state):
+            break
+    return cur.tokens(), cur.is_accepting()
+
+
+def test_budget_rows_always_end_accepting(gpt2_vocab: Vocabulary) -> None:
+    """Uniformly random tokens (the worst model) from budget rows end accepted within any
+    budget ≥ the shortest output's bytes; without the budget they are usually cut."""
+    assert gpt2_vocab.covers_every_byte
+    props = {"a": {"type": "number"}, "b": {"type": "array", "items": {"type": "string"}}}
+    schema = {"type": "object", "properties": props, "required": ["a", "b"]}
+    fsm = TokenFSM(compile_lazy(schema_to_ir(schema, SchemaOptions())[0]), gpt2_vocab)
+    shortest = fsm.distance(fsm.initial)
+    assert shortest == len(b'{"a": 0, "b": []}')
+    rng = random.Random(0)
+    for budget in [shortest, shortest + 1, 24, 40, 64]:
+        for _ in range(6):
+            toks, ok = _sample(fsm, rng, budget)
+            assert ok and len(toks) <= budget, (budget, gpt2_vocab.decode_bytes(toks))
+            assert fsm.dfa.accepts(gpt2_vocab.decode_bytes(toks))
+    # the plain rows at the same budget: random tokens rarely finish a number and an array
+    cut = 0
+    for _ in range(10):
+        cur = fsm.cursor()
+        for _ in range(24):
+            allowed = fsm.allowed_token_ids(cur.state)
+            tok = int(rng.choice(allowed.tolist()))
+            if tok in gpt2_vocab.eos_token_ids:
+                break
+            cur.advance(tok)
+        cut += not cur.is_accepting()
+    assert cut > 0
+
+
+def test_budget_row_contract(gpt2_vocab: Vocabulary) -> None:
+    fsm = TokenFSM(compile_lazy(schema_to_ir(BUDGET_SCHEMAS[2], SchemaOptions())[0]), gpt2_vocab)
+    s = fsm.initial
+    bound = fsm.dfa.distance_bound
+    assert bound is not None
+    # a loose budget is the plain row, with no successor walk
+    assert fsm.budget_row_index(s, bound + 1) == fsm.mask_row_index(s) and s not in fsm._succ_dist
+    # a tight one is a subset of it; a hopeless one keeps the tokens nearest to acceptance
+    plain = fsm.allowed_token_ids(s)
+    for left in (1, 2, 5, fsm.successor_distance(s)):
+        row = fsm.row(fsm.budget_row_index(s, left))
+        got = np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little")[: gpt2_vocab.size])
+        assert got.size and set(got.tolist()) <= set(plain.tolist())
+        for t in got.tolist():
+            assert fsm.distance(fsm.next_state(s, t)) <= max(left - 1, fsm.distance(s) - 1)
+    assert fsm.budget_row_index(s, fsm.successor_distance(s) + 1) == fsm.mask_row_index(s)
+    with pytest.raises(ValueError, match="tokens_left must be >= 1"):
+        fsm.budget_row_index(s, 0)
+    # budget rows travel with the pickle
+    r = fsm.budget_row_index(s, 3)
+    clone = pickle.loads(pickle.dumps(fsm))
+    assert clone.budget_row_index(s, 3) == r and np.array_equal(clone.row(r), fsm.row(r))

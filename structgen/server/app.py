@@ -256,6 +256,7 @@ class Service:
         seed: int | None = None,
         stop: tuple[str, ...] = (),
         jump_forward: bool | None = None,
+        budget_completion: bool = True,
         constraint_param: str = "json_schema",
     ) -> Running:
         """Tokenize, compile and submit; raises :class:`APIError` (400 / 422 / 503)."""
@@ -292,6 +293,7 @@ class Service:
                 seed=seed,
                 stop=stop,
                 jump_forward=jump_forward,
+                budget_completion=budget_completion,
             )
         except RequestError as exc:
             raise APIError(400, str(exc), type="invalid_request_error", param=exc.param, code="invalid_value") from None
@@ -598,6 +600,7 @@ def create_app(config: ServerConfig | None = None, *, engine: Engine | None = No
                 seed=body.seed,
                 stop=body.stop_tuple(),
                 jump_forward=body.jump_forward,
+                budget_completion=body.budget_completion,
                 constraint_param=param,
             ),
             output_of,

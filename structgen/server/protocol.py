@@ -73,7 +73,8 @@ class _Sampling(_Strict):
 class StructuredRequest(_Sampling):
     """``POST /v1/structured``: ``prompt`` or ``messages``; at most one of ``json_schema`` and
     ``regex`` (neither: free text); ``strict`` False drops unenforceable keywords and
-    post-validates (a failure is an error)."""
+    post-validates (a failure is an error); ``budget_completion`` False cuts at ``max_tokens``
+    instead of steering the output to end valid within it."""
 
     prompt: str | None = None
     messages: list[ChatMessage] | None = None
@@ -82,6 +83,7 @@ class StructuredRequest(_Sampling):
     temperature: float = Field(0.0, ge=0.0, le=100.0)
     top_k: int = Field(0, ge=0)
     jump_forward: bool = True
+    budget_completion: bool = True
     whitespace: Whitespace = "canonical"
     strict: bool = True
     model: str | None = None
