@@ -15,6 +15,7 @@ raises :class:`GrammarTimeoutError` / :class:`GrammarCompileError` naming the li
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -136,6 +137,7 @@ class _Builder:
         self._products: dict[int, ByteDFA] = {}  # structural id -> eager DFA (And / Minus)
         self._shortest: dict[int, int] = {}  # structural id -> shortest string's bytes
         self._worst: dict[int, int] = {}  # structural id -> worst_distance
+        self._longest: dict[int, int] = {}  # structural id -> longest bound
 
     def nullable(self, node: Node) -> bool:
         """Whether ``node`` matches the empty string (memoized by identity)."""
@@ -164,14 +166,22 @@ class _Builder:
         self._nullable[id(node)] = out
         return out
 
+    def _memoized(self, table: dict[int, int], node: Node, compute: Callable[[Node], int]) -> int:
+        """``table[structural id of node]``, filled with ``compute(node)`` capped at ``NO_PATH``."""
+        key = self.structural_id(node)
+        got = table.get(key)
+        if got is None:
+            got = min(compute(node), NO_PATH)
+            table[key] = got
+        return got
+
     def shortest(self, node: Node) -> int:
         """Bytes in the shortest string of ``node`` (``NO_PATH`` for an empty language): exact,
         so a stub's cost in the distance-to-acceptance search is exact too.  Memoized by
         structure."""
-        key = self.structural_id(node)
-        got = self._shortest.get(key)
-        if got is not None:
-            return got
+        return self._memoized(self._shortest, node, self._shortest_uncached)
+
+    def _shortest_uncached(self, node: Node) -> int:
         out: int
         if isinstance(node, Lit):
             out = len(node.data)
@@ -192,7 +202,35 @@ class _Builder:
             out = _shortest_dfa(self.product(node))
         else:
             raise TypeError(f"not a regex IR node: {node!r}")
-        self._shortest[key] = out
+        return out
+
+    def longest(self, node: Node) -> int:
+        """An upper bound on the bytes of ``node``'s longest string, ``NO_PATH`` when it may be
+        unbounded (an unbounded repetition or extra members).  Memoized by structure."""
+        return self._memoized(self._longest, node, self._longest_uncached)
+
+    def _longest_uncached(self, node: Node) -> int:
+        out: int
+        if isinstance(node, Lit):
+            out = len(node.data)
+        elif isinstance(node, Chars):
+            out = max((len(sq) for sq in utf8_sequences(node.cs)), default=0)
+        elif isinstance(node, Seq):
+            out = sum(self.longest(i) for i in node.items)
+        elif isinstance(node, Alt):
+            out = max((self.longest(i) for i in node.items), default=0)
+        elif isinstance(node, Rep):
+            out = NO_PATH if node.hi is None else node.hi * self.longest(node.item)
+        elif isinstance(node, Join):
+            out = NO_PATH if node.hi is None else node.hi * self.longest(node.item) + max(node.hi - 1, 0) * self.longest(node.sep)
+        elif isinstance(node, Members):
+            sep = self.longest(node.sep)
+            out = NO_PATH if node.extra is not None else sum(self.longest(m) + sep for m, _req in node.items)
+        elif isinstance(node, (And, Minus)):
+            most = _longest_dfa(self.product(node))
+            out = NO_PATH if most is None else most
+        else:
+            raise TypeError(f"not a regex IR node: {node!r}")
         return out
 
     def _junction_costs(self, node: Members) -> tuple[int, list[int]]:
@@ -214,10 +252,9 @@ class _Builder:
         every prefix of its strings, the bytes of the shortest completion to the fragment's end.
         Bounds :meth:`LazyDFA.distance_to_accept` for every state when applied to the root
         (``NO_PATH``-capped).  Memoized by structure."""
-        key = self.structural_id(node)
-        got = self._worst.get(key)
-        if got is not None:
-            return got
+        return self._memoized(self._worst, node, self._worst_distance_uncached)
+
+    def _worst_distance_uncached(self, node: Node) -> int:
         short, worst = self.shortest, self.worst_distance
         out: int
         if isinstance(node, Lit):
@@ -247,8 +284,6 @@ class _Builder:
             out = _worst_dfa(self.product(node))
         else:
             raise TypeError(f"not a regex IR node: {node!r}")
-        out = min(out, NO_PATH)
-        self._worst[key] = out
         return out
 
     def stub(self, node: Node) -> tuple[int, int]:
@@ -857,8 +892,8 @@ class LazyDFA:
         self._nfa_dist: list[int] = []  # NFA state -> bytes to final (distance_to_accept)
         self._nfa_dist_n = 0
         self._dfa_dist: dict[int, int] = {}
-        self.root: Node | None = None  # the IR the NFA is built from (distance_bound)
-        self._distance_bound: int | None = None
+        self.distance_bound: int | None = None  # ≥ every state's distance_to_accept (compile_lazy)
+        self.length_bound: int | None = None  # ≥ the longest accepted string's bytes; None: unbounded
         self._closures: dict[int, tuple[frozenset[int], bool]] = {}  # NFA state -> its closure
         self.initial = self._state_of(self._closure([start]))
 
@@ -1041,15 +1076,6 @@ class LazyDFA:
         self._dfa_dist[state] = out
         return out
 
-    @property
-    def distance_bound(self) -> int | None:
-        """An upper bound on :meth:`distance_to_accept` over every state, from the IR alone
-        (:meth:`_Builder.worst_distance`; computed on first use), or None when the IR is not
-        known (automata unpickled from before it was kept)."""
-        if self._distance_bound is None and self.root is not None:
-            self._distance_bound = self.builder.worst_distance(self.root)
-        return self._distance_bound
-
     def _extend_nfa_dist(self) -> None:
         """Distances to ``final`` for the NFA states added since the last call (Dijkstra over the
         new states only).  Sound because fragments only ever grow: a new state leaves its
@@ -1095,10 +1121,13 @@ class LazyDFA:
     def __setstate__(self, state: dict[str, object]) -> None:
         state.setdefault("_closures", {})  # pickles from before the closure memo
         if not isinstance(state.get("_nfa_dist"), list):  # pickles from before exact distances
-            state.update(_nfa_dist=[], _nfa_dist_n=0, _dfa_dist={}, root=None, _distance_bound=None)
+            state.update(_nfa_dist=[], _nfa_dist_n=0, _dfa_dist={})
+        state.setdefault("distance_bound", None)  # unknown: budgets then always check successors
+        state.setdefault("length_bound", None)
         self.__dict__.update(state)
         self.builder.__dict__.setdefault("_shortest", {})
         self.builder.__dict__.setdefault("_worst", {})
+        self.builder.__dict__.setdefault("_longest", {})
 
 
 def compile_lazy(node: Node, budget: Budget | None = None) -> LazyDFA:
@@ -1119,7 +1148,9 @@ def compile_lazy(node: Node, budget: Budget | None = None) -> LazyDFA:
     start, end = builder.build(pruned)
     budget.check_time()
     dfa = LazyDFA(builder, start, end, budget.max_states)
-    dfa.root = pruned
+    dfa.distance_bound = builder.worst_distance(pruned)
+    longest = builder.longest(pruned)
+    dfa.length_bound = None if longest >= NO_PATH else longest
     # later expansions happen while serving: the compile deadline no longer applies, the caps do
     serving = Budget(timeout_s=1e9, max_states=budget.max_states, max_nfa_states=budget.max_nfa_states)
     builder.budget = serving
@@ -1153,6 +1184,36 @@ def _worst_dfa(dfa: ByteDFA) -> int:
                     nxt.append(p)
         frontier = nxt
     return max(dist.values(), default=0)
+
+
+def _longest_dfa(dfa: ByteDFA) -> int | None:
+    """Bytes in the longest string an eager, trimmed :class:`ByteDFA` accepts; None when a
+    cycle makes it unbounded (every live state is on an accepting path)."""
+    if dfa.is_empty():
+        return 0
+    longest: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[int, list[int]]] = []
+
+    def succ(q: int) -> list[int]:
+        return [t for t in np.unique(dfa.table[q]).tolist() if t != DEAD]
+
+    stack.append((dfa.initial, succ(dfa.initial)))
+    on_path.add(dfa.initial)
+    while stack:
+        q, todo = stack[-1]
+        if todo:
+            t = todo.pop()
+            if t in on_path:
+                return None
+            if t not in longest:
+                on_path.add(t)
+                stack.append((t, succ(t)))
+            continue
+        stack.pop()
+        on_path.discard(q)
+        longest[q] = max([0 if dfa.accepting[q] else -1] + [longest[t] + 1 for t in succ(q)])
+    return longest[dfa.initial]
 
 
 def _shortest_dfa(dfa: ByteDFA) -> int:

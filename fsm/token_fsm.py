@@ -23,13 +23,13 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from .automaton import DEAD, NO_PATH, LazyDFA
+from .automaton import DEAD, LazyDFA
 from .vocab import Vocabulary
 
 _FSM_UIDS = itertools.count(1)
@@ -73,8 +73,7 @@ class TokenFSM:
         self._row_index: dict[bytes, int] = {}
         self._row_empty: list[bool] = []
         self._rows_complete = False  # every token-reachable state has its row (precompute_rows)
-        self._succ_dist: dict[int, int] = {}  # state -> max distance_to_accept over its token successors
-        self._budget_rows: dict[tuple[int, int], int] = {}  # (state, distance limit) -> row
+        self._budget_rows: dict[int, tuple[list[int], list[int]]] = {}  # state -> (distance cuts, rows)
         self._init_runtime()
 
     def _init_runtime(self) -> None:
@@ -98,7 +97,6 @@ class TokenFSM:
                 "_row_index": dict(self._row_index),
                 "_row_empty": list(self._row_empty),
                 "_rows_complete": self._rows_complete,
-                "_succ_dist": dict(self._succ_dist),
                 "_budget_rows": dict(self._budget_rows),
             }
 
@@ -107,7 +105,6 @@ class TokenFSM:
         if "_row_empty" not in state:  # pickled before the flag existed
             self._row_empty = [not r.any() for r in self._rows]
         self.__dict__.setdefault("_rows_complete", False)
-        self.__dict__.setdefault("_succ_dist", {})
         self.__dict__.setdefault("_budget_rows", {})
         self._init_runtime()
 
@@ -265,56 +262,63 @@ class TokenFSM:
 
     def successor_distance(self, state: int) -> int:
         """The largest :meth:`distance` among the states one allowed token leads to from
-        ``state`` (0 when no token continues it).  Computed with the state's mask row.  Pure
-        query."""
-        got = self._succ_dist.get(state)
-        if got is None:
-            with self._lock:
-                reached = self._scratch()
-                bits = self.vocab.trie.mask_bits(self.dfa, state, reached=reached)
-                if state not in self._state_to_row:
-                    self._store_row(state, bits)
-                dist = self.dfa.distance_to_accept
-                got = max((dist(t) for t in self._note_successors(state, reached)), default=0)
-                self._succ_dist[state] = got
-        return got
+        ``state`` (0 when no token continues it).  Pure query (one trie walk the first time,
+        shared with :meth:`budget_row_index`)."""
+        return self._budget_cuts(state)[0][-1]
 
     def budget_row_index(self, state: int, tokens_left: int) -> int:
         """Row index of ``state``'s token bitmask restricted to what can still end accepted
         within ``tokens_left`` tokens (this one included): a token is kept when the state it
         leads to has :meth:`distance` ≤ ``tokens_left − 1``; EOS is kept in accepting states.
         When no token qualifies, the tokens leading nearest to acceptance are kept, so the row
-        is never emptier than the unrestricted one.  Equal to :meth:`mask_row_index` whenever
-        the budget does not bind (:meth:`successor_distance` ≤ ``tokens_left − 1``).
+        is never empty where the unrestricted one is not.  Equal to :meth:`mask_row_index`
+        whenever the budget does not bind: at no extra cost while ``tokens_left − 1`` ≥ the
+        automaton's bound on every state's distance (:attr:`LazyDFA.distance_bound`), else after
+        one more trie walk of ``state`` (the first time; it yields the rows of every limit).
 
         Sampling from these rows keeps ``distance(state) ≤ tokens left`` true once it holds,
         and a vocabulary with every single byte as a token then always ends accepted within
         the budget (the first byte of a shortest continuation is a token that qualifies): the
-        budget-aware completion used when ``max_tokens`` nears.  Pure query (rows are cached
-        per ``(state, limit)``).  Raises ``ValueError`` for ``tokens_left`` < 1."""
+        budget-aware completion used when ``max_tokens`` nears.  Pure query.  Raises
+        ``ValueError`` for ``tokens_left`` < 1."""
         if tokens_left < 1:
             raise ValueError(f"tokens_left must be >= 1, got {tokens_left}")
         limit = tokens_left - 1
         bound = self.dfa.distance_bound
-        if (bound is not None and bound <= limit) or self.successor_distance(state) <= limit:
+        if bound is not None and bound <= limit:
             return self.mask_row_index(state)
-        got = self._budget_rows.get((state, limit))
+        cuts, rows = self._budget_cuts(state)
+        if limit >= cuts[-1]:
+            return self.mask_row_index(state)
+        return rows[max(bisect_right(cuts, limit) - 1, 0)]
+
+    def _budget_cuts(self, state: int) -> tuple[list[int], list[int]]:
+        """``state``'s distinct successor distances, ascending, and for each cut ``c`` the row
+        keeping the tokens whose successor's distance is ≤ ``c`` (the last cut keeps all: the
+        plain row).  One trie walk, memoized."""
+        got = self._budget_rows.get(state)
         if got is not None:
             return got
         with self._lock:
             ends = np.zeros(self.vocab.size, dtype=np.int32)  # [V] state after each allowed token
-            self.vocab.trie.mask_bits(self.dfa, state, ends=ends)
-            succ, inverse = np.unique(ends, return_inverse=True)  # [K], [V]
-            dist = np.array([NO_PATH if t == DEAD else self.dfa.distance_to_accept(int(t)) for t in succ.tolist()], dtype=np.int64)
-            live = dist[succ != DEAD]
-            cut = max(limit, int(live.min())) if live.size else limit
-            keep = (dist <= cut) & (succ != DEAD)  # [K]
-            allowed = np.zeros(self.mask_words * 32, dtype=bool)
-            allowed[: self.vocab.size] = keep[inverse]
-            bits = np.packbits(allowed, bitorder="little").view("<u4").copy()  # [W]
-            r = self._store_bits(bits, self.dfa.acc[state])
-            self._budget_rows[(state, limit)] = r
-            return r
+            reached = self._scratch()
+            bits = self.vocab.trie.mask_bits(self.dfa, state, ends=ends, reached=reached)
+            if state not in self._state_to_row:
+                self._store_row(state, bits)
+            succ = self._note_successors(state, reached)
+            dist = {t: self.dfa.distance_to_accept(t) for t in succ}
+            cuts = sorted(set(dist.values())) or [0]
+            rows: list[int] = []
+            keep = np.zeros(self.dfa.num_states, dtype=bool)  # [S] successors within the cut
+            for c in cuts[:-1]:
+                keep[[t for t, d in dist.items() if d == c]] = True
+                allowed = np.zeros(self.mask_words * 32, dtype=bool)
+                allowed[: self.vocab.size] = keep[ends]
+                rows.append(self._store_bits(np.packbits(allowed, bitorder="little").view("<u4").copy(), self.dfa.acc[state]))
+            rows.append(self._state_to_row[state])
+            got = (cuts, rows)
+            self._budget_rows[state] = got
+            return got
 
     # ------------------------------------------------------------------ whole-FSM views
 

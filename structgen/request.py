@@ -186,8 +186,13 @@ class Req:
 
     def tokens_left(self) -> int | None:
         """Output tokens this request may still emit (≥ 1 while it runs), or None when its
-        masks ignore the budget (unconstrained, or ``budget_completion`` off)."""
+        masks ignore the budget: unconstrained, ``budget_completion`` off, or a language whose
+        longest string fits in ``max_tokens`` (every token spells ≥ 1 byte, so it cannot be
+        cut)."""
         if self.cursor is None or not self.params.budget_completion:
+            return None
+        longest = self.cursor.fsm.dfa.length_bound
+        if longest is not None and longest <= self.params.max_tokens:
             return None
         return max(self.params.max_tokens - len(self.output_ids), 1)
 

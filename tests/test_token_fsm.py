@@ -446,6 +446,10 @@ def test_distance_is_exact_and_bounded(index: int) -> None:
     assert check_distances(dfa, random.Random(index), walks=30, max_steps=100, oracle_share=0.5) > 50
     with pytest.raises(ValueError, match="not a discovered automaton state"):
         dfa.distance_to_accept(dfa.num_states)
+    # the length bound: None only where it may be unbounded, else at least the longest string
+    longest = dfa.max_length()
+    assert dfa.length_bound is None or (longest is not None and longest <= dfa.length_bound)
+    assert (longest is None) <= (dfa.length_bound is None)
 
 
 def _sample(fsm: TokenFSM, rng: random.Random, budget: int) -> tuple[list[int], bool]:
@@ -500,7 +504,7 @@ def test_budget_row_contract(gpt2_vocab: Vocabulary) -> None:
     bound = fsm.dfa.distance_bound
     assert bound is not None
     # a loose budget is the plain row, with no successor walk
-    assert fsm.budget_row_index(s, bound + 1) == fsm.mask_row_index(s) and s not in fsm._succ_dist
+    assert fsm.budget_row_index(s, bound + 1) == fsm.mask_row_index(s) and s not in fsm._budget_rows
     # a tight one is a subset of it; a hopeless one keeps the tokens nearest to acceptance
     plain = fsm.allowed_token_ids(s)
     for left in (1, 2, 5, fsm.successor_distance(s)):
