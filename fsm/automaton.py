@@ -1076,6 +1076,12 @@ class LazyDFA:
         self._dfa_dist[state] = out
         return out
 
+    def prepare_distances(self) -> None:
+        """Bring the NFA distances behind :meth:`distance_to_accept` up to date now (e.g. after an
+        eager expansion, so later queries cost a lookup).  Callers serialize it with expansions."""
+        if self._nfa_dist_n != len(self.eps):
+            self._extend_nfa_dist()
+
     def _extend_nfa_dist(self) -> None:
         """Distances to ``final`` for the NFA states added since the last call (Dijkstra over the
         new states only).  Sound because fragments only ever grow: a new state leaves its

@@ -370,6 +370,7 @@ class TokenFSM:
             frontier = nxt
         with self._lock:
             self._rows_complete = True
+            self.dfa.prepare_distances()  # so budget rows later need no shortest-path search
         return done, True
 
     @property
