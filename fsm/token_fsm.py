@@ -355,6 +355,8 @@ class TokenFSM:
             nxt: list[int] = []
             for s in frontier:
                 if (max_states is not None and done >= max_states) or (deadline is not None and time.perf_counter() > deadline):
+                    with self._lock:
+                        self.dfa.prepare_distances()
                     return done, False
                 with self._lock:
                     reached = self._scratch()

@@ -163,18 +163,24 @@ MAX_TOKENS_CAP = 2048
 
 
 def bound_max_tokens(
-    reqs: Sequence[BenchRequest], max_length: Callable[[Constraint], int | None], cap: int = MAX_TOKENS_CAP
+    reqs: Sequence[BenchRequest],
+    max_length: Callable[[Constraint], int | None],
+    cap: int = MAX_TOKENS_CAP,
+    min_length: Callable[[Constraint], int | None] | None = None,
 ) -> list[BenchRequest]:
     """``reqs`` with ``max_tokens`` raised to 1 + the longest output their constraint accepts
     (in bytes, an upper bound on tokens: a token emits at least one byte; + 1 for EOS), at most
     ``cap``, so that a finite language is never cut by ``max_tokens``.  ``max_length``: bytes
-    of the longest accepted string, None when unbounded (the request keeps its ``max_tokens``).
-    Raises ``ValueError`` for ``cap`` < 1."""
+    of the longest accepted string, None when unbounded; then ``min_length`` (bytes of the
+    shortest, if given) raises it to cover the shortest output, so that every request can end
+    valid.  Raises ``ValueError`` for ``cap`` < 1."""
     if cap < 1:
         raise ValueError(f"cap must be >= 1, got {cap}")
     out = []
     for r in reqs:
         n = max_length(r.constraint)
+        if n is None and min_length is not None:
+            n = min_length(r.constraint)
         out.append(r if n is None else r._replace(max_tokens=max(r.max_tokens, min(cap, n + 1))))
     return out
 
@@ -456,7 +462,7 @@ def bench_json(
 
     def build(w: str, check: _CompileCheck) -> list[BenchRequest]:
         reqs = build_workload(w, num_requests, seed, check, shots=shots, maskbench_dir=maskbench_dir)
-        return bound_max_tokens(reqs, check.max_length)
+        return bound_max_tokens(reqs, check.max_length, min_length=check.min_length)
 
     def record(log: Any, w: str, mode: str, conc: int, records: list[Record], wall: float, peak: int, compile_s: float) -> None:
         row = {"workload": w, "mode": mode, "concurrency": conc, "warm_grammars": warm_grammars, "compile_s": compile_s,
@@ -638,7 +644,7 @@ class _CompileCheck:
     """Compiles on a separate compiler, so the engine's own cache stays cold (compile time is
     part of every workload's TTFT alike).  Calling it says whether a constraint compiles (the
     refusal messages collect in ``refusals``); :meth:`max_length` gives the bytes of its
-    longest accepted output, None when unbounded or refused."""
+    longest accepted output, None when unbounded or refused; :meth:`min_length` its shortest."""
 
     def __init__(self, vocab: Vocabulary, config: CompilerConfig) -> None:
         self.compiler = GrammarCompiler(vocab, config)
@@ -660,6 +666,14 @@ class _CompileCheck:
             except (ConstraintError, GrammarCompileError):
                 self._lengths[c.key] = None
         return self._lengths[c.key]
+
+    def min_length(self, c: Constraint) -> int | None:
+        """Bytes of the shortest accepted output; None when refused."""
+        try:
+            fsm = self.compiler.compile(c)
+        except (ConstraintError, GrammarCompileError):
+            return None
+        return fsm.distance(fsm.initial)
 
 
 def _git_commit() -> str:

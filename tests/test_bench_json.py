@@ -149,6 +149,11 @@ def test_max_tokens_cover_the_longest_accepted_output(tiny_vocab: object) -> Non
     reqs = [BenchRequest("p", Constraint.regex(rx), 8) for rx in (r"a{2,5}", r"a*", r"a{1,100}", r"b{1,3000}")]
     got = bound_max_tokens(reqs, lambda c: compiler.compile(c).dfa.max_length(), cap=1000)
     assert [r.max_tokens for r in got] == [8, 8, 101, 1000]  # never lowered; unbounded kept; capped
+    # unbounded languages cover their shortest output when min_length is given
+    long_min = [BenchRequest("p", Constraint.regex(r"a{20}b*"), 8), BenchRequest("p", Constraint.regex(r"ab*"), 8)]
+    shortest = lambda c: compiler.compile(c).distance(compiler.compile(c).initial)  # noqa: E731
+    got = bound_max_tokens(long_min, lambda c: compiler.compile(c).dfa.max_length(), cap=1000, min_length=shortest)
+    assert [r.max_tokens for r in got] == [21, 8]
     with pytest.raises(ValueError, match="cap must be >= 1"):
         bound_max_tokens(reqs, lambda c: 3, cap=0)
 
