@@ -42,6 +42,7 @@ from structgen.schemas import ConstraintError
 
 from .engine import Engine, EngineConfig
 from .request import GenerateRequest, RequestError, SamplingParams
+from .step_profile import StepProfiler, profile_markdown
 
 ASSETS = Path(__file__).resolve().parent / "assets" / "bench"
 MASKBENCH_DIR = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "maskbench" / "data"
@@ -401,6 +402,7 @@ def bench_json(
     command: str = "",
     progress: bool = True,
     warm_grammars: bool = False,
+    profile: bool = False,
 ) -> list[dict[str, Any]]:
     """Run every (workload, mode, concurrency) on ``model``, then every (workload, baseline,
     concurrency) (:mod:`structgen.baselines`, same weights); write ``results.jsonl``,
@@ -412,13 +414,17 @@ def bench_json(
     recorded as ``compile_s``).  The engine side compiles each workload's constraints once,
     with every token-reachable state's mask row precomputed (:func:`precompile_grammars`),
     and seeds each run's fresh compiler with them; the baselines compile theirs (xgrammar
-    precomputes its token-mask cache) before each run.  Otherwise every run starts with empty grammar caches on both
+    precomputes its token-mask cache) before each run.  ``profile``: time each engine step's
+    phases (:class:`~structgen.step_profile.StepProfiler`; it synchronises the device after
+    every forward, so profiled runs are a little slower) and add a section per run to
+    ``profile.md``.  Otherwise every run starts with empty grammar caches on both
     sides and compiles count in TTFT (cold start).  Raises
     ``ValueError`` for an unknown workload, mode or baseline, a concurrency < 1,
     ``num_requests`` < 1, ``shots`` < 1, ``waves`` < 0 or a ``maskbench_dir`` that is not a
     folder."""
     import platform
 
+    import jsonschema  # noqa: F401  # before any clock: output validation imports it, and its first import takes seconds
     import torch
     from tqdm import tqdm
 
@@ -446,6 +452,8 @@ def bench_json(
     cuda = torch.cuda.is_available() and base.device in ("auto", "cuda")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if profile and not append:
+        (out / "profile.md").write_text(f"# Engine step profile\n\n- command: `{command}`\n\n")
     meta = {
         "command": command,
         "machine": f"{torch.cuda.get_device_name(0) if cuda else 'CPU only'}; {os.cpu_count()} CPU cores; {platform.platform()}",
@@ -514,8 +522,18 @@ def bench_json(
                         if cuda:
                             torch.cuda.reset_peak_memory_stats()
                         bar = tqdm(total=len(reqs), desc=f"{w} {mode} c={conc}", disable=not progress, leave=False)
-                        records, wall = run(engine, reqs, conc, constrained, on_done=functools.partial(bar.update, 1))
+                        profiler = StepProfiler() if profile else None
+                        if profiler is not None:
+                            profiler.attach(engine)
+                        try:
+                            records, wall = run(engine, reqs, conc, constrained, on_done=functools.partial(bar.update, 1))
+                        finally:
+                            if profiler is not None:
+                                profiler.detach()
                         bar.close()
+                        if profiler is not None:
+                            with open(out / "profile.md", "a") as f:
+                                f.write(profile_markdown(f"{w} · {mode} · c={conc} · {len(reqs)} requests", profiler.summary(wall)) + "\n")
                         peak = torch.cuda.max_memory_allocated() if cuda else 0
                     finally:
                         engine.close()

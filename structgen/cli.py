@@ -101,6 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
     bj.add_argument("--seed", type=int, default=0)
     bj.add_argument("--out", default="benchmarks/results/bench-json")
     bj.add_argument("--no-progress", action="store_true")
+    bj.add_argument(
+        "--profile",
+        action="store_true",
+        help="time each engine step's phases (device synced after every forward) into profile.md; profiled runs are a little slower",
+    )
     conf = bsub.add_parser("conformance", help="JSON-Schema-Test-Suite and MaskBench through the compile layer")
     conf.add_argument("--tokenizer", required=True, help="local Hugging Face tokenizer folder")
     conf.add_argument("--suites", default="test-suite,maskbench", help="comma list of test-suite, maskbench")
@@ -348,6 +353,7 @@ def _bench_json_command(args: argparse.Namespace, argv: list[str]) -> int:
             command="structgen " + shlex.join(argv),
             progress=not args.no_progress,
             warm_grammars=args.warm_grammars,
+            profile=args.profile,
         )
     except (ValueError, FileNotFoundError, ModelLoadError, UnsupportedModelError) as e:
         print(f"structgen: error: {e}", file=sys.stderr)

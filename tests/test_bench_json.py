@@ -240,3 +240,37 @@ def test_cli_reads_maskbench_from_the_given_folder(tmp_path: Path) -> None:
     empty.mkdir()
     assert main([*argv[:5], str(empty), *argv[6:], "--concurrency", "1", "--device", "cpu", "--out", str(out), "--no-progress"]) == 0
     assert "skipped maskbench: no requests (data absent)" in (out / "results.md").read_text()
+
+
+def test_profile_breaks_each_step_into_phases(tmp_path: Path) -> None:
+    """--profile writes one profile.md section per engine run, whose phases add up to at most
+    the wall time, and leaves the shared model runner unwrapped afterwards."""
+    from structgen.api import default_model_path
+    from structgen.bench_json import bench_json
+    from structgen.engine import Engine
+    from structgen.request import GenerateRequest, SamplingParams
+    from structgen.step_profile import StepProfiler
+
+    out = tmp_path / "prof"
+    bench_json(
+        default_model_path(), workloads=["character"], modes=["default", "no-jump-forward"], concurrency=[2], num_requests=2,
+        out_dir=str(out), base=EngineConfig(device="cpu"), progress=False, profile=True, command="test",
+    )  # fmt: skip
+    md = (out / "profile.md").read_text()
+    assert md.count("## character · ") == 2 and "| eager |" in md and "outside" in md
+
+    with Engine(default_model_path(), EngineConfig(device="cpu")) as engine:
+        prof = StepProfiler()
+        prof.attach(engine)
+        with pytest.raises(RuntimeError, match="already attached"):
+            prof.attach(engine)
+        outs = engine.generate([GenerateRequest("Name: ", SamplingParams(max_tokens=6))] * 2)
+        prof.detach()
+        assert "forward" not in vars(engine.runner) and "schedule" not in vars(engine.scheduler)
+        assert all(o.usage.completion_tokens > 0 for o in outs)
+        assert len(prof.steps) == engine.stats().forwards
+        assert all(s.kind == "eager" and s.requests >= 1 and s.tokens >= s.requests for s in prof.steps)
+        s = prof.summary(wall_s=100.0)
+        inside = s["schedule_s"] + s["forward_s"] + s["sample_s"] + s["process_s"]
+        assert 0 < inside <= 100.0 and math.isclose(s["outside_s"], 100.0 - inside)
+        assert s["kinds"]["eager"]["steps"] == len(prof.steps)

@@ -1,0 +1,146 @@
+"""Where an engine step's time goes: schedule, forward, sampling, result processing.
+
+:class:`StepProfiler` wraps one engine's scheduler, model runner and sampler for the span of a
+benchmark run (``structgen bench json --profile``), synchronising the device after each forward
+so that the forward's GPU time is not charged to the sampler's wait for the sampled ids.  The
+synchronisation removes the overlap of host mask-row work with the forward, so a profiled run is
+a little slower than an unprofiled one: its throughput is for the breakdown, not for the tables.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any, NamedTuple
+
+import torch
+
+
+class StepRecord(NamedTuple):
+    """One forward: its kind (``"decode graph"``, ``"extend graph"``, ``"eager"``), requests and
+    extend tokens in it, and the seconds of each phase (``forward_s`` ends at a device sync;
+    ``sample_s``: mask rows, mask kernel, draw and the copy of the ids to the host;
+    ``process_s``: the rest of result processing: cursors, jump-forward, stop rules, chunks)."""
+
+    kind: str
+    requests: int
+    tokens: int
+    schedule_s: float
+    forward_s: float
+    sample_s: float
+    process_s: float
+
+
+class StepProfiler:
+    """Attach to an :class:`~structgen.engine.Engine` with :meth:`attach`, run, then
+    :meth:`detach` (the model runner may outlive the engine) and read :meth:`summary`."""
+
+    def __init__(self) -> None:
+        self.steps: list[StepRecord] = []
+        self.idle_schedule_s = 0.0  # schedule calls that found nothing to run
+        self._restore: list[tuple[Any, str]] = []
+
+    def attach(self, engine: Any) -> None:
+        """Wrap ``engine``'s ``scheduler.schedule``, ``runner.forward``, ``scheduler.sampler.sample``
+        and ``scheduler.process_results`` (instance attributes that shadow the methods).  Raises
+        ``RuntimeError`` when already attached."""
+        if self._restore:
+            raise RuntimeError("the profiler is already attached")
+        sched, runner, sampler = engine.scheduler, engine.runner, engine.scheduler.sampler
+        cuda = runner.device.type == "cuda"
+        pending: dict[str, Any] = {}
+        schedule, forward, sample, process = sched.schedule, runner.forward, sampler.sample, sched.process_results
+
+        def timed_schedule() -> Any:
+            t0 = time.perf_counter()
+            batch = schedule()
+            dt = time.perf_counter() - t0
+            if batch is None:
+                self.idle_schedule_s += dt
+            pending.update(schedule_s=dt, sample_s=0.0)
+            return batch
+
+        def timed_forward(batch: Any) -> torch.Tensor:
+            before = Counter(runner.forward_counts)
+            t0 = time.perf_counter()
+            logits = forward(batch)
+            if cuda:
+                torch.cuda.synchronize(runner.device)
+            pending["forward_s"] = time.perf_counter() - t0
+            kinds = list((runner.forward_counts - before).elements())
+            pending["kind"] = kinds[0] if kinds else "?"
+            return logits
+
+        def timed_sample(logits: torch.Tensor, reqs: Any) -> list[int]:
+            t0 = time.perf_counter()
+            out = sample(logits, reqs)
+            pending["sample_s"] = time.perf_counter() - t0
+            return out
+
+        def timed_process(batch: Any, logits: torch.Tensor) -> Any:
+            t0 = time.perf_counter()
+            out = process(batch, logits)
+            total = time.perf_counter() - t0
+            self.steps.append(
+                StepRecord(
+                    pending.get("kind", "?"),
+                    len(batch.items),
+                    sum(n for _r, n in batch.items),
+                    pending.get("schedule_s", 0.0),
+                    pending.get("forward_s", 0.0),
+                    pending["sample_s"],
+                    total - pending["sample_s"],
+                )
+            )
+            return out
+
+        for obj, name, fn in (
+            (sched, "schedule", timed_schedule),
+            (runner, "forward", timed_forward),
+            (sampler, "sample", timed_sample),
+            (sched, "process_results", timed_process),
+        ):
+            setattr(obj, name, fn)
+            self._restore.append((obj, name))
+
+    def detach(self) -> None:
+        """Remove the wrappers (the methods of the classes show through again)."""
+        for obj, name in self._restore:
+            delattr(obj, name)
+        self._restore = []
+
+    def summary(self, wall_s: float) -> dict[str, Any]:
+        """Per forward kind: steps, mean requests and tokens, mean ms of each phase; totals in
+        seconds, and ``outside_s``: wall time spent outside the engine's steps (the benchmark
+        loop: submits, outputs, validation) and in idle schedule calls."""
+        kinds: dict[str, Any] = {}
+        for kind in sorted({s.kind for s in self.steps}):
+            ss = [s for s in self.steps if s.kind == kind]
+            n = len(ss)
+            kinds[kind] = {
+                "steps": n,
+                "requests": sum(s.requests for s in ss) / n,
+                "tokens": sum(s.tokens for s in ss) / n,
+                **{f"{p}_ms": sum(getattr(s, f"{p}_s") for s in ss) / n * 1e3 for p in ("schedule", "forward", "sample", "process")},
+            }
+        totals = {f"{p}_s": sum(getattr(s, f"{p}_s") for s in self.steps) for p in ("schedule", "forward", "sample", "process")}
+        inside = sum(totals.values())
+        return {"kinds": kinds, "wall_s": wall_s, **totals, "outside_s": wall_s - inside}
+
+
+def profile_markdown(title: str, summary: dict[str, Any]) -> str:
+    """A section for ``profile.md``: one row per forward kind, then the totals."""
+    head = "| forward kind | steps | requests | tokens | schedule ms | forward ms | sample ms | process ms |"
+    lines = [f"## {title}", "", head, "|---|---|---|---|---|---|---|---|"]
+    for kind, k in summary["kinds"].items():
+        lines.append(
+            f"| {kind} | {k['steps']} | {k['requests']:.1f} | {k['tokens']:.1f} | {k['schedule_ms']:.2f} | "
+            f"{k['forward_ms']:.2f} | {k['sample_ms']:.2f} | {k['process_ms']:.2f} |"
+        )
+    wall = summary["wall_s"]
+    parts = ", ".join(
+        f"{p} {summary[f'{p}_s']:.3f} s ({100 * summary[f'{p}_s'] / wall:.0f}%)" if wall > 0 else f"{p} {summary[f'{p}_s']:.3f} s"
+        for p in ("schedule", "forward", "sample", "process", "outside")
+    )
+    lines += ["", f"Wall {wall:.3f} s: {parts}.", ""]
+    return "\n".join(lines)
