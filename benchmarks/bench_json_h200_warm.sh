@@ -11,6 +11,9 @@
 # PART 5: maskbench at c64, one wave (64 requests): engine default and HF + xgrammar (PART 4's
 #   baseline, 256 requests at c16 and c64, does not finish within a 10-minute device call).
 # PART 6: PART 4 without the baseline.
+# PART 7: extraction at c64 in steady state: 8 waves (512 requests), so the drain of the last
+#   wave (a few long requests decoding alone) is a small part of the run; engine default and
+#   no-jump-forward, HF + xgrammar.
 # PART prepare-maskbench (on the machine that has ../shared): copy the first 360 MaskBench files
 #   in the benchmark's seed-0 order to .carry/maskbench, the folder PART 4 reads.
 set -euo pipefail
@@ -31,6 +34,8 @@ case "$PART" in
        --workload maskbench --maskbench-dir .carry/maskbench --modes default --baselines hf-xgrammar ;;
 6) python3 -m structgen.cli bench json "${COMMON[@]}" --out "$OUT/maskbench" --num-requests 256 --concurrency 16 64 \
        --workload maskbench --maskbench-dir .carry/maskbench --modes default,no-jump-forward ;;
+7) python3 -m structgen.cli bench json "${COMMON[@]}" --out "$OUT/extraction-steady" --waves 8 --concurrency 64 \
+       --workload extraction --modes default,no-jump-forward --baselines hf-xgrammar ;;
 prepare-maskbench) python3 - <<'PY'
 import random, shutil
 from pathlib import Path
@@ -43,5 +48,5 @@ for f in files[:360]:
     shutil.copy(f, dst / f.name)
 PY
    ;;
-*) echo "PART must be 1 to 6 or prepare-maskbench" >&2; exit 2 ;;
+*) echo "PART must be 1 to 7 or prepare-maskbench" >&2; exit 2 ;;
 esac

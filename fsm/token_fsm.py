@@ -33,6 +33,7 @@ from .automaton import DEAD, LazyDFA
 from .vocab import Vocabulary
 
 _FSM_UIDS = itertools.count(1)
+_JUMP_PLAN_MEMO = 1 << 16  # memoized jump-forward plans per FSM (cleared when full)
 
 
 class TokenRejectedError(ValueError):
@@ -83,6 +84,9 @@ class TokenFSM:
         self._eos = set(self.vocab.eos_token_ids)
         self._special = self.vocab.special_ids
         self._reached: np.ndarray | None = None  # uint8 [max_states] scratch for the trie walk
+        # (state k tokens back, those k tokens) -> jump-forward plan: requests of one grammar
+        # meet the same seams again and again, and a plan costs a tokenizer call and mask scans
+        self._jump_plans: dict[tuple[int, tuple[int, ...]], JumpForward | None] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         with self._lock:
@@ -548,11 +552,23 @@ class Cursor:
         vocab = fsm.vocab
         while k > 0 and vocab.token_bytes[self._tokens[-k]][:1] and 0x80 <= vocab.token_bytes[self._tokens[-k]][0] <= 0xBF:
             k -= 1  # never start re-tokenization inside a UTF-8 sequence
+        # The plan depends only on the state k tokens back and those tokens (they fix the
+        # current state, hence the forced bytes), so it is memoized per FSM.
+        key = (self._states[len(self._states) - 1 - k], tuple(self._tokens[len(self._tokens) - k :]))
+        memo = fsm._jump_plans
+        if key in memo:
+            return memo[key]
+        plan = None
         for kk in (k, 0) if k else (0,):
             plan = self._plan(kk, forced)
             if plan is not None:
-                return plan
-        return self._plan_greedy(forced)
+                break
+        else:
+            plan = self._plan_greedy(forced)
+        if len(memo) >= _JUMP_PLAN_MEMO:
+            memo.clear()
+        memo[key] = plan
+        return plan
 
     def _plan(self, k: int, forced: bytes) -> JumpForward | None:
         fsm = self.fsm

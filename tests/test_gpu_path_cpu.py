@@ -76,18 +76,20 @@ def test_cuda_graph_buckets() -> None:
 def test_extend_graph_keys_and_padding() -> None:
     from structgen.flashinfer_backend import extend_graph_key, extend_token_buckets, pad_extend
 
-    assert extend_token_buckets(1, 1024) == [2, 4, 8, 16]
-    assert extend_token_buckets(64, 1024) == [128, 256, 512, 1024]
-    assert extend_token_buckets(128, 1024) == [256, 512, 1024] and extend_token_buckets(1024, 1024) == []
+    assert extend_token_buckets(1, 1024) == [2, 3, 4, 6, 8, 12, 16]
+    assert extend_token_buckets(64, 1024) == [128, 192, 256, 384, 512, 768, 1024]
+    assert extend_token_buckets(128, 1024) == [256, 384, 512, 768, 1024] and extend_token_buckets(1024, 1024) == []
     keys = {bs: extend_token_buckets(bs, 1024) for bs in (1, 2, 4, 64, 128)}
     assert extend_graph_key(1, 7, keys) == (1, 8)
-    assert extend_graph_key(1, 17, keys) == (2, 32)  # too many tokens for the bs-1 graphs
+    assert extend_graph_key(1, 5, keys) == (1, 6)
+    assert extend_graph_key(1, 17, keys) == (2, 24)  # too many tokens for the bs-1 graphs
     assert extend_graph_key(3, 15, keys) == (4, 16)  # 15 real + 1 padding request
-    assert extend_graph_key(3, 16, keys) == (4, 32)
+    assert extend_graph_key(3, 16, keys) == (4, 24)
+    assert extend_graph_key(43, 130, keys) == (64, 192)  # 130 real + 21 padding requests
     assert extend_graph_key(3, 64, keys) == (64, 128)  # past the largest bs-4 graph (64 tokens)
     assert extend_graph_key(100, 1000, keys) is None  # no graph holds 1000 + 28 padding tokens: eager
-    assert extend_graph_key(64, 300, keys) == (64, 512)
-    assert extend_graph_key(65, 300, keys) == (128, 512)  # 300 + 63 padding requests
+    assert extend_graph_key(64, 300, keys) == (64, 384)
+    assert extend_graph_key(65, 300, keys) == (128, 384)  # 300 + 63 padding requests
     assert extend_graph_key(129, 300, keys) is None
     # real requests first; padding requests one token each; the rest on the last request
     lay = pad_extend([3, 1], [10, 20], 4, 16)

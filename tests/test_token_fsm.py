@@ -239,6 +239,11 @@ def test_jump_forward_properties_gpt2(gpt2_vocab: Vocabulary, seed: int) -> None
     ids_off, fwd_off, _ = _simulate(fsm, text, jump=False)
     assert gpt2_vocab.decode_bytes(ids_on) == gpt2_vocab.decode_bytes(ids_off) == text
     assert forced > 0 and fwd_on < fwd_off
+    # Plans are memoized per FSM: a second request meets the same seams and gets the same plans.
+    assert fsm._jump_plans
+    assert _simulate(fsm, text, jump=True) == (ids_on, fwd_on, forced)
+    fresh = TokenFSM(fsm.dfa, gpt2_vocab)  # empty memo
+    assert _simulate(fresh, text, jump=True) == (ids_on, fwd_on, forced)
 
 
 def test_unsupported_tokenizer_is_rejected(tmp_path: object) -> None:
