@@ -3,6 +3,7 @@ process results (nano-vllm's loop)."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import time
@@ -32,8 +33,12 @@ class EngineConfig:
     ``cuda_graph_max_extend_tokens`` (decode and small-extend graphs with FlashInfer on CUDA; 0
     extend tokens: decode graphs only), ``mask_pool_rows`` (device-resident FSM mask rows),
     ``random_weights_seed`` (draw weights on the device instead of reading a checkpoint: for
-    benchmarks of large configurations), and the layer configs.  Raises ``ValueError`` for
-    values out of range."""
+    benchmarks of large configurations), ``gc_freeze`` (move the heap into the garbage
+    collector's permanent generation after start-up and whenever a newly compiled grammar
+    starts serving, so full collections never walk model, tokenizer and automaton objects:
+    with a hundred cached schemas such a pass stalls every running request for up to a
+    second; vLLM freezes its start-up heap the same way; :meth:`Engine.close` unfreezes),
+    and the layer configs.  Raises ``ValueError`` for values out of range."""
 
     device: str = "auto"
     dtype: str = "auto"
@@ -45,6 +50,7 @@ class EngineConfig:
     cuda_graph_max_extend_tokens: int = 1024
     mask_pool_rows: int = 4096
     random_weights_seed: int | None = None
+    gc_freeze: bool = True
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     compiler: CompilerConfig = field(default_factory=CompilerConfig)
@@ -152,12 +158,20 @@ class Engine:
             self.runner.vocab_size, self.vocab.size, device=device, mask_backend=cfg.mask_backend, pool_rows=cfg.mask_pool_rows
         )
         self.scheduler = Scheduler(
-            cfg.scheduler, self.cache, GrammarManager(self.compiler), sampler, self.vocab.token_bytes, frozenset(self.eos_token_ids)
+            cfg.scheduler,
+            self.cache,
+            GrammarManager(self.compiler, gc_freeze=cfg.gc_freeze),
+            sampler,
+            self.vocab.token_bytes,
+            frozenset(self.eos_token_ids),
         )
         self._rids = itertools.count()
         self._generator = torch.Generator().manual_seed(cfg.seed)
         self._reqs: dict[int, Req] = {}
         self._closed = False
+        if cfg.gc_freeze:
+            gc.collect()
+            gc.freeze()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -183,6 +197,8 @@ class Engine:
                 radix.evict(radix.total_size)
         finally:
             self.compiler.close()
+            if self.config.gc_freeze:
+                gc.unfreeze()  # what this engine held may now be collected
 
     # ------------------------------------------------------------------ requests
 

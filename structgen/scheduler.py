@@ -14,6 +14,7 @@ sequence that have no KV yet (1 for a decode, n for a forced chain or a prefill 
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future
@@ -187,11 +188,15 @@ class CacheManager:
 
 class GrammarManager:
     """Requests whose grammar is compiling.  ``poll`` returns those ready (cursor attached) and
-    those whose compile failed (error attached); the rest of the batch never waits for them."""
+    those whose compile failed (error attached); the rest of the batch never waits for them.
+    With ``gc_freeze``, a grammar serving its first request is frozen out of the garbage
+    collector's passes (``gc.freeze``: it is long-lived, cached by the compiler)."""
 
-    def __init__(self, compiler: GrammarCompiler | None) -> None:
+    def __init__(self, compiler: GrammarCompiler | None, *, gc_freeze: bool = False) -> None:
         self.compiler = compiler
+        self.gc_freeze = gc_freeze
         self._pending: list[tuple[Req, Future[TokenFSM]]] = []
+        self._serving: set[int] = set()  # uids of grammars that served a request (frozen with gc_freeze)
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -207,6 +212,7 @@ class GrammarManager:
         ready: list[Req] = []
         failed: list[Req] = []
         keep: list[tuple[Req, Future[TokenFSM]]] = []
+        fresh = False
         for req, fut in self._pending:
             if not fut.done():
                 keep.append((req, fut))
@@ -216,9 +222,17 @@ class GrammarManager:
                 req.error = exc
                 failed.append(req)
             else:
-                req.cursor = fut.result().cursor()
+                fsm = fut.result()
+                req.cursor = fsm.cursor()
                 ready.append(req)
+                if fsm.uid not in self._serving:
+                    if len(self._serving) >= 1 << 16:
+                        self._serving.clear()  # bounded; a grammar seen again is frozen again (harmless)
+                    self._serving.add(fsm.uid)
+                    fresh = True
         self._pending = keep
+        if fresh and self.gc_freeze:
+            gc.freeze()
         return ready, failed
 
     def remove(self, rid: int) -> Req | None:

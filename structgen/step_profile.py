@@ -2,13 +2,15 @@
 
 :class:`StepProfiler` wraps one engine's scheduler, model runner and sampler for the span of a
 benchmark run (``structgen bench json --profile``), synchronising the device after each forward
-so that the forward's GPU time is not charged to the sampler's wait for the sampled ids.  The
+so that the forward's GPU time is not charged to the sampler's wait for the sampled ids, and
+records the garbage collector's pauses (``gc.callbacks``).  The
 synchronisation removes the overlap of host mask-row work with the forward, so a profiled run is
 a little slower than an unprofiled one: its throughput is for the breakdown, not for the tables.
 """
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import Counter
 from typing import Any, NamedTuple
@@ -38,7 +40,15 @@ class StepProfiler:
     def __init__(self) -> None:
         self.steps: list[StepRecord] = []
         self.idle_schedule_s = 0.0  # schedule calls that found nothing to run
+        self.gc_pauses: list[tuple[int, float]] = []  # (generation, seconds) of each collection while attached
         self._restore: list[tuple[Any, str]] = []
+        self._gc_start = 0.0
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_start = time.perf_counter()
+        else:
+            self.gc_pauses.append((info["generation"], time.perf_counter() - self._gc_start))
 
     def attach(self, engine: Any) -> None:
         """Wrap ``engine``'s ``scheduler.schedule``, ``runner.forward``, ``scheduler.sampler.sample``
@@ -102,12 +112,15 @@ class StepProfiler:
         ):
             setattr(obj, name, fn)
             self._restore.append((obj, name))
+        gc.callbacks.append(self._on_gc)
 
     def detach(self) -> None:
         """Remove the wrappers (the methods of the classes show through again)."""
         for obj, name in self._restore:
             delattr(obj, name)
         self._restore = []
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
 
     def summary(self, wall_s: float) -> dict[str, Any]:
         """Per forward kind: steps, mean requests and tokens, mean ms of each phase; totals in
@@ -125,7 +138,12 @@ class StepProfiler:
             }
         totals = {f"{p}_s": sum(getattr(s, f"{p}_s") for s in self.steps) for p in ("schedule", "forward", "sample", "process")}
         inside = sum(totals.values())
-        return {"kinds": kinds, "wall_s": wall_s, **totals, "outside_s": wall_s - inside}
+        gcs = {
+            g: {"count": len(ds), "total_s": sum(ds), "max_s": max(ds, default=0.0)}
+            for g in (0, 1, 2)
+            for ds in [[d for gen, d in self.gc_pauses if gen == g]]
+        }
+        return {"kinds": kinds, "wall_s": wall_s, **totals, "outside_s": wall_s - inside, "gc": gcs}
 
 
 def profile_markdown(title: str, summary: dict[str, Any]) -> str:
@@ -142,5 +160,13 @@ def profile_markdown(title: str, summary: dict[str, Any]) -> str:
         f"{p} {summary[f'{p}_s']:.3f} s ({100 * summary[f'{p}_s'] / wall:.0f}%)" if wall > 0 else f"{p} {summary[f'{p}_s']:.3f} s"
         for p in ("schedule", "forward", "sample", "process", "outside")
     )
-    lines += ["", f"Wall {wall:.3f} s: {parts}.", ""]
+    lines += ["", f"Wall {wall:.3f} s: {parts}."]
+    gcs = summary.get("gc", {})
+    if gcs:
+        lines.append(
+            "Garbage collections (inside the phases above): "
+            + ", ".join(f"gen {g} {v['count']}× {v['total_s']:.3f} s (longest {v['max_s']:.3f} s)" for g, v in gcs.items())
+            + "."
+        )
+    lines.append("")
     return "\n".join(lines)

@@ -274,3 +274,13 @@ def test_profile_breaks_each_step_into_phases(tmp_path: Path) -> None:
         inside = s["schedule_s"] + s["forward_s"] + s["sample_s"] + s["process_s"]
         assert 0 < inside <= 100.0 and math.isclose(s["outside_s"], 100.0 - inside)
         assert s["kinds"]["eager"]["steps"] == len(prof.steps)
+        assert set(s["gc"]) == {0, 1, 2}
+        import gc
+
+        full = s["gc"][2]["count"]
+        prof.attach(engine)
+        gc.collect()
+        prof.detach()
+        gc.collect()  # detached: not recorded
+        assert prof.gc_pauses[-1][0] == 2 and prof.summary(1.0)["gc"][2]["count"] == full + 1
+        assert prof._on_gc not in gc.callbacks

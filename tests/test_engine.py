@@ -385,3 +385,23 @@ def test_closed_engine_hands_its_runner_to_the_next(tiny_llama_dir: str) -> None
         out = second.generate([GenerateRequest("Hello there, this is cached", SamplingParams(max_tokens=4))])[0]
         assert out.usage.cached_tokens == 0  # the new engine starts with an empty radix cache
     assert first.runner.pools_empty()
+
+
+def test_gc_freeze_keeps_long_lived_state_out_of_collections(tiny_llama_dir: str) -> None:
+    """gc_freeze: the start-up heap and each newly served grammar are frozen (gc.freeze), so
+    full collections do not walk them; close() unfreezes; gc_freeze=False leaves the collector alone."""
+    import gc
+
+    gc.unfreeze()
+    with Engine(tiny_llama_dir, EngineConfig(device="cpu", dtype="float32", gc_freeze=False)) as plain:
+        plain.generate([GenerateRequest("Hi", SamplingParams(max_tokens=3), Constraint.json_schema(SMALL))])
+        assert gc.get_freeze_count() == 0
+    engine = Engine(tiny_llama_dir, EngineConfig(device="cpu", dtype="float32"))
+    at_start = gc.get_freeze_count()
+    assert at_start > 0
+    fresh = {"type": "object", "properties": {"q": {"type": "integer", "minimum": 0, "maximum": 7}}, "required": ["q"]}
+    out = engine.generate([GenerateRequest("Hi", SamplingParams(max_tokens=12), Constraint.json_schema(fresh))])[0]
+    assert out.finish_reason == "stop"
+    assert gc.get_freeze_count() > at_start  # the new grammar (and what lived with it) joined the frozen heap
+    engine.close()
+    assert gc.get_freeze_count() == 0
