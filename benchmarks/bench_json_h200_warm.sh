@@ -14,6 +14,8 @@
 # PART 7: extraction at c64 in steady state: 8 waves (512 requests), so the drain of the last
 #   wave (a few long requests decoding alone) is a small part of the run; engine default and
 #   no-jump-forward, HF + xgrammar.
+# PART 8: concurrency 1 (4 requests) for character, extraction and shared-prefix: every engine
+#   mode (CUDA graphs off included) and HF + xgrammar.
 # PART prepare-maskbench (on the machine that has ../shared): copy the first 360 MaskBench files
 #   in the benchmark's seed-0 order to .carry/maskbench, the folder PART 4 reads.
 set -euo pipefail
@@ -36,6 +38,8 @@ case "$PART" in
        --workload maskbench --maskbench-dir .carry/maskbench --modes default,no-jump-forward ;;
 7) python3 -m structgen.cli bench json "${COMMON[@]}" --out "$OUT/extraction-steady" --waves 8 --concurrency 64 \
        --workload extraction --modes default,no-jump-forward --baselines hf-xgrammar ;;
+8) python3 -m structgen.cli bench json "${COMMON[@]}" --out "$OUT/c1" --concurrency 1 --workload character,extraction,shared-prefix \
+       --shots 24 --modes default,no-jump-forward,no-radix,unconstrained,no-cuda-graph --baselines hf-xgrammar ;;
 prepare-maskbench) python3 - <<'PY'
 import random, shutil
 from pathlib import Path
@@ -48,5 +52,5 @@ for f in files[:360]:
     shutil.copy(f, dst / f.name)
 PY
    ;;
-*) echo "PART must be 1 to 7 or prepare-maskbench" >&2; exit 2 ;;
+*) echo "PART must be 1 to 8 or prepare-maskbench" >&2; exit 2 ;;
 esac
