@@ -531,10 +531,25 @@ class Cursor:
         """
         plan = self.peek_jump_forward(recent_token_ids, max_rollback=max_rollback)
         if plan is not None:
-            self.rollback(plan.rollback)
-            for t in plan.token_ids:
-                self.advance(t)
+            self.apply_jump_forward(plan)
         return plan
+
+    def apply_jump_forward(self, plan: JumpForward) -> None:
+        """Roll back ``plan.rollback`` tokens and advance through ``plan.token_ids`` (a plan
+        from :meth:`peek_jump_forward` on this cursor as it is now).  Raises ``ValueError``
+        (too many tokens to roll back) or :class:`TokenRejectedError` (a token the FSM does not
+        allow there) for a plan that does not fit, leaving the cursor unchanged."""
+        if plan.rollback < 0 or plan.rollback > len(self._tokens):
+            raise ValueError(f"cannot roll back {plan.rollback} tokens; {len(self._tokens)} advanced")
+        state = self._states[len(self._states) - 1 - plan.rollback]
+        for t in plan.token_ids:
+            nxt = self.fsm.next_state(state, t)
+            if nxt < 0 or t in self.fsm.vocab.eos_token_ids:
+                raise TokenRejectedError(f"jump-forward token {t} is not allowed in FSM state {state}")
+            state = nxt
+        self.rollback(plan.rollback)
+        for t in plan.token_ids:
+            self.advance(t)
 
     def peek_jump_forward(self, recent_token_ids: Sequence[int] | None = None, *, max_rollback: int = 3) -> JumpForward | None:
         """Like :meth:`jump_forward` but a pure query (the cursor is unchanged)."""

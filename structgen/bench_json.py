@@ -424,7 +424,7 @@ def bench_json(
     folder."""
     import platform
 
-    import jsonschema  # noqa: F401  # before any clock: output validation imports it, and its first import takes seconds
+    import jsonschema  # noqa: F401  # before any clock: output validation imports it, and its first import is slow
     import torch
     from tqdm import tqdm
 

@@ -36,8 +36,8 @@ class EngineConfig:
     benchmarks of large configurations), ``gc_freeze`` (move the heap into the garbage
     collector's permanent generation after start-up and whenever a newly compiled grammar
     starts serving, so full collections never walk model, tokenizer and automaton objects:
-    with a hundred cached schemas such a pass stalls every running request for up to a
-    second; vLLM freezes its start-up heap the same way; :meth:`Engine.close` unfreezes),
+    such a pass walks every cached automaton while all running requests wait; vLLM freezes
+    its start-up heap the same way; :meth:`Engine.close` unfreezes),
     and the layer configs.  Raises ``ValueError`` for values out of range."""
 
     device: str = "auto"
@@ -67,6 +67,8 @@ class EngineConfig:
             raise ValueError(f"cuda_graph_max_extend_tokens must be ≥ 0, got {self.cuda_graph_max_extend_tokens}")
         if self.mask_pool_rows < 1:
             raise ValueError(f"mask_pool_rows must be ≥ 1, got {self.mask_pool_rows}")
+        if not isinstance(self.gc_freeze, bool):
+            raise ValueError(f"gc_freeze must be a bool, got {self.gc_freeze!r}")
 
 
 def eos_token_ids(model_path: str, hf_config: Any, tokenizer: Any) -> list[int]:

@@ -515,9 +515,7 @@ class Scheduler:
             rollbackable = req.seq_len - max(req.cache_protected_len, len(req.prompt_ids))
             plan = cur.peek_jump_forward(max_rollback=min(self.config.max_rollback, rollbackable))
             if plan is not None and self._jump_fits(req, plan):
-                cur.rollback(plan.rollback)
-                for t in plan.token_ids:
-                    cur.advance(t)
+                cur.apply_jump_forward(plan)
                 if plan.rollback:
                     req.rollback(plan.rollback, self.vocab_bytes)
                     if req.kv_len > req.seq_len:

@@ -405,3 +405,5 @@ def test_gc_freeze_keeps_long_lived_state_out_of_collections(tiny_llama_dir: str
     assert gc.get_freeze_count() > at_start  # the new grammar (and what lived with it) joined the frozen heap
     engine.close()
     assert gc.get_freeze_count() == 0
+    with pytest.raises(ValueError, match="gc_freeze must be a bool, got 'yes'"):
+        EngineConfig(gc_freeze="yes")  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 from structgen.fsm.automaton import DEAD, compile_dfa, compile_lazy
-from structgen.fsm.token_fsm import TokenFSM, TokenRejectedError
+from structgen.fsm.token_fsm import JumpForward, TokenFSM, TokenRejectedError
 from structgen.fsm.vocab import Vocabulary
 from structgen.schemas.json_schema import SchemaOptions, schema_to_ir
 from structgen.schemas.regex import regex_to_ir
@@ -282,6 +282,25 @@ def test_jump_forward_checks_the_callers_history(tiny_vocab: Vocabulary) -> None
     assert cur.tokens() == [names[b"a"]]  # unchanged by the rejected call
     plan = cur.jump_forward([names[b"a"]])
     assert plan is not None and tiny_vocab.decode_bytes(cur.tokens()).endswith(b'{"a": 1}')
+
+
+def test_apply_jump_forward_rejects_a_plan_that_does_not_fit(tiny_vocab: Vocabulary) -> None:
+    """A plan for another position (too long a rollback, a token the state refuses) raises and
+    leaves the cursor as it was; a peeked plan applies."""
+    names = {b: i for i, b in enumerate(tiny_vocab.token_bytes)}
+    fsm = fsm_for_regex(r'a\{"a": 1\}', tiny_vocab)
+    cur = fsm.cursor()
+    cur.advance(names[b"a"])
+    before = (cur.tokens(), cur.state)
+    with pytest.raises(ValueError, match="cannot roll back 2 tokens"):
+        cur.apply_jump_forward(JumpForward(rollback=2, token_ids=[], state=cur.state))
+    with pytest.raises(TokenRejectedError, match="not allowed"):
+        cur.apply_jump_forward(JumpForward(rollback=0, token_ids=[names[b"{"], names[b"a"]], state=cur.state))
+    assert (cur.tokens(), cur.state) == before
+    plan = cur.peek_jump_forward()
+    assert plan is not None
+    cur.apply_jump_forward(plan)
+    assert cur.state == plan.state and tiny_vocab.decode_bytes(cur.tokens()).endswith(b'{"a": 1}')
 
 
 WALK_CONSTRAINTS = [
