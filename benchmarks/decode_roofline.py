@@ -13,6 +13,8 @@ table, plus B embedding rows.
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import statistics
 import sys
 import tempfile
@@ -48,6 +50,25 @@ def _profile(graph: torch.cuda.CUDAGraph) -> list[str]:
     return lines + [f"| `{name}` | {int(c)} | {us:.0f} |" for name, (us, c) in top]
 
 
+def _host_profile(prof: cProfile.Profile, steps: int, host_median_s: float) -> list[str]:
+    """The heaviest host functions of ``steps`` profiled forwards, as note lines (µs per step,
+    own time and cumulative; cProfile inflates both)."""
+    stats = pstats.Stats(prof)
+    entries = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:25]  # type: ignore[attr-defined]
+    lines = [
+        "",
+        f"Host side of `ModelRunner.forward` (first configuration): median {host_median_s * 1e6:.0f} µs per step from return of "
+        f"forward, unprofiled. cProfile of {steps} more steps, µs per step (profiling overhead included):",
+        "",
+        "| function | calls/step | own µs | cumulative µs |",
+        "|---|---|---|---|",
+    ]
+    for (file, line, fn), (cc, _nc, tt, ct, _callers) in entries:
+        where = f"{Path(file).name}:{line}" if line else file
+        lines.append(f"| `{fn}` ({where}) | {cc / steps:.1f} | {tt / steps * 1e6:.1f} | {ct / steps * 1e6:.1f} |")
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default="llama3-8b")
@@ -58,6 +79,9 @@ def main() -> None:
     ap.add_argument("--no-cuda-graph", action="store_true")
     ap.add_argument("--extend-graph-tokens", type=int, default=1024, help="cuda_graph_max_extend_tokens (0: decode graphs only)")
     ap.add_argument("--profile", action="store_true", help="add the first configuration's per-kernel GPU time to the notes")
+    ap.add_argument(
+        "--host-profile", action="store_true", help="add a cProfile of the first configuration's forwards (host side) to the notes"
+    )
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args()
     if args.extend_graph_tokens < 0:
@@ -88,10 +112,12 @@ def main() -> None:
         vb.normal_()
     rows_out: list[list[object]] = []
     profile_rows: list[str] = []
+    host_rows: list[str] = []
     gen = torch.Generator().manual_seed(0)
     for ctx in contexts:
         for b in batches:
             rows = [runner.req_to_token.alloc() for _ in range(b)]
+            host_times: list[float] = []
             table = runner.req_to_token.req_to_token_cpu
             held = []
             for r in rows:
@@ -100,6 +126,7 @@ def main() -> None:
                 table[r, :ctx] = slots
                 held.append(slots)
             times = []
+            prof = cProfile.Profile() if args.host_profile and b == batches[0] and ctx == contexts[0] else None
             for it in range(args.warmup + args.steps):
                 new = runner.allocator.alloc(b)
                 assert new is not None
@@ -113,9 +140,29 @@ def main() -> None:
                 torch.cuda.synchronize()
                 t = time.perf_counter()
                 runner.forward(batch)
+                t_host = time.perf_counter()
                 torch.cuda.synchronize()
                 if it >= args.warmup:
                     times.append(time.perf_counter() - t)
+                    host_times.append(t_host - t)
+            if prof is not None:  # the same steps again under cProfile (host side of forward only)
+                for it in range(args.steps):
+                    new = runner.allocator.alloc(b)
+                    assert new is not None
+                    held.append(new)
+                    pos = ctx + args.warmup + args.steps + it
+                    for i, r in enumerate(rows):
+                        table[r, pos] = new[i]
+                    batch = ForwardBatch(
+                        torch.randint(0, m.vocab_size, (b,), generator=gen), torch.full((b,), pos, dtype=torch.int64), new,
+                        rows, [pos] * b, [1] * b, list(range(b)),  # type: ignore[arg-type]
+                    )  # fmt: skip
+                    torch.cuda.synchronize()
+                    prof.enable()
+                    runner.forward(batch)
+                    prof.disable()
+                    torch.cuda.synchronize()
+                host_rows = _host_profile(prof, args.steps, statistics.median(host_times))
             step = statistics.median(times)
             gpu_s = float("nan")
             if runner.graph_runner is not None:  # the last step's graph again, GPU time only
@@ -157,6 +204,7 @@ def main() -> None:
         "MBU = bytes read / step / copy bandwidth (read + write counted), as issue 4 defines it.",
         "Graph GPU ms: the same step's CUDA graph replayed alone (no host plan, no sync gap); its MBU isolates kernel efficiency.",
         *profile_rows,
+        *host_rows,
     ]
     write_results(
         args.out, "decode-roofline", "Decode step vs HBM roofline", meta,

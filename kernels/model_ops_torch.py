@@ -49,3 +49,26 @@ def rope_qkv_inplace_torch(qkv: torch.Tensor, positions: torch.Tensor, inv_freq:
     half = head_dim // 2
     rotated = torch.cat((-xf[..., half:], xf[..., :half]), dim=-1)
     heads.copy_((xf * cos + rotated * sin).to(qkv.dtype))
+
+
+def rope_store_kv_torch(
+    qkv: torch.Tensor,
+    positions: torch.Tensor,
+    inv_freq: torch.Tensor,
+    slots: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    num_heads: int,
+    num_kv_heads: int,
+    head_dim: int,
+) -> None:
+    """RoPE on the q and k heads of ``qkv`` ``[T, (H + 2 KH) · D]`` (positions int64 ``[T]``,
+    ``inv_freq`` float32 ``[D / 2]``), with the rotated k and the v heads written to the KV
+    caches ``[N, KH, D]`` at ``slots`` (int64 ``[T]``).  Afterwards the q heads of ``qkv`` are
+    rotated in place; its k and v heads are left unspecified (the caches hold them)."""
+    t = qkv.shape[0]
+    rope_qkv_inplace_torch(qkv, positions, inv_freq, num_heads + num_kv_heads, head_dim)
+    k = qkv[:, num_heads * head_dim : (num_heads + num_kv_heads) * head_dim].view(t, num_kv_heads, head_dim)  # [T, KH, D]
+    v = qkv[:, (num_heads + num_kv_heads) * head_dim :].view(t, num_kv_heads, head_dim)  # [T, KH, D]
+    k_cache[slots] = k.to(k_cache.dtype)
+    v_cache[slots] = v.to(v_cache.dtype)

@@ -127,3 +127,67 @@ def rope_qkv_inplace_triton(qkv: torch.Tensor, positions: torch.Tensor, inv_freq
         _rope_kernel[(tokens, triton.cdiv(num_rot_heads, block_h))](
             qkv, positions, inv_freq, qkv.stride(0), num_rot_heads, HALF=head_dim // 2, BLOCK_H=block_h, num_warps=4
         )
+
+
+@triton.jit
+def _rope_store_kv_kernel(
+    qkv_ptr, pos_ptr, inv_freq_ptr, slot_ptr, k_ptr, v_ptr, stride_t, num_heads, num_kv_heads,
+    HALF: tl.constexpr, BLOCK_H: tl.constexpr,
+):  # fmt: skip
+    t = tl.program_id(0).to(tl.int64)
+    heads = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)  # [BH] over q | k | v heads
+    total = num_heads + 2 * num_kv_heads
+    hm = heads < total
+    is_q = heads < num_heads
+    is_v = heads >= num_heads + num_kv_heads
+    d = tl.arange(0, HALF)  # [HALF]
+    pos = tl.load(pos_ptr + t).to(tl.float32)
+    freq = pos * tl.load(inv_freq_ptr + d)  # [HALF]
+    cos = tl.cos(freq)[None, :]
+    sin = tl.sin(freq)[None, :]
+    src = qkv_ptr + t * stride_t + heads[:, None] * (2 * HALF) + d[None, :]  # [BH, HALF]
+    x1 = tl.load(src, mask=hm[:, None], other=0.0)
+    x2 = tl.load(src + HALF, mask=hm[:, None], other=0.0)
+    a = x1.to(tl.float32)
+    b = x2.to(tl.float32)
+    rot = ~is_v[:, None]  # q and k heads rotate, v heads are copied
+    y1 = tl.where(rot, a * cos - b * sin, a).to(x1.dtype)
+    y2 = tl.where(rot, b * cos + a * sin, b).to(x1.dtype)
+    slot = tl.load(slot_ptr + t).to(tl.int64)
+    kv_head = tl.where(is_v, heads - num_heads - num_kv_heads, heads - num_heads)
+    cache_off = (slot * num_kv_heads + kv_head)[:, None] * (2 * HALF) + d[None, :]  # [BH, HALF]
+    qm = (hm & is_q)[:, None]
+    km = (hm & ~is_q & ~is_v)[:, None]
+    vm = (hm & is_v)[:, None]
+    tl.store(src, y1, mask=qm)
+    tl.store(src + HALF, y2, mask=qm)
+    tl.store(k_ptr + cache_off, y1.to(k_ptr.dtype.element_ty), mask=km)
+    tl.store(k_ptr + cache_off + HALF, y2.to(k_ptr.dtype.element_ty), mask=km)
+    tl.store(v_ptr + cache_off, y1.to(v_ptr.dtype.element_ty), mask=vm)
+    tl.store(v_ptr + cache_off + HALF, y2.to(v_ptr.dtype.element_ty), mask=vm)
+
+
+def rope_store_kv_triton(
+    qkv: torch.Tensor,
+    positions: torch.Tensor,
+    inv_freq: torch.Tensor,
+    slots: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    num_heads: int,
+    num_kv_heads: int,
+    head_dim: int,
+) -> None:
+    """See :func:`~structgen.kernels.model_ops_torch.rope_store_kv_torch`.  One launch, grid
+    ``(T, ceil((H + 2 KH) / 8))``; ``head_dim`` must be a power of two, the caches contiguous."""
+    if head_dim & (head_dim - 1) or qkv.stride(1) != 1:
+        raise ValueError(f"rope kernel needs a power-of-two head_dim and rows contiguous, got head_dim={head_dim}")
+    if not (k_cache.is_contiguous() and v_cache.is_contiguous()):
+        raise ValueError("rope_store_kv needs contiguous K/V caches")
+    tokens = qkv.shape[0]
+    if tokens:
+        block_h = 8
+        _rope_store_kv_kernel[(tokens, triton.cdiv(num_heads + 2 * num_kv_heads, block_h))](
+            qkv, positions, inv_freq, slots, k_cache, v_cache, qkv.stride(0), num_heads, num_kv_heads,
+            HALF=head_dim // 2, BLOCK_H=block_h, num_warps=4,
+        )  # fmt: skip

@@ -1,0 +1,122 @@
+"""Triton skinny GEMM (GEMV) for decode: ``y [M, N] = x [M, K] @ W [N, K]ᵀ (+ b)`` for small M.
+
+At batch 1 a decode step is a chain of matrix-vector products bound by reading the weights
+once.  cuBLAS picks split-K tiles for some of these shapes (plus a separate reduce kernel) and
+reaches ~75% of copy bandwidth on the 33–50 MB attention projections of Llama-3-8B
+(``benchmarks/results/decode-roofline.md``).  Here every program owns ``BLOCK_N`` output
+columns over the whole K: it streams its ``[BLOCK_N, K]`` slab of W once, in ``BLOCK_K`` chunks
+pipelined ``num_stages`` deep, so no reduction pass is needed.  Two inner products:
+
+- ``fma``: fp32 multiply-adds on CUDA cores into a ``[BLOCK_N, BLOCK_K]`` accumulator summed
+  once at the end (the layout of gpt-fast's int8 GEMV and of split-K-free GEMV kernels
+  generally); one activation row per program (M = 1).
+- ``dot``: ``tl.dot`` of a 16-row activation tile (rows ≥ M masked) with the weight chunk, for
+  1 ≤ M ≤ 16.
+
+The kernel reads bf16 / fp16 / fp32 operands and accumulates in fp32; the output has x's dtype.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import triton
+import triton.language as tl
+
+
+class GemvConfig(NamedTuple):
+    """Launch parameters of :func:`gemv_triton`: the inner product (``"fma"``, M = 1 only, or
+    ``"dot"``), output columns and K elements per program iteration, warps and pipeline
+    stages."""
+
+    kind: str
+    block_n: int
+    block_k: int
+    num_warps: int
+    num_stages: int
+
+
+@triton.jit
+def _gemv_fma_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_w, HAS_BIAS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid = tl.program_id(0)
+    rn = pid * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN]
+    nm = rn < N
+    rk = tl.arange(0, BLOCK_K)  # [BK]
+    acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+    w_rows = w_ptr + rn.to(tl.int64)[:, None] * stride_w  # [BN, 1]
+    for k0 in range(0, K, BLOCK_K):
+        kk = k0 + rk
+        km = kk < K
+        x = tl.load(x_ptr + kk, mask=km, other=0.0).to(tl.float32)  # [BK]
+        w = tl.load(w_rows + kk[None, :], mask=nm[:, None] & km[None, :], other=0.0)  # [BN, BK]
+        acc += w.to(tl.float32) * x[None, :]
+    y = tl.sum(acc, axis=1)  # [BN]
+    if HAS_BIAS:
+        y += tl.load(b_ptr + rn, mask=nm, other=0.0).to(tl.float32)
+    tl.store(y_ptr + rn, y.to(y_ptr.dtype.element_ty), mask=nm)
+
+
+@triton.jit
+def _gemv_dot_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_x, stride_w, stride_y,
+    HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    pid = tl.program_id(0)
+    rm = tl.arange(0, BLOCK_M)  # [BM]
+    mm = rm < M
+    rn = pid * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN]
+    nm = rn < N
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    x_rows = x_ptr + rm.to(tl.int64)[:, None] * stride_x  # [BM, 1]
+    w_rows = w_ptr + rn.to(tl.int64)[:, None] * stride_w  # [BN, 1]
+    for k0 in range(0, K, BLOCK_K):
+        kk = k0 + rk
+        km = kk < K
+        x = tl.load(x_rows + kk[None, :], mask=mm[:, None] & km[None, :], other=0.0)  # [BM, BK]
+        w = tl.load(w_rows + kk[None, :], mask=nm[:, None] & km[None, :], other=0.0)  # [BN, BK]
+        acc = tl.dot(x.to(w.dtype), tl.trans(w), acc)  # [BM, BN]
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + rn, mask=nm, other=0.0).to(tl.float32)[None, :]
+    out = y_ptr + rm.to(tl.int64)[:, None] * stride_y + rn[None, :]
+    tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=mm[:, None] & nm[None, :])
+
+
+DOT_BLOCK_M = 16
+
+
+def gemv_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, config: GemvConfig) -> torch.Tensor:
+    """``x [M, K] @ weight [N, K]ᵀ + bias [N]`` → ``[M, N]`` in x's dtype.
+
+    ``weight`` and ``x`` must be contiguous along K; ``config.kind == "fma"`` needs M = 1,
+    ``"dot"`` M ≤ 16.  Raises ``ValueError`` otherwise."""
+    if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != weight.shape[1]:
+        raise ValueError(f"gemv: x {tuple(x.shape)} and weight {tuple(weight.shape)} do not chain")
+    if x.stride(1) != 1 or weight.stride(1) != 1:
+        raise ValueError("gemv: x and weight must be contiguous along K")
+    m, k = x.shape
+    n = weight.shape[0]
+    y = torch.empty((m, n), dtype=x.dtype, device=x.device)  # [M, N]
+    if m == 0:
+        return y
+    grid = (triton.cdiv(n, config.block_n),)
+    b = bias if bias is not None else weight
+    if config.kind == "fma":
+        if m != 1:
+            raise ValueError(f"gemv 'fma' takes one row, got M={m}")
+        _gemv_fma_kernel[grid](
+            x, weight, b, y, n, k, weight.stride(0), HAS_BIAS=bias is not None, BLOCK_N=config.block_n,
+            BLOCK_K=config.block_k, num_warps=config.num_warps, num_stages=config.num_stages,
+        )  # fmt: skip
+    elif config.kind == "dot":
+        if m > DOT_BLOCK_M:
+            raise ValueError(f"gemv 'dot' takes at most {DOT_BLOCK_M} rows, got M={m}")
+        _gemv_dot_kernel[grid](
+            x, weight, b, y, m, n, k, x.stride(0), weight.stride(0), y.stride(0), HAS_BIAS=bias is not None,
+            BLOCK_M=DOT_BLOCK_M, BLOCK_N=config.block_n, BLOCK_K=config.block_k, num_warps=config.num_warps,
+            num_stages=config.num_stages,
+        )  # fmt: skip
+    else:
+        raise ValueError(f"gemv kind must be 'fma' or 'dot', got {config.kind!r}")
+    return y
