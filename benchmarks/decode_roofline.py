@@ -91,7 +91,7 @@ def main() -> None:
     device = torch.device("cuda")
     bw = copy_bandwidth(device)
     max_b, max_l = max(batches), max(contexts)
-    extra = args.steps + args.warmup + 1
+    extra = 2 * args.steps + args.warmup + 1  # the timed steps, then as many profiled ones
     with tempfile.TemporaryDirectory() as tmp:
         write_preset_folder(args.config, tmp)
         mem = MemoryConfig(max_total_tokens=max_b * (max_l + extra) + 16, max_running_requests=max_b, max_context=max_l + extra)

@@ -7,7 +7,8 @@ Triton kernels also run on CPU tensors under ``TRITON_INTERPRET=1``, which is ho
 
 Kernels: precomputed FSM mask rows applied to logits (fused with temperature, or with greedy
 argmax), RMSNorm (+ residual add), SiLU-and-mul, rotary
-embedding in place on the fused qkv projection.
+embedding in place on the fused qkv projection (alone, or fused with the KV-cache store), and
+the decode GEMV (skinny linear layers).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import functools
 from types import ModuleType
 
 import torch
+import torch.nn.functional as F
 
 from .mask_rows_torch import apply_mask_rows_torch, masked_argmax_torch
-from .model_ops_torch import fused_add_rms_norm_torch, rms_norm_torch, rope_qkv_inplace_torch, silu_and_mul_torch
+from .model_ops_torch import fused_add_rms_norm_torch, rms_norm_torch, rope_qkv_inplace_torch, rope_store_kv_torch, silu_and_mul_torch
 
 BACKENDS = ("auto", "torch", "triton")
 
@@ -57,6 +59,13 @@ def _ops_triton() -> ModuleType:
     from . import model_ops_triton
 
     return model_ops_triton
+
+
+@functools.cache
+def _linear_triton() -> ModuleType:
+    from . import linear_triton
+
+    return linear_triton
 
 
 def apply_mask_rows(
@@ -123,14 +132,57 @@ def rope_qkv_inplace(
         rope_qkv_inplace_torch(qkv, positions, inv_freq, num_rot_heads, head_dim)
 
 
+def rope_store_kv(
+    qkv: torch.Tensor,
+    positions: torch.Tensor,
+    inv_freq: torch.Tensor,
+    slots: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    num_heads: int,
+    num_kv_heads: int,
+    head_dim: int,
+    *,
+    backend: str = "auto",
+) -> None:
+    """RoPE on q in place and the rotated k, v stored at ``slots`` of the caches ``[N, KH, D]``;
+    see :func:`~structgen.kernels.model_ops_torch.rope_store_kv_torch`."""
+    if resolve_backend(backend, qkv.device) == "triton":
+        _ops_triton().rope_store_kv_triton(qkv, positions, inv_freq, slots, k_cache, v_cache, num_heads, num_kv_heads, head_dim)
+    else:
+        rope_store_kv_torch(qkv, positions, inv_freq, slots, k_cache, v_cache, num_heads, num_kv_heads, head_dim)
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *, backend: str = "auto") -> torch.Tensor:
+    """``x [M, K] @ weight [N, K]ᵀ + bias [N]`` → ``[M, N]``.
+
+    ``"auto"`` on CUDA runs the Triton GEMV (:mod:`structgen.kernels.linear_triton`) for
+    decode-sized M (≤ 8) on the shapes where its measured configuration beats cuBLAS
+    (``linear_triton.TUNED``), and ``torch.nn.functional.linear`` (cuBLAS) otherwise;
+    ``"triton"`` forces the GEMV for M ≤ 8 (a default configuration where none is tuned);
+    ``"torch"`` always takes F.linear."""
+    if x.dim() == 2 and 1 <= x.shape[0] <= 8 and x.dtype == weight.dtype and x.stride(1) == 1 and weight.stride(1) == 1:
+        chosen = resolve_backend(backend, x.device)
+        if chosen == "triton":
+            lt = _linear_triton()
+            cfg = lt.tuned_config(weight.shape[0], weight.shape[1], x.shape[0])
+            if cfg is None and backend == "triton":
+                cfg = lt.DEFAULT
+            if cfg is not None:
+                return lt.gemv_triton(x, weight, bias, cfg)  # type: ignore[no-any-return]
+    return F.linear(x, weight, bias)
+
+
 __all__ = [
     "BACKENDS",
     "apply_mask_rows",
     "fused_add_rms_norm",
+    "linear",
     "masked_argmax",
     "resolve_backend",
     "rms_norm",
     "rope_qkv_inplace",
+    "rope_store_kv",
     "silu_and_mul",
     "triton_available",
 ]

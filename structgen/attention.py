@@ -14,6 +14,8 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from structgen import kernels
+
 from .memory import KVPool, ReqToTokenPool, to_device
 
 
@@ -51,11 +53,43 @@ class AttentionBackend(ABC):
         """Prepare index metadata for ``batch``; called once per forward before the layers.
         The req-to-token rows of the batch's requests must already hold the new tokens' slots."""
 
+    _out_loc: torch.Tensor  # int64 [T] on the pool's device: the KV slots of this forward's tokens (set by plan)
+
     @abstractmethod
+    def attend(self, layer_id: int, q: torch.Tensor, *, scale: float, window: int = 0) -> torch.Tensor:
+        """Attention outputs ``[T, H, D]`` for ``q`` (``[T, H, D]``) over the paged KV of
+        ``layer_id``, which already holds this forward's tokens.  ``window`` > 0 restricts each
+        query to the last ``window`` positions (itself included)."""
+
     def forward(self, layer_id: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float, window: int = 0) -> torch.Tensor:
-        """Store ``k``, ``v`` (``[T, KH, D]``) for ``layer_id`` and return attention outputs
-        ``[T, H, D]`` for ``q`` (``[T, H, D]``).  ``window`` > 0 restricts each query to the last
-        ``window`` positions (itself included)."""
+        """Store ``k``, ``v`` (``[T, KH, D]``) for ``layer_id``, then :meth:`attend` with ``q``."""
+        self.kv_pool.store(layer_id, self._out_loc, k, v)
+        return self.attend(layer_id, q, scale=scale, window=window)
+
+    def forward_qkv(
+        self,
+        layer_id: int,
+        qkv: torch.Tensor,
+        positions: torch.Tensor,
+        inv_freq: torch.Tensor,
+        *,
+        num_heads: int,
+        num_kv_heads: int,
+        head_dim: int,
+        scale: float,
+        window: int = 0,
+    ) -> torch.Tensor:
+        """Rotary embedding, KV store and attention for the fused projection ``qkv``
+        ``[T, (H + 2 KH) · D]`` at ``positions`` (int64 ``[T]``; ``inv_freq`` float32
+        ``[D / 2]``): one :func:`~structgen.kernels.rope_store_kv` launch rotates q in place
+        and writes the rotated k and v to the pool, then :meth:`attend`.  Returns ``[T, H, D]``;
+        ``qkv``'s k and v columns are left unspecified."""
+        pool = self.kv_pool
+        kernels.rope_store_kv(
+            qkv, positions, inv_freq, self._out_loc, pool.k_buffers[layer_id], pool.v_buffers[layer_id], num_heads, num_kv_heads, head_dim
+        )
+        q = qkv[:, : num_heads * head_dim].view(-1, num_heads, head_dim)  # [T, H, D]
+        return self.attend(layer_id, q, scale=scale, window=window)
 
 
 class TorchAttentionBackend(AttentionBackend):
@@ -88,12 +122,11 @@ class TorchAttentionBackend(AttentionBackend):
             self._masks[key] = allowed
         return self._masks[key]
 
-    def forward(self, layer_id: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float, window: int = 0) -> torch.Tensor:
+    def attend(self, layer_id: int, q: torch.Tensor, *, scale: float, window: int = 0) -> torch.Tensor:
         pool = self.kv_pool
-        pool.store(layer_id, self._out_loc, k, v)
         k_buf, v_buf = pool.k_buffers[layer_id], pool.v_buffers[layer_id]
         out = torch.empty_like(q)  # [T, H, D]
-        heads, kv_heads = q.shape[1], k.shape[1]
+        heads, kv_heads = q.shape[1], k_buf.shape[1]
         for b, (s, e, kv_idx, _q_pos) in enumerate(self._segments):
             kb = k_buf[kv_idx].to(q.dtype).transpose(0, 1)  # [KH, L, D]
             vb = v_buf[kv_idx].to(q.dtype).transpose(0, 1)

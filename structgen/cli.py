@@ -116,6 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
     conf.add_argument("--max-states", type=int, default=50_000)
     conf.add_argument("--samples", type=int, default=5, help="random automaton samples validated per schema")
     conf.add_argument("--workers", type=int, default=2)
+    conf.add_argument(
+        "--precompute-states",
+        type=int,
+        default=0,
+        help="mask rows computed during each compile (CompilerConfig.precompute_states; 0: lazy, on first visit)",
+    )
     conf.add_argument("--out", default="benchmarks/results")
     return parser
 
@@ -399,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
                 max_states=args.max_states,
                 samples=args.samples,
                 workers=args.workers,
+                precompute_states=args.precompute_states,
                 command="structgen " + shlex.join(argv),
             )
         except (FileNotFoundError, ValueError) as e:

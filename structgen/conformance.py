@@ -249,7 +249,7 @@ _STATE: dict[str, Any] = {}
 TIMED_TOKENS = 64  # per schema: the first accepted instance's first 64 tokens are timed
 
 
-def _init_worker(tokenizer: str, timeout_s: float, max_states: int, samples: int) -> None:
+def _init_worker(tokenizer: str, timeout_s: float, max_states: int, samples: int, precompute_states: int = 0) -> None:
     import jsonschema  # noqa: F401 - its format checkers take seconds to import; not per schema
 
     vocab = Vocabulary.from_tokenizer(tokenizer)
@@ -257,7 +257,10 @@ def _init_worker(tokenizer: str, timeout_s: float, max_states: int, samples: int
     vocab.sorted_order  # noqa: B018
     _STATE.update(
         vocab=vocab,
-        compiler=GrammarCompiler(vocab, CompilerConfig(timeout_s=timeout_s, max_states=max_states, cache_size=2)),
+        compiler=GrammarCompiler(
+            vocab,
+            CompilerConfig(timeout_s=timeout_s, max_states=max_states, cache_size=2, precompute_states=precompute_states),
+        ),
         samples=samples,
         timeout_s=timeout_s,
     )
@@ -474,7 +477,8 @@ def render_markdown(meta: dict[str, Any], suites: dict[str, dict[str, Any]]) -> 
         f"- command: `{meta['command']}`",
         f"- machine: {meta['machine']}",
         f"- commit: {meta['commit']}, date: {meta['date']}",
-        f"- limits: timeout_s={meta['timeout_s']}, max_states={meta['max_states']}; {meta['samples']} random samples per compiled schema",
+        f"- limits: timeout_s={meta['timeout_s']}, max_states={meta['max_states']}, "
+        f"precompute_states={meta.get('precompute_states', 0)}; {meta['samples']} random samples per compiled schema",
         "",
         "| suite | schemas | compiled | passing | unsupported | errors | unsound (instances) | unsound (samples) "
         "| first mask p50 / p90 / p99 / max (ms) | cache hit p50 (ms) | token µs cold p50 / mean | token µs warm p50 / p99 / mean |",
@@ -529,10 +533,14 @@ def run(
     max_states: int = 50_000,
     samples: int = 5,
     workers: int = 2,
+    precompute_states: int = 0,
     command: str = "",
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Run the suites and write ``conformance-<tokenizer>.{json,md}`` under ``out_dir``."""
+    """Run the suites and write ``conformance-<tokenizer>.{json,md}`` under ``out_dir``.
+    ``precompute_states``: :class:`~structgen.fsm.compiler.CompilerConfig`'s (rows computed
+    in the compile, so within the first-mask time; 0 = lazy rows, computed on the first
+    walk)."""
     items: list[Item] = []
     if "test-suite" in suites and test_suite_root:
         items += list(load_test_suite(test_suite_root))
@@ -544,7 +552,9 @@ def run(
     results: list[ItemResult] = []
     from tqdm import tqdm
 
-    with ctx.Pool(workers, initializer=_init_worker, initargs=(tokenizer, timeout_s, max_states, samples), maxtasksperchild=500) as pool:
+    with ctx.Pool(
+        workers, initializer=_init_worker, initargs=(tokenizer, timeout_s, max_states, samples, precompute_states), maxtasksperchild=500
+    ) as pool:
         for r in tqdm(pool.imap_unordered(run_item, items, chunksize=4), total=len(items), disable=not progress, desc="schemas"):
             results.append(r)
     by_suite: dict[str, list[ItemResult]] = {}
@@ -561,6 +571,7 @@ def run(
         "date": time.strftime("%Y-%m-%d"),
         "timeout_s": timeout_s,
         "max_states": max_states,
+        "precompute_states": precompute_states,
         "samples": samples,
         "maskbench_limit": maskbench_limit,
     }

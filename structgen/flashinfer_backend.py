@@ -137,8 +137,7 @@ class FlashInferAttentionBackend(AttentionBackend):
 
     # ------------------------------------------------------------------ per layer
 
-    def forward(self, layer_id: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float, window: int = 0) -> torch.Tensor:
-        self.kv_pool.store(layer_id, self._out_loc, k, v)
+    def attend(self, layer_id: int, q: torch.Tensor, *, scale: float, window: int = 0) -> torch.Tensor:
         assert scale == self.sm_scale, (scale, self.sm_scale)
         return self._active[window].run(q.contiguous(), self.kv_caches[layer_id])  # type: ignore[no-any-return]
 

@@ -8,10 +8,12 @@ import torch
 from structgen.kernels import (
     apply_mask_rows,
     fused_add_rms_norm,
+    linear,
     masked_argmax,
     resolve_backend,
     rms_norm,
     rope_qkv_inplace,
+    rope_store_kv,
     silu_and_mul,
     triton_available,
 )
@@ -132,3 +134,67 @@ def test_rope_triton_matches_torch(dtype: torch.dtype) -> None:
     torch.testing.assert_close(out, ref, **tol)
     assert torch.equal(out[:, (heads + kv_heads) * dim :], qkv[:, (heads + kv_heads) * dim :])  # v untouched
     assert torch.equal(out[0], ref[0]) or torch.allclose(out[0].float(), qkv[0].float())  # position 0 is the identity
+
+
+@needs_triton
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("tokens", [1, 5])
+def test_rope_store_kv_triton_matches_torch(dtype: torch.dtype, tokens: int) -> None:
+    heads, kv_heads, dim, slots_n = 4, 2, 16, 12
+    g = torch.Generator().manual_seed(2)
+    qkv = torch.randn(tokens, (heads + 2 * kv_heads) * dim, generator=g).to(dtype).to(DEVICE)
+    positions = torch.randint(0, 5000, (tokens,), generator=g).to(DEVICE)
+    slots = torch.randperm(slots_n, generator=g)[:tokens].to(DEVICE)
+    inv_freq = (1.0 / (10000.0 ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))).to(DEVICE)
+    outs = []
+    for backend in ("torch", "triton"):
+        q = qkv.clone()
+        k_cache = torch.zeros(slots_n, kv_heads, dim, dtype=dtype, device=DEVICE)
+        v_cache = torch.zeros_like(k_cache)
+        rope_store_kv(q, positions, inv_freq, slots, k_cache, v_cache, heads, kv_heads, dim, backend=backend)
+        outs.append((q[:, : heads * dim], k_cache, v_cache))
+    tol = {"rtol": 1.6e-2, "atol": 1e-2} if dtype == torch.bfloat16 else {"rtol": 1e-4, "atol": 1e-4}
+    for ref, out in zip(outs[0], outs[1]):
+        torch.testing.assert_close(out, ref, **tol)
+    untouched = torch.ones(slots_n, dtype=torch.bool)
+    untouched[slots.cpu()] = False
+    assert not outs[1][1][untouched.to(DEVICE)].any()  # only the batch's slots are written
+    v = qkv[:, (heads + kv_heads) * dim :].view(tokens, kv_heads, dim)
+    assert torch.equal(outs[1][2][slots], v)  # v is copied, not rotated
+
+
+@needs_triton
+@pytest.mark.parametrize("kind", ["fma", "dot"])
+@pytest.mark.parametrize("m", [1, 3, 8])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_gemv_triton_matches_torch(kind: str, m: int, with_bias: bool) -> None:
+    from structgen.kernels.linear_triton import GemvConfig, gemv_triton
+
+    if kind == "fma" and m != 1:
+        pytest.skip("the fma GEMV takes one row")
+    g = torch.Generator().manual_seed(3)
+    n, k = 37, 100  # neither a multiple of the blocks
+    x = torch.randn(m, k, generator=g).to(DEVICE)
+    w = torch.randn(n, k, generator=g).to(DEVICE)
+    b = torch.randn(n, generator=g).to(DEVICE) if with_bias else None
+    y = gemv_triton(x, w, b, GemvConfig(kind, 16, 32, 4, 2))
+    torch.testing.assert_close(y, torch.nn.functional.linear(x, w, b), rtol=1e-4, atol=1e-4)
+
+
+def test_gemv_errors_and_dispatch() -> None:
+    from structgen.kernels.linear_triton import GemvConfig, gemv_triton, tuned_config
+
+    x = torch.randn(2, 8)
+    w = torch.randn(4, 8)
+    assert tuned_config(4096, 4096, 1) is not None and tuned_config(4096, 4096, 9) is None
+    assert tuned_config(6144, 4096, 1) is None  # qkv: cuBLAS measured as fast
+    torch.testing.assert_close(linear(x, w), x @ w.T)  # auto on CPU: torch
+    if triton_available():
+        with pytest.raises(ValueError, match="one row"):
+            gemv_triton(x, w, None, GemvConfig("fma", 4, 8, 1, 1))
+        with pytest.raises(ValueError, match="do not chain"):
+            gemv_triton(x, torch.randn(4, 9), None, GemvConfig("dot", 16, 16, 1, 1))
+        with pytest.raises(ValueError, match="kind"):
+            gemv_triton(x, w, None, GemvConfig("mma", 16, 16, 1, 1))
+        if DEVICE.type == "cpu":
+            torch.testing.assert_close(linear(x, w, backend="triton"), x @ w.T, rtol=1e-4, atol=1e-4)

@@ -208,14 +208,12 @@ class Attention(nn.Module):
         self.scale = args.head_dim**-0.5
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, rotary: RotaryEmbedding, backend: AttentionBackend) -> torch.Tensor:
-        qkv = self.qkv_proj(x)  # [T, q + 2kv]
-        rotary(positions, qkv)
-        q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
-        q = q.view(-1, self.num_heads, self.head_dim)  # [T, H, D]
-        k = k.view(-1, self.num_kv_heads, self.head_dim)  # [T, KH, D]
-        v = v.view(-1, self.num_kv_heads, self.head_dim)
-        out = backend.forward(self.layer_id, q, k, v, scale=self.scale, window=self.window)  # [T, H, D]
-        return self.o_proj(out.reshape(-1, self.q_size))
+        qkv = kernels.linear(x, self.qkv_proj.weight, self.qkv_proj.bias)  # [T, q + 2kv]
+        out = backend.forward_qkv(
+            self.layer_id, qkv, positions, rotary.inv_freq, num_heads=self.num_heads, num_kv_heads=self.num_kv_heads,
+            head_dim=self.head_dim, scale=self.scale, window=self.window,
+        )  # fmt: skip  # [T, H, D]
+        return kernels.linear(out.reshape(-1, self.q_size), self.o_proj.weight, self.o_proj.bias)  # [T, hidden]
 
 
 class MLP(nn.Module):
@@ -225,7 +223,8 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(args.intermediate_size, args.hidden_size, bias=args.mlp_bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(kernels.silu_and_mul(self.gate_up_proj(x)))  # [T, 2I] -> [T, I] -> [T, H]
+        gate_up = kernels.linear(x, self.gate_up_proj.weight, self.gate_up_proj.bias)  # [T, 2I]
+        return kernels.linear(kernels.silu_and_mul(gate_up), self.down_proj.weight, self.down_proj.bias)  # [T, I] -> [T, H]
 
 
 class DecoderLayer(nn.Module):
@@ -285,7 +284,7 @@ class LlamaForCausalLM(nn.Module):
         return self.model(input_ids, positions, backend)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:  # [S, H] -> [S, V] float32
-        return self.lm_head(hidden).float()
+        return kernels.linear(hidden, self.lm_head.weight, None).float()
 
     # The fused parameters and the HF checkpoint tensors that fill them, in order.
     @staticmethod
