@@ -21,7 +21,7 @@ import argparse
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -52,7 +52,7 @@ DOT_CONFIGS = [
 ]
 
 
-def graph_us(calls: list[Callable[[], Any]], reps: int = 10) -> float:
+def graph_us(calls: Sequence[Callable[[], Any]], reps: int = 10) -> float:
     """GPU µs per call of ``calls`` captured once into a CUDA graph, median of ``reps``
     replays."""
     stream = torch.cuda.Stream()
@@ -209,15 +209,72 @@ def bench_rope_kv(rows: list[list[Any]], dev: torch.device) -> None:
             print(rows[-1], flush=True)
 
 
+def _layer(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, run_attn: Any, cache: Any, q: torch.Tensor,
+           side: torch.cuda.Stream | None, sink: torch.Tensor, programs: int) -> None:  # fmt: skip
+    from structgen.kernels.linear_triton import l2_prefetch_triton, tuned_config
+
+    F.linear(x, w_qkv)
+    main_s = torch.cuda.current_stream()
+    if side is not None:  # o_proj's weights into L2 while attention runs
+        side.wait_stream(main_s)
+        with torch.cuda.stream(side):
+            l2_prefetch_triton(w_o, sink, programs)
+    attn = run_attn(q, cache)
+    if side is not None:
+        main_s.wait_stream(side)
+    cfg = tuned_config(w_o.shape[0], w_o.shape[1], 1)
+    assert cfg is not None
+    gemv_triton(attn.view(1, -1), w_o, None, cfg)
+
+
+def bench_prefetch(rows: list[list[Any]], dev: torch.device) -> None:
+    """qkv GEMM → decode attention → o_proj per layer, 32 layers, with and without an L2
+    prefetch of o_proj's weights on a side stream during attention."""
+    import flashinfer
+
+    layers, kvh, qh, d, hidden, ctx = 32, 8, 32, 128, 4096, 512
+    w_qkv = [torch.randn(6144, hidden, device=dev, dtype=torch.bfloat16) * 0.02 for _ in range(layers)]
+    w_o = [torch.randn(hidden, hidden, device=dev, dtype=torch.bfloat16) * 0.02 for _ in range(layers)]
+    caches = [
+        (torch.randn(ctx + 1, 1, kvh, d, device=dev, dtype=torch.bfloat16), torch.randn(ctx + 1, 1, kvh, d, device=dev, dtype=torch.bfloat16))
+        for _ in range(layers)
+    ]  # fmt: skip
+    x = torch.randn(1, hidden, device=dev, dtype=torch.bfloat16)
+    q = torch.randn(1, qh, d, device=dev, dtype=torch.bfloat16)
+    workspace = torch.zeros(256 << 20, dtype=torch.uint8, device=dev)
+    w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(
+        workspace, "NHD", use_cuda_graph=True,
+        paged_kv_indptr_buffer=torch.zeros(2, dtype=torch.int32, device=dev),
+        paged_kv_indices_buffer=torch.zeros(ctx + 8, dtype=torch.int32, device=dev),
+        paged_kv_last_page_len_buffer=torch.ones(1, dtype=torch.int32, device=dev),
+    )  # fmt: skip
+    w.plan(torch.tensor([0, ctx], dtype=torch.int32), torch.arange(1, ctx + 1, dtype=torch.int32, device=dev),
+           torch.ones(1, dtype=torch.int32), qh, kvh, d, 1, q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)  # fmt: skip
+    sink = torch.zeros(1024, dtype=torch.int32, device=dev)
+    side = torch.cuda.Stream()
+    for label, use, programs in [
+        ("no prefetch", False, 0),
+        ("prefetch 32 CTAs", True, 32),
+        ("prefetch 64 CTAs", True, 64),
+        ("prefetch 128 CTAs", True, 128),
+    ]:
+        calls = [partial(_layer, x, w_qkv[i], w_o[i], w.run, caches[i], q, side if use else None, sink, programs) for i in range(layers)]
+        us = graph_us(calls)
+        rows.append(["prefetch", "qkv+attn+o_proj per layer", label, round(us, 2), "", ""])
+        print(rows[-1], flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sections", default="gemv,attention,rope_kv")
+    ap.add_argument("--sections", default="gemv,attention,rope_kv,prefetch")
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args()
     dev = torch.device("cuda")
     bw = copy_bandwidth(dev)
     rows: list[list[Any]] = []
     sections = args.sections.split(",")
+    if "prefetch" in sections:
+        bench_prefetch(rows, dev)
     if "rope_kv" in sections:
         bench_rope_kv(rows, dev)
     if "attention" in sections:

@@ -9,9 +9,10 @@ non-blocking copy.  Layout after SGLang's ``FlashInferAttnBackend`` (Zheng et al
 FlashInfer paper (Ye et al. 2025); our own code over the ``flashinfer`` Python API.
 
 :class:`DecodeGraphRunner` captures decode forwards for bucketed batch sizes with static input
-buffers and FlashInfer's decode wrapper in CUDA-graph mode; a replay copies inputs, re-plans
-(host work plus asynchronous copies into the wrapper's fixed buffers) and launches the graph:
-no host synchronization.
+buffers and FlashInfer's decode wrapper in CUDA-graph mode; a replay stages the inputs and the
+KV layout (indptr | indices) in two pinned host buffers, sends each with one asynchronous copy,
+re-plans the split-KV partition (:func:`fast_decode_replan`) and launches the graph: no host
+synchronization.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import numpy as np
 import torch
 
 from .attention import AttentionBackend, ForwardBatch
@@ -46,6 +48,43 @@ def _indptr(lens: list[int], staging: PinnedStaging) -> torch.Tensor:
     out[0] = 0
     torch.cumsum(torch.tensor(lens, dtype=torch.int32), 0, out=out[1:])
     return out
+
+
+def fast_decode_replan(wrapper: Any, indptr_host: torch.Tensor, num_heads: int, num_kv_heads: int, head_dim: int, window: int) -> bool:
+    """Re-plan a CUDA-graph ``BatchDecodeWithPagedKVCacheWrapper`` that was planned once for
+    its fixed batch size, given the new host int32 KV ``indptr_host`` ``[bs + 1]`` (page size
+    1); its indptr / indices device buffers must already hold the new layout.
+
+    Only the scheduler step runs: the wrapper's compiled module computes the split-KV work
+    partition on the host and copies it into the int workspace that the captured kernels read.
+    The wrapper's Python ``plan`` adds ~0.2 ms per call of checks, dtype resolution and buffer
+    copies that a graph replay with unchanged shapes does not need (SGLang's
+    ``fast_decode_plan`` skips them for the same reason).  Returns False, changing nothing,
+    when the wrapper is not on FlashInfer's CUDA-core decode path or lacks the internals this
+    relies on (another FlashInfer version): the caller then plans it the documented way."""
+    module = getattr(wrapper, "_cached_module", None)
+    if (
+        module is None
+        or getattr(wrapper, "_plan_info", None) is None
+        or getattr(wrapper, "use_tensor_cores", True)
+        or getattr(wrapper, "_uses_cudnn", False)
+        or getattr(wrapper, "_backend", None) not in ("auto", "fa2")
+        or not getattr(wrapper, "is_cuda_graph_enabled", False)
+        or not hasattr(wrapper, "_pin_memory_int_workspace_buffer")
+    ):
+        return False
+    dtype = getattr(wrapper, "_cached_q_data_type", None)
+    kv_dtype = getattr(wrapper, "_cached_kv_data_type", None)
+    if dtype is None or kv_dtype is None:
+        return False
+    empties = getattr(wrapper, "_structgen_empties", None)
+    if empties is None:
+        empties = wrapper._structgen_empties = (torch.empty(0, dtype=dtype), torch.empty(0, dtype=kv_dtype))
+    wrapper._plan_info = module.plan(
+        wrapper._float_workspace_buffer, wrapper._int_workspace_buffer, wrapper._pin_memory_int_workspace_buffer, indptr_host,
+        indptr_host.numel() - 1, num_heads, num_kv_heads, 1, True, window - 1 if window > 0 else -1, 0.0, head_dim, head_dim, *empties,
+    )  # fmt: skip
+    return True
 
 
 class FlashInferAttentionBackend(AttentionBackend):
@@ -245,11 +284,12 @@ class DecodeGraphRunner:
         self.buckets = graph_buckets(max_bs)
         top = self.buckets[-1]
         dev = self.device
-        self.inputs = torch.zeros((3, top), dtype=torch.int64, device=dev)  # [3, bs_max]: input ids, positions, out_cache_loc
-        self.input_ids, self.positions, self.out_loc = self.inputs[0], self.inputs[1], self.inputs[2]
-        self.kv_indptr_buf = torch.zeros(top + 1, dtype=torch.int32, device=dev)
-        self.kv_indices_buf = torch.zeros(top * max_context, dtype=torch.int32, device=dev)
-        self.last_page_buf = torch.ones(top, dtype=torch.int32, device=dev)
+        # per bucket one contiguous int64 [3 * bs]: input ids | positions | out_cache_loc (one copy per replay)
+        self.inputs = {bs: torch.zeros(3 * bs, dtype=torch.int64, device=dev) for bs in self.buckets}
+        # int32 [bs_max + 1 + bs_max * max_context]: KV indptr (padded to bs_max + 1) | KV indices (one copy per replay)
+        self.meta = torch.zeros(top + 1 + top * max_context, dtype=torch.int32, device=dev)
+        self.kv_indptr_buf, self.kv_indices_buf = self.meta[: top + 1], self.meta[top + 1 :]
+        self.last_page_buf = torch.ones(top, dtype=torch.int32, device=dev)  # page size 1: constant
         self.wrappers: dict[int, dict[int, Any]] = {}
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.outputs: dict[int, torch.Tensor] = {}
@@ -268,8 +308,9 @@ class DecodeGraphRunner:
                 for w in backend.windows
             }
             backend.plan_decode(self.wrappers[bs], [1] * bs, torch.zeros(bs, dtype=torch.int64))
-            backend.bind(self.wrappers[bs], self.out_loc[:bs])
-            self.graphs[bs], self.outputs[bs] = capture_graph(forward_fn, (self.input_ids[:bs], self.positions[:bs]), mempool, stream)
+            inp = self.inputs[bs]
+            backend.bind(self.wrappers[bs], inp[2 * bs :])
+            self.graphs[bs], self.outputs[bs] = capture_graph(forward_fn, (inp[:bs], inp[bs : 2 * bs]), mempool, stream)
         torch.cuda.synchronize(dev)
 
     def can_run(self, batch: ForwardBatch) -> bool:
@@ -283,14 +324,35 @@ class DecodeGraphRunner:
         logits ``[B, V]`` (a view of the graph's static output, valid until the next replay)."""
         n = len(batch.extend_lens)
         bs = next(b for b in self.buckets if b >= n)
-        host = torch.zeros((3, bs), dtype=torch.int64)  # padded rows: token 0 at position 0 into slot 0
-        host[0, :n] = batch.input_ids_cpu
-        host[1, :n] = batch.positions_cpu
-        host[2, :n] = batch.out_cache_loc_cpu
-        self.inputs[:, :bs].copy_(to_device(host, self.device), non_blocking=True)
-        kv_lens = [p + 1 for p in batch.prefix_lens] + [1] * (bs - n)
-        indices = torch.cat([self.backend.page_indices(batch.req_pool_indices, kv_lens[:n]), torch.zeros(bs - n, dtype=torch.int64)])
-        self.backend.plan_decode(self.wrappers[bs], kv_lens, indices)
+        top = self.buckets[-1]
+        kv_lens = [p + 1 for p in batch.prefix_lens] + [1] * (bs - n)  # padded rows: token 0 at position 0 into slot 0
+        total = sum(kv_lens)
+        staging = pinned_staging(self.device)
+        host_in = staging.alloc((3 * bs,), torch.int64)
+        host_meta = staging.alloc((top + 1 + total,), torch.int32)
+        a, m = host_in.numpy(), host_meta.numpy()
+        a[:] = 0
+        a[:n] = batch.input_ids_cpu.numpy()
+        a[bs : bs + n] = batch.positions_cpu.numpy()
+        a[2 * bs : 2 * bs + n] = batch.out_cache_loc_cpu.numpy()
+        m[: top + 1] = 0
+        np.cumsum(kv_lens, out=m[1 : bs + 1])
+        table = self.backend.req_to_token.req_to_token_cpu.numpy()
+        off = top + 1
+        for row, length in zip(batch.req_pool_indices, kv_lens):
+            m[off : off + length] = table[row, :length]
+            off += length
+        m[off:] = 0  # padding rows read slot 0
+        self.inputs[bs].copy_(host_in, non_blocking=True)
+        self.meta[: top + 1 + total].copy_(host_meta, non_blocking=True)
+        b = self.backend
+        indptr_host = host_meta[: bs + 1]
+        if not all(
+            fast_decode_replan(w, indptr_host, b.num_heads, b.num_kv_heads, b.head_dim, win) for win, w in self.wrappers[bs].items()
+        ):
+            indices = torch.from_numpy(m[top + 1 :].astype(np.int64))
+            b.plan_decode(self.wrappers[bs], kv_lens, indices)  # the documented plan (rewrites the same buffers)
+        staging.commit()  # after the copies and the plans that read the staged regions
         self.graphs[bs].replay()
         return self.outputs[bs][:n]
 
