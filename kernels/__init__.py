@@ -173,61 +173,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     return F.linear(x, weight, bias)
 
 
-def add_rms_norm_linear(
-    x: torch.Tensor,
-    residual: torch.Tensor,
-    norm_weight: torch.Tensor,
-    eps: float,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None = None,
-    *,
-    backend: str = "auto",
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(linear(rms_norm(x + residual)), x + residual)`` for ``x``, ``residual`` ``[M, K]``:
-    one Triton launch for decode-sized M (≤ 8) on the shapes of ``linear_triton.FUSED_TUNED``
-    (or any shape with ``backend="triton"``), :func:`fused_add_rms_norm` then :func:`linear`
-    otherwise."""
-    if _fusable(x, weight, backend):
-        lt = _linear_triton()
-        cfg = lt.fused_config(weight.shape[0], weight.shape[1], x.shape[0])
-        if cfg is None and backend == "triton":
-            cfg = lt.DEFAULT
-        if cfg is not None:
-            return lt.add_rms_norm_gemv_triton(x, residual, norm_weight, eps, weight, bias, cfg)  # type: ignore[no-any-return]
-    h, res = fused_add_rms_norm(x, residual, norm_weight, eps, backend=backend)
-    return linear(h, weight, bias, backend=backend), res
-
-
-def silu_mul_linear(
-    gate_up: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *, backend: str = "auto"
-) -> torch.Tensor:
-    """``linear(silu(gate) · up)`` for ``gate_up = [gate | up]`` ``[M, 2I]``: one Triton launch
-    for decode-sized M on the shapes of ``linear_triton.FUSED_TUNED`` (or any shape with
-    ``backend="triton"``), :func:`silu_and_mul` then :func:`linear` otherwise."""
-    if _fusable(gate_up, weight, backend):
-        lt = _linear_triton()
-        cfg = lt.fused_config(weight.shape[0], weight.shape[1], gate_up.shape[0])
-        if cfg is None and backend == "triton":
-            cfg = lt.DEFAULT
-        if cfg is not None:
-            return lt.silu_mul_gemv_triton(gate_up, weight, bias, cfg)  # type: ignore[no-any-return]
-    return linear(silu_and_mul(gate_up, backend=backend), weight, bias, backend=backend)
-
-
-def _fusable(x: torch.Tensor, weight: torch.Tensor, backend: str) -> bool:
-    return (
-        x.dim() == 2
-        and 1 <= x.shape[0] <= 8
-        and x.dtype == weight.dtype
-        and x.stride(1) == 1
-        and weight.stride(1) == 1
-        and resolve_backend(backend, x.device) == "triton"
-    )
-
-
 __all__ = [
     "BACKENDS",
-    "add_rms_norm_linear",
     "apply_mask_rows",
     "fused_add_rms_norm",
     "linear",
@@ -237,6 +184,5 @@ __all__ = [
     "rope_qkv_inplace",
     "rope_store_kv",
     "silu_and_mul",
-    "silu_mul_linear",
     "triton_available",
 ]

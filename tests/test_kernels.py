@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 from structgen.kernels import (
-    add_rms_norm_linear,
     apply_mask_rows,
     fused_add_rms_norm,
     linear,
@@ -16,7 +15,6 @@ from structgen.kernels import (
     rope_qkv_inplace,
     rope_store_kv,
     silu_and_mul,
-    silu_mul_linear,
     triton_available,
 )
 
@@ -180,7 +178,9 @@ def test_gemv_triton_matches_torch(kind: str, m: int, with_bias: bool) -> None:
     w = torch.randn(n, k, generator=g).to(DEVICE)
     b = torch.randn(n, generator=g).to(DEVICE) if with_bias else None
     y = gemv_triton(x, w, b, GemvConfig(kind, 16, 32, 4, 2))
-    torch.testing.assert_close(y, torch.nn.functional.linear(x, w, b), rtol=1e-4, atol=1e-4)
+    # compiled on CUDA, a float32 tl.dot runs in TF32 (10-bit mantissa): its tolerance
+    tol = {"rtol": 1e-2, "atol": 5e-2} if DEVICE.type == "cuda" and kind == "dot" else {"rtol": 1e-4, "atol": 1e-4}
+    torch.testing.assert_close(y, torch.nn.functional.linear(x, w, b), **tol)
 
 
 def test_gemv_errors_and_dispatch() -> None:
@@ -200,43 +200,3 @@ def test_gemv_errors_and_dispatch() -> None:
             gemv_triton(x, w, None, GemvConfig("mma", 16, 16, 1, 1))
         if DEVICE.type == "cpu":
             torch.testing.assert_close(linear(x, w, backend="triton"), x @ w.T, rtol=1e-4, atol=1e-4)
-
-
-@needs_triton
-@pytest.mark.parametrize("m", [1, 3])
-@pytest.mark.parametrize("with_bias", [False, True])
-def test_fused_prologue_gemv_matches_torch(m: int, with_bias: bool) -> None:
-    # fp32 on CPU (the interpreter does not emulate bf16 dots); bf16 too where CUDA compiles it
-    dtypes = [torch.float32] + ([torch.bfloat16] if DEVICE.type == "cuda" else [])
-    for dtype in dtypes:
-        g = torch.Generator().manual_seed(4)
-        k, n = 96, 40
-        x, r = (torch.randn(m, k, generator=g).to(dtype).to(DEVICE) for _ in range(2))
-        nw = torch.rand(k, generator=g).to(dtype).to(DEVICE)
-        w = (torch.randn(n, k, generator=g) * 0.1).to(dtype).to(DEVICE)
-        b = torch.randn(n, generator=g).to(dtype).to(DEVICE) if with_bias else None
-        tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {"rtol": 1e-4, "atol": 1e-4}
-        y_ref, res_ref = add_rms_norm_linear(x, r, nw, 1e-5, w, b, backend="torch")
-        y, res = add_rms_norm_linear(x, r, nw, 1e-5, w, b, backend="triton")
-        torch.testing.assert_close(y, y_ref, **tol)
-        torch.testing.assert_close(res, res_ref, **tol)
-        gate_up = torch.randn(m, 2 * k, generator=g).to(dtype).to(DEVICE)
-        torch.testing.assert_close(silu_mul_linear(gate_up, w, b, backend="triton"), silu_mul_linear(gate_up, w, b, backend="torch"), **tol)
-
-
-def test_fused_prologue_gemv_errors() -> None:
-    from structgen.kernels.linear_triton import GemvConfig, add_rms_norm_gemv_triton, fused_config, silu_mul_gemv_triton
-
-    assert fused_config(6144, 4096, 1) is not None and fused_config(6144, 4096, 9) is None and fused_config(5, 7, 1) is None
-    x = torch.randn(2, 8)
-    w = torch.randn(4, 8)
-    dot = GemvConfig("dot", 16, 16, 1, 1)
-    with pytest.raises(ValueError, match="needs a 'dot' config"):
-        add_rms_norm_gemv_triton(x, x, torch.ones(8), 1e-5, w, None, GemvConfig("fma", 4, 8, 1, 1))
-    with pytest.raises(ValueError, match="do not chain"):
-        add_rms_norm_gemv_triton(x, torch.randn(2, 7), torch.ones(8), 1e-5, w, None, dot)
-    with pytest.raises(ValueError, match="do not chain"):
-        silu_mul_gemv_triton(torch.randn(2, 15), w, None, dot)
-    y, res = add_rms_norm_linear(x, x, torch.ones(8), 1e-5, w)  # auto on CPU: the unfused torch path
-    torch.testing.assert_close(res, 2 * x)
-    assert y.shape == (2, 4)

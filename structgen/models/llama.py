@@ -207,9 +207,8 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(self.q_size, args.hidden_size, bias=args.o_bias)
         self.scale = args.head_dim**-0.5
 
-    def forward(self, qkv: torch.Tensor, positions: torch.Tensor, rotary: RotaryEmbedding, backend: AttentionBackend) -> torch.Tensor:
-        """From the fused q/k/v projection ``[T, q + 2kv]`` (computed by the caller, fused with
-        the norm before it) to this sublayer's output ``[T, hidden]``."""
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, rotary: RotaryEmbedding, backend: AttentionBackend) -> torch.Tensor:
+        qkv = kernels.linear(x, self.qkv_proj.weight, self.qkv_proj.bias)  # [T, q + 2kv]
         out = backend.forward_qkv(
             self.layer_id, qkv, positions, rotary.inv_freq, num_heads=self.num_heads, num_kv_heads=self.num_kv_heads,
             head_dim=self.head_dim, scale=self.scale, window=self.window,
@@ -223,10 +222,9 @@ class MLP(nn.Module):
         self.gate_up_proj = nn.Linear(args.hidden_size, 2 * args.intermediate_size, bias=args.mlp_bias)
         self.down_proj = nn.Linear(args.intermediate_size, args.hidden_size, bias=args.mlp_bias)
 
-    def forward(self, gate_up: torch.Tensor) -> torch.Tensor:
-        """From the gate/up projection ``[T, 2I]`` (computed by the caller, fused with the norm
-        before it) to this sublayer's output ``[T, H]``: SiLU-and-mul fused into down_proj."""
-        return kernels.silu_mul_linear(gate_up, self.down_proj.weight, self.down_proj.bias)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate_up = kernels.linear(x, self.gate_up_proj.weight, self.gate_up_proj.bias)  # [T, 2I]
+        return kernels.linear(kernels.silu_and_mul(gate_up), self.down_proj.weight, self.down_proj.bias)  # [T, I] -> [T, H]
 
 
 class DecoderLayer(nn.Module):
@@ -241,20 +239,14 @@ class DecoderLayer(nn.Module):
         self, x: torch.Tensor, residual: torch.Tensor | None, positions: torch.Tensor, rotary: RotaryEmbedding, backend: AttentionBackend
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``x``: the previous sublayer's output ``[T, H]``; ``residual``: the stream before it
-        (None for the first layer).  Returns this layer's MLP output and the residual stream.
-        Each residual add + RMSNorm is fused with the projection after it
-        (:func:`~structgen.kernels.add_rms_norm_linear`: one launch at decode sizes)."""
-        attn, mlp = self.self_attn, self.mlp
+        (None for the first layer).  Returns this layer's MLP output and the residual stream."""
         if residual is None:
             h, residual = self.input_layernorm(x), x
-            qkv = kernels.linear(h, attn.qkv_proj.weight, attn.qkv_proj.bias)
         else:
-            norm = self.input_layernorm
-            qkv, residual = kernels.add_rms_norm_linear(x, residual, norm.weight, norm.eps, attn.qkv_proj.weight, attn.qkv_proj.bias)
-        x = attn(qkv, positions, rotary, backend)  # [T, H]
-        norm = self.post_attention_layernorm
-        gate_up, residual = kernels.add_rms_norm_linear(x, residual, norm.weight, norm.eps, mlp.gate_up_proj.weight, mlp.gate_up_proj.bias)
-        return mlp(gate_up), residual
+            h, residual = self.input_layernorm(x, residual)
+        x = self.self_attn(h, positions, rotary, backend)
+        h, residual = self.post_attention_layernorm(x, residual)
+        return self.mlp(h), residual
 
 
 class LlamaModel(nn.Module):
