@@ -24,6 +24,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .pdl import gdc_launch_dependents, gdc_wait, prefetch_l2, use_pdl
+
 
 class GemvConfig(NamedTuple):
     """Launch parameters of :func:`gemv_triton`: the inner product (``"fma"``, M = 1 only, or
@@ -38,13 +40,21 @@ class GemvConfig(NamedTuple):
 
 
 @triton.jit
-def _gemv_fma_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_w, HAS_BIAS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def _gemv_fma_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_w, HAS_BIAS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    USE_PDL: tl.constexpr, PF_LINES: tl.constexpr,
+):  # fmt: skip
     pid = tl.program_id(0)
     rn = pid * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN]
     nm = rn < N
     rk = tl.arange(0, BLOCK_K)  # [BK]
     acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
     w_rows = w_ptr + rn.to(tl.int64)[:, None] * stride_w  # [BN, 1]
+    if USE_PDL:  # this program's first weight lines into L2 while the previous kernel finishes
+        lines = tl.minimum(tl.arange(0, PF_LINES) * 64, K - 1)
+        prefetch_l2(w_ptr + tl.minimum(rn, N - 1).to(tl.int64)[:, None] * stride_w + lines[None, :])
+        gdc_wait()
+        gdc_launch_dependents()
     for k0 in range(0, K, BLOCK_K):
         kk = k0 + rk
         km = kk < K
@@ -61,6 +71,7 @@ def _gemv_fma_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_w, HAS_BIAS: tl.co
 def _gemv_dot_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_x, stride_w, stride_y,
     HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    USE_PDL: tl.constexpr, PF_LINES: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
     rm = tl.arange(0, BLOCK_M)  # [BM]
@@ -71,6 +82,11 @@ def _gemv_dot_kernel(
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     x_rows = x_ptr + rm.to(tl.int64)[:, None] * stride_x  # [BM, 1]
     w_rows = w_ptr + rn.to(tl.int64)[:, None] * stride_w  # [BN, 1]
+    if USE_PDL:  # this program's first weight lines into L2 while the previous kernel finishes
+        lines = tl.minimum(tl.arange(0, PF_LINES) * 64, K - 1)
+        prefetch_l2(w_ptr + tl.minimum(rn, N - 1).to(tl.int64)[:, None] * stride_w + lines[None, :])
+        gdc_wait()
+        gdc_launch_dependents()
     for k0 in range(0, K, BLOCK_K):
         kk = k0 + rk
         km = kk < K
@@ -102,20 +118,23 @@ def gemv_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
         return y
     grid = (triton.cdiv(n, config.block_n),)
     b = bias if bias is not None else weight
+    pdl = use_pdl(x)
+    pf_lines = max(1, 2 * config.block_k // 64)  # the first two K chunks of each row, in 128-byte lines of 64 bf16
     if config.kind == "fma":
         if m != 1:
             raise ValueError(f"gemv 'fma' takes one row, got M={m}")
         _gemv_fma_kernel[grid](
             x, weight, b, y, n, k, weight.stride(0), HAS_BIAS=bias is not None, BLOCK_N=config.block_n,
-            BLOCK_K=config.block_k, num_warps=config.num_warps, num_stages=config.num_stages,
+            BLOCK_K=config.block_k, USE_PDL=pdl, PF_LINES=pf_lines, num_warps=config.num_warps, num_stages=config.num_stages,
+            launch_pdl=pdl,
         )  # fmt: skip
     elif config.kind == "dot":
         if m > DOT_BLOCK_M:
             raise ValueError(f"gemv 'dot' takes at most {DOT_BLOCK_M} rows, got M={m}")
         _gemv_dot_kernel[grid](
             x, weight, b, y, m, n, k, x.stride(0), weight.stride(0), y.stride(0), HAS_BIAS=bias is not None,
-            BLOCK_M=DOT_BLOCK_M, BLOCK_N=config.block_n, BLOCK_K=config.block_k, num_warps=config.num_warps,
-            num_stages=config.num_stages,
+            BLOCK_M=DOT_BLOCK_M, BLOCK_N=config.block_n, BLOCK_K=config.block_k, USE_PDL=pdl, PF_LINES=pf_lines,
+            num_warps=config.num_warps, num_stages=config.num_stages, launch_pdl=pdl,
         )  # fmt: skip
     else:
         raise ValueError(f"gemv kind must be 'fma' or 'dot', got {config.kind!r}")

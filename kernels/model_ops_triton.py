@@ -10,11 +10,28 @@ import torch
 import triton
 import triton.language as tl
 
+from .pdl import gdc_launch_dependents, gdc_wait, use_pdl
+
 
 @triton.jit
 def _rms_norm_kernel(
-    x_ptr, res_ptr, w_ptr, out_ptr, res_out_ptr, stride_x, stride_r, stride_o, hidden, eps, HAS_RES: tl.constexpr, BLOCK: tl.constexpr
+    x_ptr,
+    res_ptr,
+    w_ptr,
+    out_ptr,
+    res_out_ptr,
+    stride_x,
+    stride_r,
+    stride_o,
+    hidden,
+    eps,
+    HAS_RES: tl.constexpr,
+    BLOCK: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    if USE_PDL:
+        gdc_wait()
+        gdc_launch_dependents()
     t = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
     m = offs < hidden
@@ -53,7 +70,9 @@ def _norm(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, 
             eps,
             HAS_RES=residual is not None,
             BLOCK=block,
+            USE_PDL=use_pdl(x),
             num_warps=min(16, max(1, block // 256)),
+            launch_pdl=use_pdl(x),
         )
     return out, res_out
 
@@ -73,7 +92,10 @@ def fused_add_rms_norm_triton(
 
 
 @triton.jit
-def _silu_and_mul_kernel(in_ptr, out_ptr, stride_in, inter, BLOCK: tl.constexpr):
+def _silu_and_mul_kernel(in_ptr, out_ptr, stride_in, inter, BLOCK: tl.constexpr, USE_PDL: tl.constexpr):
+    if USE_PDL:
+        gdc_wait()
+        gdc_launch_dependents()
     t = tl.program_id(0).to(tl.int64)
     offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     m = offs < inter
@@ -93,7 +115,10 @@ def silu_and_mul_triton(gate_up: torch.Tensor) -> torch.Tensor:
     out = torch.empty((tokens, inter), dtype=gate_up.dtype, device=gate_up.device)  # [T, I]
     if tokens:
         block = 1024
-        _silu_and_mul_kernel[(tokens, triton.cdiv(inter, block))](gate_up, out, gate_up.stride(0), inter, BLOCK=block, num_warps=4)
+        pdl = use_pdl(gate_up)
+        _silu_and_mul_kernel[(tokens, triton.cdiv(inter, block))](
+            gate_up, out, gate_up.stride(0), inter, BLOCK=block, USE_PDL=pdl, num_warps=4, launch_pdl=pdl
+        )
     return out
 
 
@@ -132,8 +157,11 @@ def rope_qkv_inplace_triton(qkv: torch.Tensor, positions: torch.Tensor, inv_freq
 @triton.jit
 def _rope_store_kv_kernel(
     qkv_ptr, pos_ptr, inv_freq_ptr, slot_ptr, k_ptr, v_ptr, stride_t, num_heads, num_kv_heads,
-    HALF: tl.constexpr, BLOCK_H: tl.constexpr,
+    HALF: tl.constexpr, BLOCK_H: tl.constexpr, USE_PDL: tl.constexpr,
 ):  # fmt: skip
+    if USE_PDL:
+        gdc_wait()
+        gdc_launch_dependents()
     t = tl.program_id(0).to(tl.int64)
     heads = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)  # [BH] over q | k | v heads
     total = num_heads + 2 * num_kv_heads
@@ -189,5 +217,5 @@ def rope_store_kv_triton(
         block_h = 8
         _rope_store_kv_kernel[(tokens, triton.cdiv(num_heads + 2 * num_kv_heads, block_h))](
             qkv, positions, inv_freq, slots, k_cache, v_cache, qkv.stride(0), num_heads, num_kv_heads,
-            HALF=head_dim // 2, BLOCK_H=block_h, num_warps=4,
+            HALF=head_dim // 2, BLOCK_H=block_h, USE_PDL=use_pdl(qkv), num_warps=4, launch_pdl=use_pdl(qkv),
         )  # fmt: skip

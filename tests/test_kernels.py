@@ -200,3 +200,13 @@ def test_gemv_errors_and_dispatch() -> None:
             gemv_triton(x, w, None, GemvConfig("mma", 16, 16, 1, 1))
         if DEVICE.type == "cpu":
             torch.testing.assert_close(linear(x, w, backend="triton"), x @ w.T, rtol=1e-4, atol=1e-4)
+
+
+def test_pdl_only_on_hopper_cuda() -> None:
+    if not triton_available():
+        pytest.skip("triton not installed")
+    from structgen.kernels.pdl import use_pdl
+
+    assert not use_pdl(torch.zeros(1))  # CPU tensors (and the interpreter) never launch with PDL
+    if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] < 9:
+        assert not use_pdl(torch.zeros(1, device="cuda"))
