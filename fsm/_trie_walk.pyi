@@ -16,4 +16,8 @@ def walk(
     bits: Any,
     ends: Any | None,
     reached: Any | None = None,
+    sub: Any | None = None,
+    loop: Any | None = None,
+    lflag: Any | None = None,
 ) -> int: ...
+def subtree_bytes(node_byte: Any, node_skip: Any, out: Any) -> None: ...

@@ -219,7 +219,7 @@ class TokenFSM:
     def _note_successors(self, state: int, reached: np.ndarray) -> list[int]:
         """Read and clear ``reached``; returns the successor states of ``state`` (dead state
         excluded).  Caller holds the lock."""
-        succ = np.flatnonzero(reached)
+        succ = np.flatnonzero(reached[: self.dfa.num_states])  # every state a token ends in is discovered
         reached[succ] = 0
         return [t for t in succ.tolist() if t != DEAD]
 

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from functools import cached_property
 from typing import Any, ClassVar
@@ -263,10 +264,15 @@ def _detect_kind(spec: dict[str, Any]) -> str:
 
 
 _c_walk: Any
+_c_subtree_bytes: Any
 try:  # the compiled walk (fsm/_trie_walk.c); optional, see setup.py
+    from ._trie_walk import subtree_bytes as _c_subtree_bytes
     from ._trie_walk import walk as _c_walk
 except ImportError:  # pragma: no cover - exercised when no C compiler was available at install
-    _c_walk = None
+    _c_walk = _c_subtree_bytes = None
+
+LOOP_SKIP_MIN_BYTES = 32  # the loop-subtree skip pays off only for states looping on many bytes
+LOOP_TOKENS_CACHE = 256  # loop-byte sets whose token bitmasks a trie keeps
 
 
 def compiled_walk_available() -> bool:
@@ -395,30 +401,51 @@ class VocabTrie:
             allowed[: self.vocab_size] = end != 0
             return np.packbits(allowed, bitorder="little").view("<u4")
         assert _c_walk is not None
-        bits = np.zeros(words, dtype=np.uint32)  # [W]
-        stack = np.zeros(self.max_depth + 1, dtype=np.int32)
         cob = np.ascontiguousarray(dfa.class_of_byte, dtype=np.int32)
+        skip: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        bits = np.zeros(words, dtype=np.uint32)  # [W]
+        if ends is None and _c_subtree_bytes is not None:
+            row = dfa.expand(int(state))  # [C] next state per byte class
+            loop_bytes = np.asarray(row)[cob] == state  # [256]
+            if int(loop_bytes.sum()) >= LOOP_SKIP_MIN_BYTES:
+                loop = np.packbits(loop_bytes, bitorder="little").view("<u8").copy()  # [4]
+                bits = self.loop_tokens(loop).copy()
+                if reached is not None and bits.any():
+                    reached[state] = 1
+                skip = (self.subtree_byte_sets(), loop, np.zeros(self.max_depth + 1, dtype=np.uint8))
+        self._walk(lambda: dfa.table, dfa.num_classes, cob, int(state), bits, ends, reached, skip, dfa.expand)
+        self._add_duplicates(bits, ends)
+        return bits
+
+    def _walk(
+        self,
+        table: Any,
+        num_classes: int,
+        cob: np.ndarray,
+        state: int,
+        bits: np.ndarray,
+        ends: np.ndarray | None,
+        reached: np.ndarray | None,
+        skip: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+        expand: Any,
+    ) -> None:
+        """The C walk from ``state``, resumed after each expansion (``expand(state)``; the
+        table is re-read after it since expansion may grow it)."""
+        stack = np.zeros(self.max_depth + 1, dtype=np.int32)
         pos = 0
+        extra = skip if skip is not None else ()
         while True:
-            table = dfa.table
+            t = table() if callable(table) else table
             pos = _c_walk(
-                table,
-                dfa.num_classes,
-                cob,
-                self.pre_byte,
-                self.pre_depth,
-                self.pre_skip,
-                self.pre_token,
-                int(state),
-                pos,
-                stack,
-                bits,
-                ends,
-                reached,
-            )
+                t, num_classes, cob, self.pre_byte, self.pre_depth, self.pre_skip, self.pre_token, state, pos, stack, bits, ends,
+                reached, *extra,
+            )  # fmt: skip
             if pos < 0:
-                break
-            dfa.expand(int(stack[self.pre_depth[pos] - 1]))
+                return
+            expand(int(stack[self.pre_depth[pos] - 1]))
+
+    def _add_duplicates(self, bits: np.ndarray, ends: np.ndarray | None) -> None:
+        """Set the bits (and ends) of tokens spelled like an allowed token with a lower id."""
         if self.dup_dst.size:
             src = self.dup_src
             on = (bits[src >> 5] >> (src & 31).astype(np.uint32)) & 1
@@ -426,6 +453,41 @@ class VocabTrie:
             np.bitwise_or.at(bits, dst >> 5, (np.uint32(1) << (dst & 31).astype(np.uint32)))
             if ends is not None:
                 ends[self.dup_dst] = ends[self.dup_src]
+
+    def subtree_byte_sets(self) -> np.ndarray:
+        """``uint64 [N-1, 4]`` per preorder node, the 256-bit set of edge bytes in its subtree
+        (computed once, C extension only)."""
+        sub = getattr(self, "_sub", None)
+        if sub is None:
+            assert _c_subtree_bytes is not None
+            sub = np.zeros((len(self.pre_byte), 4), dtype=np.uint64)
+            _c_subtree_bytes(self.pre_byte, self.pre_skip, sub)
+            self._sub = sub
+        return sub
+
+    def loop_tokens(self, loop: np.ndarray) -> np.ndarray:
+        """``uint32 [W]`` bitmask of the tokens made only of the bytes in ``loop`` (``uint64
+        [4]``, a 256-bit set): from a state that loops to itself on exactly those bytes, these
+        tokens are allowed and end where they started.  Cached per set (read-only result)."""
+        cache: OrderedDict[bytes, np.ndarray] | None = getattr(self, "_loop_cache", None)
+        if cache is None:
+            cache = OrderedDict()
+            self._loop_cache = cache
+        key = loop.tobytes()
+        got = cache.get(key)
+        if got is not None:
+            cache.move_to_end(key)
+            return got
+        member = np.unpackbits(loop.view(np.uint8), bitorder="little").astype(bool)  # [256]
+        table = np.zeros(2 * 256, dtype=np.int32)  # state 1 loops on `loop`, everything else dies
+        table[256:][member] = 1
+        bits = np.zeros((self.vocab_size + 31) // 32, dtype=np.uint32)
+        self._walk(table, 256, np.arange(256, dtype=np.int32), 1, bits, None, None, None, None)
+        self._add_duplicates(bits, None)
+        bits.setflags(write=False)
+        cache[key] = bits
+        if len(cache) > LOOP_TOKENS_CACHE:
+            cache.popitem(last=False)
         return bits
 
     def end_states(self, dfa: Any, states: np.ndarray) -> np.ndarray:

@@ -305,6 +305,7 @@ def test_apply_jump_forward_rejects_a_plan_that_does_not_fit(tiny_vocab: Vocabul
 
 WALK_CONSTRAINTS = [
     r'\{"a": (1|12|é)\}',
+    r"[^\n]*(\n[a-c]+)?",
     r"[a-z ]{0,12}(, [0-9]+)?",
     r'"([^"\\]|\\["\\/bfnrt])*"',
 ]
@@ -334,6 +335,10 @@ def test_compiled_walk_matches_numpy_walk(vocab_name: str, tiny_vocab: Vocabular
             assert bits_c.dtype == np.uint32 and bits_c.shape == ((vocab.size + 31) // 32,)
             np.testing.assert_array_equal(bits_c, bits_r)
             np.testing.assert_array_equal(ends_c, ends_r)
+            # without `ends` the C walk skips subtrees of bytes the state loops on (pre-set bits)
+            reached = np.zeros(dfa.max_states, dtype=np.uint8)
+            np.testing.assert_array_equal(compiled.mask_bits(dfa, state, reached=reached), bits_r)
+            assert set(np.flatnonzero(reached).tolist()) == set(ends_r[ends_r != 0].tolist())
             np.testing.assert_array_equal(compiled.end_states(dfa, np.array([state])), reference.end_states(dfa, np.array([state])))
             live = np.flatnonzero(ends_c)
             if not live.size:
