@@ -407,3 +407,38 @@ def test_gc_freeze_keeps_long_lived_state_out_of_collections(tiny_llama_dir: str
     assert gc.get_freeze_count() == 0
     with pytest.raises(ValueError, match="gc_freeze must be a bool, got 'yes'"):
         EngineConfig(gc_freeze="yes")  # type: ignore[arg-type]
+
+
+def test_jump_forward_precheck_is_necessary(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_jump_may_fit`` (checked before a plan is made) never refuses a plan that ``_jump_fits``
+    would accept, and in a budget-bound run it does spare some plans."""
+    from structgen.scheduler import Scheduler
+
+    may_fit, fits_fn = Scheduler._jump_may_fit, Scheduler._jump_fits
+    last: dict[int, bool] = {}
+    seen: list[tuple[bool, bool]] = []
+
+    def record_may_fit(req, max_rollback):  # type: ignore[no-untyped-def]
+        last[id(req)] = may_fit(req, max_rollback)
+        return True  # plan anyway, to compare with the full check
+
+    def record_fits(req, plan):  # type: ignore[no-untyped-def]
+        fits = fits_fn(req, plan)
+        seen.append((last[id(req)], fits))
+        return fits
+
+    monkeypatch.setattr(Scheduler, "_jump_may_fit", staticmethod(record_may_fit))
+    monkeypatch.setattr(Scheduler, "_jump_fits", staticmethod(record_fits))
+    long_min = {  # the shortest output (~90 bytes) outgrows 24 tokens: plans are refused
+        "type": "object",
+        "properties": {"name": {"type": "string", "minLength": 60}, "city": {"type": "string"}, "zip": {"type": "integer"}},
+        "required": ["name", "city", "zip"],
+    }
+    reqs = [
+        GenerateRequest(p, SamplingParams(max_tokens=m, temperature=1.5, seed=i), Constraint.json_schema(schema))
+        for i, p in enumerate(_prompts(8))
+        for schema, m in ((UNBOUNDED, 36 + 4 * i), (long_min, 24))
+    ]
+    engine.generate(reqs)
+    assert seen and all(pre for pre, fits in seen if fits)  # necessary: every accepted plan passes the precheck
+    assert any(not pre for pre, _ in seen)  # and it spares refused plans
