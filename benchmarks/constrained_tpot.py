@@ -1,16 +1,18 @@
 """Constrained vs unconstrained TPOT on the GPU (Llama-3-8B shapes, random bf16 weights, the
 real Llama-3 tokenizer), at batch 1 and 64 on a JSON-schema workload.
 
-Each request asks for one object of 12 required string fields (12–24 characters each), so no
-constrained output can finish inside ``max_tokens`` = 64 and every request, constrained or not,
-decodes exactly 64 tokens (greedy).  Modes: unconstrained; constrained with jump-forward off
-(every token sampled under the mask: the pure cost of constraining); constrained with
-jump-forward on (forced tokens extended in bulk).  Each mode first runs once unmeasured, so the
-grammar is compiled and its mask rows are resident (the cold cost is issue 2's).  TPOT of a
-request = (latency − TTFT) / (completion tokens − 1); the table gives the mean over requests
-and the mean engine step time with its host-side breakdown.
+Each request asks for one object of 12 required string fields (12–24 characters each), more
+than ``max_tokens`` = 64 can hold: unconstrained requests decode 64 tokens (greedy), and
+constrained ones end just under it (budget-aware completion closes the object).  Modes:
+unconstrained; constrained with jump-forward off (every token sampled under the mask: the pure
+cost of constraining); constrained with jump-forward on (forced tokens extended in bulk).  Each
+mode first runs once unmeasured, so the grammar is compiled and its mask rows are resident (the
+cold cost is issue 2's), then ``--repeats`` times, the modes interleaved.  TPOT of a request =
+(latency − TTFT) / (completion tokens − 1), averaged over the requests of a run; the table gives
+the median run, the range over runs, and the mean engine step time with its host-side
+breakdown.
 
-    python benchmarks/constrained_tpot.py --tokenizer .carry/llama3 [--batches 1,64]
+    python benchmarks/constrained_tpot.py --tokenizer .carry/llama3 [--batches 1,64] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -95,6 +97,7 @@ def main() -> None:
     ap.add_argument("--tokenizer", default=str(ROOT / ".carry" / "llama3"))
     ap.add_argument("--batches", default="1,64")
     ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=5, help="measured runs per mode, modes interleaved; TPOT is their median")
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
@@ -112,34 +115,41 @@ def main() -> None:
     _timed(engine.scheduler, "process_results", acc)
     modes = [("unconstrained", False, False), ("constrained, jump-forward off", True, False), ("constrained, jump-forward on", True, True)]
     rows: list[list[object]] = []
-    base: dict[int, float] = {}
     for b in batches:
-        for name, constrained, jf in modes:
+        for _name, constrained, jf in modes:
             run_mode(engine, b, constrained, jf, args.max_tokens, "warm")
-            acc.clear()
-            torch.cuda.synchronize()
-            r = run_mode(engine, b, constrained, jf, args.max_tokens, "run")
-            n = r["steps"]
-            if name == "unconstrained":
-                base[b] = r["tpot_ms"]
+        runs: dict[str, list[tuple[dict[str, float], dict[str, float]]]] = defaultdict(list)
+        for rep in range(args.repeats):  # modes interleaved, so drifts of the host hit all of them alike
+            for name, constrained, jf in modes:
+                acc.clear()
+                torch.cuda.synchronize()
+                r = run_mode(engine, b, constrained, jf, args.max_tokens, f"run{rep}")
+                runs[name].append((r, {k: 1e3 * v / r["steps"] for k, v in acc.items()}))
+        base = statistics.median(r["tpot_ms"] for r, _ in runs["unconstrained"])
+        for name, _c, _j in modes:
+            tp = [r["tpot_ms"] for r, _ in runs[name]]
+            last = runs[name][-1][0]
+            per_step = {
+                k: statistics.mean(a.get(k, 0.0) for _, a in runs[name]) for k in ("schedule", "forward", "sample", "process_results")
+            }
             rows.append([
-                b, name, round(r["tpot_ms"], 3), round(r["tpot_ms"] / base[b], 3), round(r["tokens"], 1), round(r["forced"], 1),
-                round(r["finish_length"], 2), round(r["graph_share"], 2), round(r["step_ms"], 3),
-                round(1e3 * acc["schedule"] / n, 3), round(1e3 * acc["forward"] / n, 3),
-                round(1e3 * acc["sample"] / n, 3), round(1e3 * (acc["process_results"] - acc["sample"]) / n, 3),
+                b, name, round(statistics.median(tp), 3), round(statistics.median(tp) / base, 3), f"{min(tp):.3f}–{max(tp):.3f}",
+                round(last["tokens"], 1), round(last["forced"], 1), round(last["finish_length"], 2), round(last["graph_share"], 2),
+                round(statistics.mean(r["step_ms"] for r, _ in runs[name]), 3), round(per_step["schedule"], 3),
+                round(per_step["forward"], 3), round(per_step["sample"], 3), round(per_step["process_results"] - per_step["sample"], 3),
             ])  # fmt: skip
             print(rows[-1], flush=True)
     meta = run_meta()
     meta.update({"model": f"{args.config} random bf16 weights, Llama-3 tokenizer", "attention": engine.runner.attention_backend,
-                 "cuda_graph": engine.runner.graph_runner is not None, "max_tokens": args.max_tokens})  # fmt: skip
+                 "cuda_graph": engine.runner.graph_runner is not None, "max_tokens": args.max_tokens, "repeats": args.repeats})  # fmt: skip
     notes = [
-        "TPOT ratio is against the unconstrained run at the same batch size.",
+        "TPOT ms: median over the repeats (modes interleaved within each repeat); ratio: against the unconstrained median at the same batch size; range: min–max over the repeats.",
         "Graph forwards: share of the run's forwards that replayed a CUDA graph (decode or extend). Step breakdown (ms per engine step): schedule (host), forward (host launch; graph replay is asynchronous), "
         "sample (mask rows + kernel + waiting for the GPU), process (FSM advance, jump-forward, stop checks).",
     ]
     write_results(
         args.out, "constrained-tpot", "Constrained vs unconstrained TPOT", meta,
-        ["batch", "mode", "TPOT ms", "ratio", "tokens/req", "forced/req", "length-finished", "graph forwards", "step ms",
+        ["batch", "mode", "TPOT ms", "ratio", "TPOT range ms", "tokens/req", "forced/req", "length-finished", "graph forwards", "step ms",
          "schedule ms", "forward ms", "sample ms", "process ms"],
         rows, notes,
     )  # fmt: skip
