@@ -148,10 +148,6 @@ TUNED: dict[tuple[int, int], tuple[GemvConfig | None, GemvConfig | None]] = {
     (4096, 4096): (GemvConfig("fma", 4, 1024, 4, 3), GemvConfig("dot", 32, 256, 4, 4)),  # o_proj
     (28672, 4096): (GemvConfig("dot", 64, 256, 8, 3), None),  # gate_up
     (128256, 4096): (GemvConfig("dot", 64, 128, 4, 4), GemvConfig("dot", 64, 128, 4, 4)),  # lm_head
-    # Standalone as fast as cuBLAS (within 1%); taken at M = 1 for programmatic dependent launch:
-    # a Triton GEMV overlaps the kernel before and after it, a cuBLAS launch does not.
-    (6144, 4096): (GemvConfig("dot", 32, 256, 4, 4), None),  # qkv
-    (4096, 14336): (GemvConfig("dot", 32, 256, 4, 4), None),  # down_proj
 }
 DEFAULT = GemvConfig("dot", 32, 256, 4, 4)
 MAX_M = 8
