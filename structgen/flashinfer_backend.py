@@ -10,14 +10,15 @@ FlashInfer paper (Ye et al. 2025); our own code over the ``flashinfer`` Python A
 
 :class:`DecodeGraphRunner` captures decode forwards for bucketed batch sizes with static input
 buffers and FlashInfer's decode wrapper in CUDA-graph mode; a replay stages the inputs and the
-KV layout (indptr | indices) in two pinned host buffers, sends each with one asynchronous copy,
-re-plans the split-KV partition (:func:`fast_decode_replan`) and launches the graph: no host
+KV layout (indptr | indices) in one pinned host region, sends them with two asynchronous copies,
+re-plans the split-KV partition (:func:`fast_decode_replanner`) and launches the graph: no host
 synchronization.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import accumulate
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -50,18 +51,22 @@ def _indptr(lens: list[int], staging: PinnedStaging) -> torch.Tensor:
     return out
 
 
-def fast_decode_replan(wrapper: Any, indptr_host: torch.Tensor, num_heads: int, num_kv_heads: int, head_dim: int, window: int) -> bool:
-    """Re-plan a CUDA-graph ``BatchDecodeWithPagedKVCacheWrapper`` that was planned once for
-    its fixed batch size, given the new host int32 KV ``indptr_host`` ``[bs + 1]`` (page size
-    1); its indptr / indices device buffers must already hold the new layout.
+def fast_decode_replanner(
+    wrapper: Any, num_heads: int, num_kv_heads: int, head_dim: int, window: int
+) -> Callable[[torch.Tensor], None] | None:
+    """A re-planner for a CUDA-graph ``BatchDecodeWithPagedKVCacheWrapper`` already planned
+    once for its fixed batch size: ``replan(indptr_host)`` takes the new host int32 KV indptr
+    ``[bs + 1]`` (page size 1); the wrapper's indptr / indices device buffers must already hold
+    the new layout.
 
     Only the scheduler step runs: the wrapper's compiled module computes the split-KV work
     partition on the host and copies it into the int workspace that the captured kernels read.
     The wrapper's Python ``plan`` adds ~0.2 ms per call of checks, dtype resolution and buffer
     copies that a graph replay with unchanged shapes does not need (SGLang's
-    ``fast_decode_plan`` skips them for the same reason).  Returns False, changing nothing,
-    when the wrapper is not on FlashInfer's CUDA-core decode path or lacks the internals this
-    relies on (another FlashInfer version): the caller then plans it the documented way."""
+    ``fast_decode_plan`` skips them for the same reason).  The eligibility checks run here,
+    once.  Returns None when the wrapper is not on FlashInfer's CUDA-core decode path or lacks
+    the internals this relies on (another FlashInfer version): the caller then plans it the
+    documented way."""
     module = getattr(wrapper, "_cached_module", None)
     if (
         module is None
@@ -72,19 +77,20 @@ def fast_decode_replan(wrapper: Any, indptr_host: torch.Tensor, num_heads: int, 
         or not getattr(wrapper, "is_cuda_graph_enabled", False)
         or not hasattr(wrapper, "_pin_memory_int_workspace_buffer")
     ):
-        return False
+        return None
     dtype = getattr(wrapper, "_cached_q_data_type", None)
     kv_dtype = getattr(wrapper, "_cached_kv_data_type", None)
     if dtype is None or kv_dtype is None:
-        return False
-    empties = getattr(wrapper, "_structgen_empties", None)
-    if empties is None:
-        empties = wrapper._structgen_empties = (torch.empty(0, dtype=dtype), torch.empty(0, dtype=kv_dtype))
-    wrapper._plan_info = module.plan(
-        wrapper._float_workspace_buffer, wrapper._int_workspace_buffer, wrapper._pin_memory_int_workspace_buffer, indptr_host,
-        indptr_host.numel() - 1, num_heads, num_kv_heads, 1, True, window - 1 if window > 0 else -1, 0.0, head_dim, head_dim, *empties,
-    )  # fmt: skip
-    return True
+        return None
+    head = (wrapper._float_workspace_buffer, wrapper._int_workspace_buffer, wrapper._pin_memory_int_workspace_buffer)
+    tail = (num_heads, num_kv_heads, 1, True, window - 1 if window > 0 else -1, 0.0, head_dim, head_dim,
+            torch.empty(0, dtype=dtype), torch.empty(0, dtype=kv_dtype))  # fmt: skip
+    plan = module.plan
+
+    def replan(indptr_host: torch.Tensor) -> None:
+        wrapper._plan_info = plan(*head, indptr_host, indptr_host.numel() - 1, *tail)
+
+    return replan
 
 
 class FlashInferAttentionBackend(AttentionBackend):
@@ -293,6 +299,7 @@ class DecodeGraphRunner:
         self.wrappers: dict[int, dict[int, Any]] = {}
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.outputs: dict[int, torch.Tensor] = {}
+        self._replans: dict[int, list[Callable[[torch.Tensor], None]]] = {}  # bs -> fast re-planners ([]: plan the documented way)
         self.mempool = mempool
         stream = torch.cuda.Stream(device=dev)
         for bs in reversed(self.buckets):  # largest first: smaller graphs reuse its pool
@@ -328,15 +335,16 @@ class DecodeGraphRunner:
         kv_lens = [p + 1 for p in batch.prefix_lens] + [1] * (bs - n)  # padded rows: token 0 at position 0 into slot 0
         total = sum(kv_lens)
         staging = pinned_staging(self.device)
-        host_in = staging.alloc((3 * bs,), torch.int64)
-        host_meta = staging.alloc((top + 1 + total,), torch.int32)
+        staged = staging.alloc((24 * bs + 4 * (top + 1 + total),), torch.uint8)  # one region: int64 inputs | int32 layout
+        host_in = staged[: 24 * bs].view(torch.int64)
+        host_meta = staged[24 * bs :].view(torch.int32)
         a, m = host_in.numpy(), host_meta.numpy()
         a[:] = 0
         a[:n] = batch.input_ids_cpu.numpy()
         a[bs : bs + n] = batch.positions_cpu.numpy()
         a[2 * bs : 2 * bs + n] = batch.out_cache_loc_cpu.numpy()
         m[: top + 1] = 0
-        np.cumsum(kv_lens, out=m[1 : bs + 1])
+        m[1 : bs + 1] = list(accumulate(kv_lens))
         table = self.backend.req_to_token.req_to_token_cpu.numpy()
         off = top + 1
         for row, length in zip(batch.req_pool_indices, kv_lens):
@@ -345,13 +353,18 @@ class DecodeGraphRunner:
         m[off:] = 0  # padding rows read slot 0
         self.inputs[bs].copy_(host_in, non_blocking=True)
         self.meta[: top + 1 + total].copy_(host_meta, non_blocking=True)
-        b = self.backend
-        indptr_host = host_meta[: bs + 1]
-        if not all(
-            fast_decode_replan(w, indptr_host, b.num_heads, b.num_kv_heads, b.head_dim, win) for win, w in self.wrappers[bs].items()
-        ):
+        replans = self._replans.get(bs)
+        if replans is None:
+            b = self.backend
+            found = [fast_decode_replanner(w, b.num_heads, b.num_kv_heads, b.head_dim, win) for win, w in self.wrappers[bs].items()]
+            replans = self._replans[bs] = [f for f in found if f is not None] if all(f is not None for f in found) else []
+        if replans:
+            indptr_host = host_meta[: bs + 1]
+            for replan in replans:
+                replan(indptr_host)
+        else:
             indices = torch.from_numpy(m[top + 1 :].astype(np.int64))
-            b.plan_decode(self.wrappers[bs], kv_lens, indices)  # the documented plan (rewrites the same buffers)
+            self.backend.plan_decode(self.wrappers[bs], kv_lens, indices)  # the documented plan (rewrites the same buffers)
         staging.commit()  # after the copies and the plans that read the staged regions
         self.graphs[bs].replay()
         return self.outputs[bs][:n]
