@@ -137,24 +137,16 @@ static PyObject *walk(PyObject *self, PyObject *args) {
             bad = 1;
             break;
         }
-        if (lflag && lflag[d - 1]) {
-            /* the path so far only used bytes on which the start state loops: when the whole
-               subtree does too, its tokens are the caller's (pre-set) loop tokens, skip it */
-            const uint64_t *sb = sub + (size_t)i * 4;
-            if (!((sb[0] & ~loop[0]) | (sb[1] & ~loop[1]) | (sb[2] & ~loop[2]) | (sb[3] & ~loop[3]))) {
-                const int32_t skip = nskip[i];
-                if (skip < 1) {
-                    bad = 1;
-                    break;
-                }
-                i += skip;
-                continue;
+        int32_t ns = 0; /* 0: skip the subtree (dead, or all loop bytes from the start state) */
+        const uint64_t *sb = lflag && lflag[d - 1] ? sub + (size_t)i * 4 : NULL;
+        /* the path so far only used bytes on which the start state loops: when the whole
+           subtree does too, its tokens are the caller's (pre-set) loop tokens */
+        if (!sb || ((sb[0] & ~loop[0]) | (sb[1] & ~loop[1]) | (sb[2] & ~loop[2]) | (sb[3] & ~loop[3]))) {
+            ns = table[(Py_ssize_t)s * num_classes + cob[nbyte[i]]];
+            if (ns < 0) {
+                result = i;
+                break;
             }
-        }
-        const int32_t ns = table[(Py_ssize_t)s * num_classes + cob[nbyte[i]]];
-        if (ns < 0) {
-            result = i;
-            break;
         }
         if (ns == 0) {
             const int32_t skip = nskip[i];

@@ -14,7 +14,7 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
 from typing import Any, ClassVar
 
@@ -419,7 +419,7 @@ class VocabTrie:
 
     def _walk(
         self,
-        table: Any,
+        table: Callable[[], np.ndarray],
         num_classes: int,
         cob: np.ndarray,
         state: int,
@@ -429,15 +429,14 @@ class VocabTrie:
         skip: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
         expand: Any,
     ) -> None:
-        """The C walk from ``state``, resumed after each expansion (``expand(state)``; the
-        table is re-read after it since expansion may grow it)."""
+        """The C walk from ``state``, resumed after each expansion (``expand(state)``); ``table()``
+        is re-read after each, since expansion may grow the automaton's table."""
         stack = np.zeros(self.max_depth + 1, dtype=np.int32)
         pos = 0
         extra = skip if skip is not None else ()
         while True:
-            t = table() if callable(table) else table
             pos = _c_walk(
-                t, num_classes, cob, self.pre_byte, self.pre_depth, self.pre_skip, self.pre_token, state, pos, stack, bits, ends,
+                table(), num_classes, cob, self.pre_byte, self.pre_depth, self.pre_skip, self.pre_token, state, pos, stack, bits, ends,
                 reached, *extra,
             )  # fmt: skip
             if pos < 0:
@@ -482,7 +481,7 @@ class VocabTrie:
         table = np.zeros(2 * 256, dtype=np.int32)  # state 1 loops on `loop`, everything else dies
         table[256:][member] = 1
         bits = np.zeros((self.vocab_size + 31) // 32, dtype=np.uint32)
-        self._walk(table, 256, np.arange(256, dtype=np.int32), 1, bits, None, None, None, None)
+        self._walk(lambda: table, 256, np.arange(256, dtype=np.int32), 1, bits, None, None, None, None)
         self._add_duplicates(bits, None)
         bits.setflags(write=False)
         cache[key] = bits

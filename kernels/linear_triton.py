@@ -40,6 +40,16 @@ class GemvConfig(NamedTuple):
 
 
 @triton.jit
+def _prefetch_then_wait(w_ptr, rn, N, K, stride_w, PF_LINES: tl.constexpr):  # type: ignore[no-untyped-def]
+    """Under PDL: this program's first ``PF_LINES`` weight lines per row into L2 while the
+    previous kernel finishes, then wait for it and let the next kernel start."""
+    lines = tl.minimum(tl.arange(0, PF_LINES) * 64, K - 1)
+    prefetch_l2(w_ptr + tl.minimum(rn, N - 1).to(tl.int64)[:, None] * stride_w + lines[None, :])
+    gdc_wait()
+    gdc_launch_dependents()
+
+
+@triton.jit
 def _gemv_fma_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_w, HAS_BIAS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     USE_PDL: tl.constexpr, PF_LINES: tl.constexpr,
@@ -50,11 +60,8 @@ def _gemv_fma_kernel(
     rk = tl.arange(0, BLOCK_K)  # [BK]
     acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
     w_rows = w_ptr + rn.to(tl.int64)[:, None] * stride_w  # [BN, 1]
-    if USE_PDL:  # this program's first weight lines into L2 while the previous kernel finishes
-        lines = tl.minimum(tl.arange(0, PF_LINES) * 64, K - 1)
-        prefetch_l2(w_ptr + tl.minimum(rn, N - 1).to(tl.int64)[:, None] * stride_w + lines[None, :])
-        gdc_wait()
-        gdc_launch_dependents()
+    if USE_PDL:
+        _prefetch_then_wait(w_ptr, rn, N, K, stride_w, PF_LINES)
     for k0 in range(0, K, BLOCK_K):
         kk = k0 + rk
         km = kk < K
@@ -82,11 +89,8 @@ def _gemv_dot_kernel(
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     x_rows = x_ptr + rm.to(tl.int64)[:, None] * stride_x  # [BM, 1]
     w_rows = w_ptr + rn.to(tl.int64)[:, None] * stride_w  # [BN, 1]
-    if USE_PDL:  # this program's first weight lines into L2 while the previous kernel finishes
-        lines = tl.minimum(tl.arange(0, PF_LINES) * 64, K - 1)
-        prefetch_l2(w_ptr + tl.minimum(rn, N - 1).to(tl.int64)[:, None] * stride_w + lines[None, :])
-        gdc_wait()
-        gdc_launch_dependents()
+    if USE_PDL:
+        _prefetch_then_wait(w_ptr, rn, N, K, stride_w, PF_LINES)
     for k0 in range(0, K, BLOCK_K):
         kk = k0 + rk
         km = kk < K
