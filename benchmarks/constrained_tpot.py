@@ -100,6 +100,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5, help="measured runs per mode, modes interleaved; TPOT is their median")
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args()
+    if args.repeats < 1:
+        ap.error(f"--repeats must be >= 1, got {args.repeats}")
     batches = [int(b) for b in args.batches.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         write_preset_folder(args.config, tmp, tokenizer_dir=args.tokenizer)

@@ -295,6 +295,9 @@ def main() -> None:
     bw = copy_bandwidth(dev)
     rows: list[list[Any]] = []
     sections = args.sections.split(",")
+    unknown = set(sections) - {"gemv", "attention", "rope_kv", "prefetch"}
+    if unknown:
+        ap.error(f"unknown --sections {sorted(unknown)}; known: gemv, attention, rope_kv, prefetch")
     if "prefetch" in sections:
         bench_prefetch(rows, dev)
     if "rope_kv" in sections:

@@ -161,8 +161,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     (``linear_triton.TUNED``), and ``torch.nn.functional.linear`` (cuBLAS) otherwise;
     ``"triton"`` forces the GEMV for M ≤ 8 (a default configuration where none is tuned);
     ``"torch"`` always takes F.linear."""
+    chosen = resolve_backend(backend, x.device)  # an unknown backend is an error whatever the shape
     if x.dim() == 2 and 1 <= x.shape[0] <= 8 and x.dtype == weight.dtype and x.stride(1) == 1 and weight.stride(1) == 1:
-        chosen = resolve_backend(backend, x.device)
         if chosen == "triton":
             lt = _linear_triton()
             cfg = lt.tuned_config(weight.shape[0], weight.shape[1], x.shape[0])

@@ -57,6 +57,7 @@ def _norm(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, 
     res_out = torch.empty_like(x) if residual is not None else None  # [T, H]
     if tokens:
         block = triton.next_power_of_2(hidden)
+        pdl = use_pdl(x)
         _rms_norm_kernel[(tokens,)](
             x,
             residual if residual is not None else x,
@@ -70,9 +71,9 @@ def _norm(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, 
             eps,
             HAS_RES=residual is not None,
             BLOCK=block,
-            USE_PDL=use_pdl(x),
+            USE_PDL=pdl,
             num_warps=min(16, max(1, block // 256)),
-            launch_pdl=use_pdl(x),
+            launch_pdl=pdl,
         )
     return out, res_out
 
@@ -215,7 +216,8 @@ def rope_store_kv_triton(
     tokens = qkv.shape[0]
     if tokens:
         block_h = 8
+        pdl = use_pdl(qkv)
         _rope_store_kv_kernel[(tokens, triton.cdiv(num_heads + 2 * num_kv_heads, block_h))](
             qkv, positions, inv_freq, slots, k_cache, v_cache, qkv.stride(0), num_heads, num_kv_heads,
-            HALF=head_dim // 2, BLOCK_H=block_h, USE_PDL=use_pdl(qkv), num_warps=4, launch_pdl=use_pdl(qkv),
+            HALF=head_dim // 2, BLOCK_H=block_h, USE_PDL=pdl, num_warps=4, launch_pdl=pdl,
         )  # fmt: skip

@@ -540,7 +540,11 @@ def run(
     """Run the suites and write ``conformance-<tokenizer>.{json,md}`` under ``out_dir``.
     ``precompute_states``: :class:`~structgen.fsm.compiler.CompilerConfig`'s (rows computed
     in the compile, so within the first-mask time; 0 = lazy rows, computed on the first
-    walk)."""
+    walk).  Raises ``ValueError`` for bad limits (before any worker starts) and
+    ``FileNotFoundError`` when no suite folder holds schemas."""
+    CompilerConfig(timeout_s=timeout_s, max_states=max_states, precompute_states=precompute_states)  # validates the limits
+    if workers < 1 or samples < 0:
+        raise ValueError(f"workers must be >= 1 and samples >= 0, got workers={workers}, samples={samples}")
     items: list[Item] = []
     if "test-suite" in suites and test_suite_root:
         items += list(load_test_suite(test_suite_root))

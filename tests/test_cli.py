@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from structgen.cli import main
@@ -34,3 +36,21 @@ def test_compile_command_bad_input_is_a_clear_error(args: list[str], message: st
 def test_missing_tokenizer_folder_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compile", "--tokenizer", "/nonexistent", "--regex", "a"]) == 2
     assert "tokenizer folder not found" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--precompute-states", "-1"], "precompute_states must be >= 0"),
+        (["--timeout-s", "0"], "timeout_s must be > 0"),
+        (["--workers", "0"], "workers must be >= 1"),
+    ],
+)
+def test_conformance_bad_limits_are_a_clear_error(
+    args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Checked before any worker process starts (a bad limit used to fail in every worker)."""
+    argv = ["bench", "conformance", "--tokenizer", GPT2_DIR, "--suites", "maskbench", "--maskbench", str(tmp_path), *args]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

@@ -191,6 +191,8 @@ def test_gemv_errors_and_dispatch() -> None:
     assert tuned_config(4096, 4096, 1) is not None and tuned_config(4096, 4096, 9) is None
     assert tuned_config(6144, 4096, 1) is None  # qkv: cuBLAS measured as fast
     torch.testing.assert_close(linear(x, w), x @ w.T)  # auto on CPU: torch
+    with pytest.raises(ValueError, match="unknown kernel backend"):
+        linear(torch.randn(20, 8), w, backend="cuda")  # checked for every shape, not only decode-sized ones
     if triton_available():
         with pytest.raises(ValueError, match="one row"):
             gemv_triton(x, w, None, GemvConfig("fma", 4, 8, 1, 1))
