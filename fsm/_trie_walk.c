@@ -18,6 +18,9 @@
 #include <stdint.h>
 #include <string.h>
 
+/* the loop-subtree scan is tried on nodes with at least this many nodes in their subtree */
+#define LOOP_SCAN_MIN 4
+
 static int get_buf(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, int writable, const char *name) {
     int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(obj, view, flags) < 0) {
@@ -29,6 +32,45 @@ static int get_buf(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, int writ
         return -1;
     }
     return 0;
+}
+
+/* Acquire n buffers, all or none: 0 on success, -1 with the exception set. */
+static int get_bufs(PyObject *const *objs, Py_buffer *bufs, const Py_ssize_t *itemsizes, const int *writable, const char *const *names,
+                    int n) {
+    for (int k = 0; k < n; k++) {
+        if (get_buf(objs[k], &bufs[k], itemsizes[k], writable[k], names[k]) < 0) {
+            while (--k >= 0) {
+                PyBuffer_Release(&bufs[k]);
+            }
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void release_bufs(Py_buffer *bufs, int n) {
+    for (int k = n - 1; k >= 0; k--) {
+        PyBuffer_Release(&bufs[k]);
+    }
+}
+
+/* The three-buffer helpers below: parse their arguments into `bufs` (0, or -1 with the
+   exception set); release them, returning None or raising ValueError(`msg`) when `bad`. */
+static int parse_bufs3(PyObject *args, Py_buffer *bufs, const Py_ssize_t *itemsizes, const int *writable, const char *const *names) {
+    PyObject *objs[3];
+    if (!PyArg_ParseTuple(args, "OOO", &objs[0], &objs[1], &objs[2])) {
+        return -1;
+    }
+    return get_bufs(objs, bufs, itemsizes, writable, names, 3);
+}
+
+static PyObject *finish_bufs3(Py_buffer *bufs, int bad, const char *msg) {
+    release_bufs(bufs, 3);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, msg);
+        return NULL;
+    }
+    Py_RETURN_NONE;
 }
 
 /* walk(table, num_classes, class_of_byte, node_byte, node_depth, node_skip, node_token,
@@ -47,29 +89,45 @@ static int get_buf(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, int writ
  * ends:          int32 [V] or None      state after each allowed token
  * reached:       uint8 [M] or None      (optional) reached[s] = 1 for every state s an allowed
  *                                       token ends in; M must exceed every such s
- * sub, loop, lflag: (optional, together) uint64 [N * 4] subtree byte sets (subtree_bytes),
- *                uint64 [4] the bytes on which `state` loops to itself, uint8 [max_depth + 1]
- *                scratch.  A subtree reached by a path of loop bytes only and made of loop
- *                bytes only is skipped: the caller has set its tokens (they all end in
- *                `state`) in `bits` beforehand, and `ends` / `reached` are not written for them.
+ * sub:           (optional) uint64 [N * 4] subtree byte sets (subtree_bytes); needed by the
+ *                two skips below
+ * loop, lflag:   (optional, together) uint64 [4] the bytes on which `state` loops to itself,
+ *                uint8 [max_depth + 1] scratch.  A subtree reached by a path of loop bytes only
+ *                and made of loop bytes only is skipped: the caller has set its tokens (they
+ *                all end in `state`) in `bits` beforehand, and `ends` / `reached` are not
+ *                written for them.
+ * vrow:          (optional) int32 [C] replaces the start state's row for the children of the
+ *                root (0 = skip that child); not with loop / lflag.  A row of the automaton
+ *                with some classes zeroed walks part of the trie; a row sending every class
+ *                to one state q gives, per first byte, the tokens whose tail q accepts.
+ * loops, loopok: (optional, together) uint64 [M * 4] and uint8 [M], M >= S: a cache, kept by
+ *                the caller across walks of one automaton, of the byte set on which each
+ *                state loops to itself (loopok[s] = 1 once loops[s] is filled; the walk fills
+ *                it for expanded states).  When a node's state loops on every byte of the
+ *                node's subtree, every token of the subtree is allowed and ends in that state:
+ *                the walk sets them (and `ends`, `reached`) by scanning the subtree's tokens,
+ *                without automaton lookups.  Free-text positions reached through a non-looping
+ *                state (a property name that may still be a declared one) are the common case.
  *
  * Returns -1 when the walk is complete, otherwise the node position at which an unexpanded
  * state (stack[node_depth[pos] - 1]) was met.  Raises ValueError on out-of-range data.
  */
 static PyObject *walk(PyObject *self, PyObject *args) {
     PyObject *o_table, *o_cob, *o_byte, *o_depth, *o_skip, *o_token, *o_stack, *o_bits, *o_ends, *o_reached = Py_None;
-    PyObject *o_sub = Py_None, *o_loop = Py_None, *o_lflag = Py_None;
+    PyObject *o_sub = Py_None, *o_loop = Py_None, *o_lflag = Py_None, *o_loops = Py_None, *o_loopok = Py_None, *o_vrow = Py_None;
     Py_ssize_t num_classes, state, pos;
-    if (!PyArg_ParseTuple(args, "OnOOOOOnnOOO|OOOO", &o_table, &num_classes, &o_cob, &o_byte, &o_depth, &o_skip, &o_token, &state,
-                          &pos, &o_stack, &o_bits, &o_ends, &o_reached, &o_sub, &o_loop, &o_lflag)) {
+    if (!PyArg_ParseTuple(args, "OnOOOOOnnOOO|OOOOOOO", &o_table, &num_classes, &o_cob, &o_byte, &o_depth, &o_skip, &o_token, &state,
+                          &pos, &o_stack, &o_bits, &o_ends, &o_reached, &o_sub, &o_loop, &o_lflag, &o_loops, &o_loopok, &o_vrow)) {
         return NULL;
     }
-    enum { T_TABLE, T_COB, T_BYTE, T_DEPTH, T_SKIP, T_TOKEN, T_STACK, T_BITS, T_ENDS, T_REACHED, T_SUB, T_LOOP, T_LFLAG, N_BUFS };
-    PyObject *objs[N_BUFS] = {o_table, o_cob, o_byte, o_depth, o_skip, o_token, o_stack, o_bits, o_ends, o_reached, o_sub, o_loop, o_lflag};
-    static const Py_ssize_t itemsizes[N_BUFS] = {4, 4, 1, 4, 4, 4, 4, 4, 4, 1, 8, 8, 1};
-    static const int writable[N_BUFS] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 1};
-    static const char *names[N_BUFS] = {"table", "class_of_byte", "node_byte", "node_depth", "node_skip",
-                                        "node_token", "stack", "bits", "ends", "reached", "sub", "loop", "lflag"};
+    enum { T_TABLE, T_COB, T_BYTE, T_DEPTH, T_SKIP, T_TOKEN, T_STACK, T_BITS, T_ENDS, T_REACHED, T_SUB, T_LOOP, T_LFLAG, T_LOOPS, T_LOOPOK,
+           T_VROW, N_BUFS };
+    PyObject *objs[N_BUFS] = {o_table, o_cob,  o_byte, o_depth, o_skip,  o_token, o_stack, o_bits,
+                              o_ends,  o_reached, o_sub, o_loop, o_lflag, o_loops, o_loopok, o_vrow};
+    static const Py_ssize_t itemsizes[N_BUFS] = {4, 4, 1, 4, 4, 4, 4, 4, 4, 1, 8, 8, 1, 8, 1, 4};
+    static const int writable[N_BUFS] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0};
+    static const char *names[N_BUFS] = {"table", "class_of_byte", "node_byte", "node_depth", "node_skip", "node_token", "stack", "bits",
+                                        "ends",  "reached",       "sub",       "loop",       "lflag",     "loops",      "loopok",     "vrow"};
     Py_buffer bufs[N_BUFS];
     int got[N_BUFS] = {0};
     PyObject *ret = NULL;
@@ -85,8 +143,9 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     const int have_ends = got[T_ENDS];
     const int have_reached = got[T_REACHED];
     const int have_skip = got[T_SUB] && got[T_LOOP] && got[T_LFLAG];
-    if ((got[T_SUB] || got[T_LOOP] || got[T_LFLAG]) && !have_skip) {
-        PyErr_SetString(PyExc_ValueError, "walk: sub, loop and lflag go together");
+    const int have_loops = got[T_SUB] && got[T_LOOPS] && got[T_LOOPOK];
+    if (got[T_LOOP] != got[T_LFLAG] || got[T_LOOPS] != got[T_LOOPOK] || ((got[T_LOOP] || got[T_LOOPS]) && !got[T_SUB])) {
+        PyErr_SetString(PyExc_ValueError, "walk: loop and lflag go together, loops and loopok go together, and both need sub");
         goto fail;
     }
 
@@ -98,7 +157,9 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     const Py_ssize_t n_reached = have_reached ? bufs[T_REACHED].len : 0;
     if (b_cob.len != 256 * 4 || b_depth.len != n * 4 || b_skip.len != n * 4 || b_token.len != n * 4 || num_classes <= 0 ||
         state < 0 || state >= n_states || pos < 0 || pos > n || max_depth < 0 ||
-        (have_skip && (bufs[T_SUB].len != n * 32 || bufs[T_LOOP].len != 32 || bufs[T_LFLAG].len < (max_depth + 1)))) {
+        (got[T_SUB] && bufs[T_SUB].len != n * 32) || (have_skip && (bufs[T_LOOP].len != 32 || bufs[T_LFLAG].len < (max_depth + 1))) ||
+        (have_loops && (bufs[T_LOOPOK].len < n_states || bufs[T_LOOPS].len != bufs[T_LOOPOK].len * 32)) ||
+        (got[T_VROW] && (bufs[T_VROW].len != num_classes * 4 || have_skip))) {
         PyErr_SetString(PyExc_ValueError, "walk: inconsistent buffer sizes or arguments");
         goto fail;
     }
@@ -112,11 +173,19 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     uint32_t *bits = (uint32_t *)b_bits.buf;
     int32_t *ends = have_ends ? (int32_t *)bufs[T_ENDS].buf : NULL;
     uint8_t *reached = have_reached ? (uint8_t *)bufs[T_REACHED].buf : NULL;
-    const uint64_t *sub = have_skip ? (const uint64_t *)bufs[T_SUB].buf : NULL;
+    const uint64_t *sub = got[T_SUB] ? (const uint64_t *)bufs[T_SUB].buf : NULL;
     const uint64_t *loop = have_skip ? (const uint64_t *)bufs[T_LOOP].buf : NULL;
     uint8_t *lflag = have_skip ? (uint8_t *)bufs[T_LFLAG].buf : NULL;
+    uint64_t *loops = have_loops ? (uint64_t *)bufs[T_LOOPS].buf : NULL;
+    uint8_t *loopok = have_loops ? (uint8_t *)bufs[T_LOOPOK].buf : NULL;
+    const int32_t *vrow = got[T_VROW] ? (const int32_t *)bufs[T_VROW].buf : NULL;
     Py_ssize_t result = -1;
     int bad = 0;
+    /* token ids must index `bits` (and `ends`) */
+    const Py_ssize_t tok_limit = have_ends && n_ends < words * 32 ? n_ends : words * 32;
+    uint32_t dummy_word = 0;
+    int32_t dummy_end = 0;
+    uint8_t dummy_reached = 0;
 
     Py_BEGIN_ALLOW_THREADS
     if (pos == 0) {
@@ -142,8 +211,12 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         /* the path so far only used bytes on which the start state loops: when the whole
            subtree does too, its tokens are the caller's (pre-set) loop tokens */
         if (!sb || ((sb[0] & ~loop[0]) | (sb[1] & ~loop[1]) | (sb[2] & ~loop[2]) | (sb[3] & ~loop[3]))) {
-            ns = table[(Py_ssize_t)s * num_classes + cob[nbyte[i]]];
-            if (ns < 0) {
+            ns = (d == 1 && vrow ? vrow : table + (Py_ssize_t)s * num_classes)[cob[nbyte[i]]];
+            if (ns < 0 || ns >= n_states) {
+                if (ns >= n_states) {
+                    bad = 1;
+                    break;
+                }
                 result = i;
                 break;
             }
@@ -157,24 +230,77 @@ static PyObject *walk(PyObject *self, PyObject *args) {
             i += skip;
             continue;
         }
+        if (loops && nskip[i] >= LOOP_SCAN_MIN) {
+            if (!loopok[ns]) {
+                const int32_t *row = table + (Py_ssize_t)ns * num_classes;
+                if (row[0] >= 0) { /* expanded: its byte loop set is final */
+                    uint64_t *lw = loops + (size_t)ns * 4;
+                    lw[0] = lw[1] = lw[2] = lw[3] = 0;
+                    for (int b = 0; b < 256; b++) {
+                        if (row[cob[b]] == ns) {
+                            lw[b >> 6] |= (uint64_t)1 << (b & 63);
+                        }
+                    }
+                    loopok[ns] = 1;
+                }
+            }
+            if (loopok[ns]) {
+                const uint64_t *lw = loops + (size_t)ns * 4;
+                const uint64_t *sw = sub + (size_t)i * 4;
+                if (!((sw[0] & ~lw[0]) | (sw[1] & ~lw[1]) | (sw[2] & ~lw[2]) | (sw[3] & ~lw[3]))) {
+                    /* ns loops on every byte below: all the subtree's tokens end in ns */
+                    const Py_ssize_t end = i + nskip[i];
+                    if (end > n || (reached && ns >= n_reached)) {
+                        bad = 1;
+                        break;
+                    }
+                    for (Py_ssize_t j = i; j < end; j++) {
+                        const int32_t t = ntoken[j];
+                        if (t >= tok_limit) {
+                            bad = 1;
+                            break;
+                        }
+                        const int is_tok = t >= 0;
+                        uint32_t *wp = is_tok ? bits + (t >> 5) : &dummy_word;
+                        *wp |= (uint32_t)is_tok << (t & 31);
+                        if (ends) {
+                            int32_t *ep = is_tok ? ends + t : &dummy_end;
+                            *ep = ns;
+                        }
+                    }
+                    if (bad) {
+                        break;
+                    }
+                    if (reached) {
+                        reached[ns] = 1; /* node i spells at least one token: trie leaves are tokens */
+                    }
+                    i = end;
+                    continue;
+                }
+            }
+        }
         stack[d] = ns;
         if (lflag) {
             const uint8_t b = nbyte[i];
             lflag[d] = lflag[d - 1] && ((loop[b >> 6] >> (b & 63)) & 1);
         }
+        /* branch-free token marking: about half the nodes spell a token, in no pattern the
+           branch predictor could learn; non-tokens (t = -1) write into dummies instead */
         const int32_t t = ntoken[i];
-        if (t >= 0) {
-            if ((t >> 5) >= words || (ends && t >= n_ends) || (reached && ns >= n_reached)) {
-                bad = 1;
-                break;
-            }
-            bits[t >> 5] |= (uint32_t)1 << (t & 31);
-            if (ends) {
-                ends[t] = ns;
-            }
-            if (reached) {
-                reached[ns] = 1;
-            }
+        if (t >= tok_limit || (reached && ns >= n_reached)) {
+            bad = 1;
+            break;
+        }
+        const int is_tok = t >= 0;
+        uint32_t *wp = is_tok ? bits + (t >> 5) : &dummy_word;
+        *wp |= (uint32_t)is_tok << (t & 31);
+        if (ends) {
+            int32_t *ep = is_tok ? ends + t : &dummy_end;
+            *ep = ns;
+        }
+        if (reached) {
+            uint8_t *rp = is_tok ? reached + ns : &dummy_reached;
+            *rp = 1;
         }
         i += 1;
     }
@@ -201,21 +327,12 @@ fail:;
  *                      (itself included), filled back to front in O(N).
  */
 static PyObject *subtree_bytes(PyObject *self, PyObject *args) {
-    PyObject *o_byte, *o_skip, *o_out;
-    if (!PyArg_ParseTuple(args, "OOO", &o_byte, &o_skip, &o_out)) {
-        return NULL;
-    }
-    Py_buffer b_byte, b_skip, b_out;
-    if (get_buf(o_byte, &b_byte, 1, 0, "node_byte") < 0) return NULL;
-    if (get_buf(o_skip, &b_skip, 4, 0, "node_skip") < 0) {
-        PyBuffer_Release(&b_byte);
-        return NULL;
-    }
-    if (get_buf(o_out, &b_out, 8, 1, "out") < 0) {
-        PyBuffer_Release(&b_skip);
-        PyBuffer_Release(&b_byte);
-        return NULL;
-    }
+    static const Py_ssize_t itemsizes[3] = {1, 4, 8};
+    static const int writable[3] = {0, 0, 1};
+    static const char *const names[3] = {"node_byte", "node_skip", "out"};
+    Py_buffer bufs[3];
+    if (parse_bufs3(args, bufs, itemsizes, writable, names) < 0) return NULL;
+    Py_buffer b_byte = bufs[0], b_skip = bufs[1], b_out = bufs[2];
     const Py_ssize_t n = b_byte.len;
     int bad = b_skip.len != n * 4 || b_out.len != n * 32;
     if (!bad) {
@@ -244,19 +361,89 @@ static PyObject *subtree_bytes(PyObject *self, PyObject *args) {
             }
         }
     }
-    PyBuffer_Release(&b_out);
-    PyBuffer_Release(&b_skip);
-    PyBuffer_Release(&b_byte);
-    if (bad) {
-        PyErr_SetString(PyExc_ValueError, "subtree_bytes: inconsistent trie buffers");
-        return NULL;
+    return finish_bufs3(bufs, bad, "subtree_bytes: inconsistent trie buffers");
+}
+
+/* copy_ranges(dst, src, ranges) -> None
+ *
+ * dst, src: uint32 [W]      bitmasks (bit k = word k >> 5, bit k & 31)
+ * ranges:   int64 [R * 2]   [lo, hi) bit ranges: dst's bits there are replaced by src's.
+ */
+static PyObject *copy_ranges(PyObject *self, PyObject *args) {
+    static const Py_ssize_t itemsizes[3] = {4, 4, 8};
+    static const int writable[3] = {1, 0, 0};
+    static const char *const names[3] = {"dst", "src", "ranges"};
+    Py_buffer bufs[3];
+    if (parse_bufs3(args, bufs, itemsizes, writable, names) < 0) return NULL;
+    Py_buffer b_dst = bufs[0], b_src = bufs[1], b_rng = bufs[2];
+    const Py_ssize_t words = b_dst.len / 4, nr = b_rng.len / 16;
+    const int64_t *rng = (const int64_t *)b_rng.buf;
+    int bad = b_src.len != b_dst.len || b_rng.len % 16;
+    for (Py_ssize_t r = 0; r < nr && !bad; r++) {
+        if (rng[2 * r] < 0 || rng[2 * r] > rng[2 * r + 1] || rng[2 * r + 1] > words * 32) {
+            bad = 1;
+        }
     }
-    Py_RETURN_NONE;
+    if (!bad) {
+        uint32_t *dst = (uint32_t *)b_dst.buf;
+        const uint32_t *src = (const uint32_t *)b_src.buf;
+        for (Py_ssize_t r = 0; r < nr; r++) {
+            int64_t lo = rng[2 * r];
+            const int64_t hi = rng[2 * r + 1];
+            while (lo < hi) {
+                const int64_t w = lo >> 5;
+                const int b0 = (int)(lo & 31);
+                const int64_t b1 = hi - (w << 5) < 32 ? hi - (w << 5) : 32; /* bits [b0, b1) of word w */
+                const uint32_t m = (b1 == 32 ? 0xFFFFFFFFu : (((uint32_t)1 << b1) - 1)) & ~(((uint32_t)1 << b0) - 1);
+                dst[w] = (dst[w] & ~m) | (src[w] & m);
+                lo = (w << 5) + b1;
+            }
+        }
+    }
+    return finish_bufs3(bufs, bad, "copy_ranges: inconsistent buffers or ranges");
+}
+
+/* permute_bits(src, index, dst) -> None
+ *
+ * src:   uint32 [ceil(K / 32)]  bits in one numbering (the trie's token order)
+ * index: int32 [K]              position of each source bit in dst's numbering (token ids)
+ * dst:   uint32 [W]             bits OR-ed in: dst bit index[k] |= src bit k
+ */
+static PyObject *permute_bits(PyObject *self, PyObject *args) {
+    static const Py_ssize_t itemsizes[3] = {4, 4, 4};
+    static const int writable[3] = {0, 0, 1};
+    static const char *const names[3] = {"src", "index", "dst"};
+    Py_buffer bufs[3];
+    if (parse_bufs3(args, bufs, itemsizes, writable, names) < 0) return NULL;
+    Py_buffer b_src = bufs[0], b_idx = bufs[1], b_dst = bufs[2];
+    const Py_ssize_t k_n = b_idx.len / 4, dwords = b_dst.len / 4;
+    int bad = b_src.len / 4 < (k_n + 31) / 32;
+    if (!bad) {
+        const uint32_t *src = (const uint32_t *)b_src.buf;
+        const int32_t *index = (const int32_t *)b_idx.buf;
+        uint32_t *dst = (uint32_t *)b_dst.buf;
+        for (Py_ssize_t w = 0; w < (k_n + 31) / 32 && !bad; w++) {
+            uint32_t word = src[w];
+            while (word) {
+                const int b = __builtin_ctz(word);
+                word &= word - 1;
+                const int32_t t = index[(w << 5) + b];
+                if ((w << 5) + b >= k_n || t < 0 || (t >> 5) >= dwords) {
+                    bad = 1;
+                    break;
+                }
+                dst[t >> 5] |= (uint32_t)1 << (t & 31);
+            }
+        }
+    }
+    return finish_bufs3(bufs, bad, "permute_bits: inconsistent buffers");
 }
 
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS, "Preorder trie walk from one automaton state (see _trie_walk.c)."},
     {"subtree_bytes", subtree_bytes, METH_VARARGS, "Per preorder node, the set of edge bytes in its subtree."},
+    {"copy_ranges", copy_ranges, METH_VARARGS, "Replace bit ranges of one bitmask by another's."},
+    {"permute_bits", permute_bits, METH_VARARGS, "Scatter the set bits of a bitmask to new positions."},
     {NULL, NULL, 0, NULL},
 };
 

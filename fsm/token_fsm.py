@@ -31,9 +31,16 @@ import numpy as np
 
 from .automaton import DEAD, LazyDFA
 from .vocab import Vocabulary
+from .vocab import copy_bit_ranges as _copy_ranges
 
 _FSM_UIDS = itertools.count(1)
 _JUMP_PLAN_MEMO = 1 << 16  # memoized jump-forward plans per FSM (cleared when full)
+# _SharedTails walks a target state's tails (about one full trie walk) once the rows
+# leading to it have asked for this many full tries' worth of first-byte subtrees (rent, then buy)
+SHARED_TAIL_AFTER_TRIES = 1.0
+# eager rows stop before the automaton holds this share of its state cap: the rest stays for
+# the states requests reach lazily (a precompute that filled the cap would leave them none)
+PRECOMPUTE_CAP_SHARE = 0.8
 
 
 class TokenRejectedError(ValueError):
@@ -347,27 +354,35 @@ class TokenFSM:
         Returns ``(states done, complete)``: ``complete`` is True when every token-reachable
         state has its row.  Thread-safe; the language is unchanged.  Raises ``ValueError`` for a
         negative ``max_states``.
+
+        With the compiled walk and a vocabulary that spells every byte (byte-level BPE,
+        SentencePiece with byte fallback), each state is a :class:`_SharedTails` step, and the
+        search stops (incomplete) before the automaton holds ``PRECOMPUTE_CAP_SHARE`` of its
+        state cap; otherwise each state is walked on its own (:meth:`_walk_step`).
         """
         if max_states is not None and max_states < 0:
             raise ValueError(f"max_states must be >= 0, got {max_states}")
         if self._rows_complete:
             return len(self._state_to_row), True
+        shared = self.vocab.trie.use_compiled and self.vocab.covers_every_byte
+        step = _SharedTails(self).step if shared else self._walk_step
+        dfa = self.dfa
         seen = {self.initial}
         frontier = [self.initial]
         done = 0
         while frontier:
             nxt: list[int] = []
             for s in frontier:
-                if (max_states is not None and done >= max_states) or (deadline is not None and time.perf_counter() > deadline):
+                if (
+                    (max_states is not None and done >= max_states)
+                    or (deadline is not None and time.perf_counter() > deadline)
+                    or (shared and dfa.num_states + dfa.num_classes > PRECOMPUTE_CAP_SHARE * dfa.max_states)
+                ):
                     with self._lock:
-                        self.dfa.prepare_distances()
+                        dfa.prepare_distances()
                     return done, False
                 with self._lock:
-                    reached = self._scratch()
-                    bits = self.vocab.trie.mask_bits(self.dfa, s, reached=reached)
-                    if s not in self._state_to_row:
-                        self._store_row(s, bits)
-                    succ = self._note_successors(s, reached)
+                    succ = step(s)
                 done += 1
                 for t in succ:
                     if t not in seen:
@@ -376,8 +391,17 @@ class TokenFSM:
             frontier = nxt
         with self._lock:
             self._rows_complete = True
-            self.dfa.prepare_distances()  # so budget rows later need no shortest-path search
+            dfa.prepare_distances()  # so budget rows later need no shortest-path search
         return done, True
+
+    def _walk_step(self, state: int) -> list[int]:
+        """One state of :meth:`precompute_rows` by its own trie walk, which also records where
+        tokens end: its row stored, its token successors returned.  Caller holds the lock."""
+        reached = self._scratch()
+        bits = self.vocab.trie.mask_bits(self.dfa, state, reached=reached)
+        if state not in self._state_to_row:
+            self._store_row(state, bits)
+        return self._note_successors(state, reached)
 
     @property
     def rows_complete(self) -> bool:
@@ -684,3 +708,71 @@ class Cursor:
     def tokens(self) -> list[int]:
         """Tokens advanced so far (copy)."""
         return list(self._tokens)
+
+
+class _SharedTails:
+    """The rows of one :meth:`TokenFSM.precompute_rows` call for vocabularies that spell every
+    byte, computed with the compiled walk.
+
+    Every byte string is then a token sequence, so the token-reachable states are the
+    byte-reachable ones: the search reads a state's successors from its byte-automaton row,
+    with no need to record where tokens end.  Rows are built in the trie's token order
+    (:attr:`VocabTrie.trie_order`), where the tokens starting with one byte form one range.
+    A state's row is, per first byte ``b``, the tokens whose tail ``q = δ(s, b)`` accepts.
+    Many states share their ``q`` for many bytes: a property name that may still become a
+    declared one sends most letters to the same free-key state.  The tails of such a ``q``
+    (every first byte at once: one walk, about a full row's cost) are kept for the call and
+    copied range by range into each row that needs them; the other first bytes are walked.
+    A ``q`` gets its tails once the rows sent to it have asked for ``SHARED_TAIL_AFTER_TRIES``
+    full tries' worth of first-byte subtrees (pay per use until that adds up to the price of
+    buying).  Rows are deduplicated in trie order and only distinct ones are turned into token
+    order.  Results equal :meth:`TokenFSM._walk_step`'s (tests compare them).
+    """
+
+    def __init__(self, fsm: TokenFSM) -> None:
+        self.fsm = fsm
+        self.trie = fsm.vocab.trie
+        self.words = (self.trie.trie_order.k + 31) // 32
+        with fsm._lock:
+            self.ranges, self.nodes = self.trie.class_ranges(np.asarray(fsm.dfa.class_of_byte), fsm.dfa.num_classes)
+        self.tails: dict[int, np.ndarray] = {}  # q -> trie-order tokens whose tail q accepts
+        self.asked: dict[int, int] = {}  # q -> trie nodes under the first bytes rows sent to q so far
+        self.buy = SHARED_TAIL_AFTER_TRIES * self.trie.num_nodes
+        self.by_key: dict[bytes, int] = {}  # trie-order row + accepting flag -> row index
+
+    def step(self, state: int) -> list[int]:
+        """Store ``state``'s row; return its successor states.  Caller holds the FSM's lock."""
+        fsm, dfa = self.fsm, self.fsm.dfa
+        row = np.array(dfa.expand(state), dtype=np.int32)  # [C] next state per byte class
+        if state not in fsm._state_to_row:
+            fsm._state_to_row[state] = self._row(state, row)
+        return [t for t in set(row.tolist()) if t != DEAD]
+
+    def _row(self, state: int, row: np.ndarray) -> int:
+        fsm, trie = self.fsm, self.trie
+        bits = np.zeros(self.words, dtype=np.uint32)  # [ceil(K/32)] trie order
+        walk_row = row.copy()
+        classes_of: dict[int, list[int]] = {}
+        for c, q in enumerate(row.tolist()):
+            if q != DEAD:
+                classes_of.setdefault(q, []).append(c)
+        for q, classes in classes_of.items():
+            tail = self.tails.get(q)
+            if tail is None:
+                self.asked[q] = self.asked.get(q, 0) + sum(self.nodes[c] for c in classes)
+                if self.asked[q] < self.buy:
+                    continue
+                tail = np.zeros(self.words, dtype=np.uint32)
+                trie.walk_trie_order(fsm.dfa, q, tail, np.full(len(row), q, dtype=np.int32))
+                self.tails[q] = tail
+            _copy_ranges(bits, tail, np.concatenate([self.ranges[c] for c in classes]))
+            walk_row[classes] = DEAD
+        if walk_row.any():
+            trie.walk_trie_order(fsm.dfa, state, bits, walk_row)
+        accepting = fsm.dfa.acc[state]
+        key = bits.tobytes() + (b"\1" if accepting else b"\0")
+        r = self.by_key.get(key)
+        if r is None:
+            r = fsm._store_bits(trie.to_token_order(bits), accepting)
+            self.by_key[key] = r
+        return r

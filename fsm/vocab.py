@@ -13,10 +13,11 @@ import json
 import os
 import re
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -201,6 +202,14 @@ class Vocabulary:
 
     # ------------------------------------------------------------------ trie
 
+    def prepare(self) -> None:
+        """Build every per-vocabulary structure the compiler and jump-forward read (the trie
+        and its compiled-walk tables, the sorted token order, byte coverage), so that no
+        compile or request pays for them: a start-up step.  Idempotent."""
+        self.sorted_order  # noqa: B018
+        self.covers_every_byte  # noqa: B018
+        self.trie.prepare()
+
     @cached_property
     def trie(self) -> VocabTrie:
         """The vocabulary trie (breadth-first and preorder layouts; built on first use)."""
@@ -265,19 +274,47 @@ def _detect_kind(spec: dict[str, Any]) -> str:
 
 _c_walk: Any
 _c_subtree_bytes: Any
+_c_copy_ranges: Any
+_c_permute_bits: Any
 try:  # the compiled walk (fsm/_trie_walk.c); optional, see setup.py
+    from ._trie_walk import copy_ranges as _c_copy_ranges
+    from ._trie_walk import permute_bits as _c_permute_bits
     from ._trie_walk import subtree_bytes as _c_subtree_bytes
     from ._trie_walk import walk as _c_walk
 except ImportError:  # pragma: no cover - exercised when no C compiler was available at install
-    _c_walk = _c_subtree_bytes = None
+    _c_walk = _c_subtree_bytes = _c_copy_ranges = _c_permute_bits = None
 
 LOOP_SKIP_MIN_BYTES = 32  # the loop-subtree skip pays off only for states looping on many bytes
 LOOP_TOKENS_CACHE = 256  # loop-byte sets whose token bitmasks a trie keeps
 
 
+def copy_bit_ranges(dst: np.ndarray, src: np.ndarray, ranges: np.ndarray) -> None:
+    """Replace the bits of ``dst`` in each ``[lo, hi)`` of ``ranges`` (``int64 [R, 2]``) by
+    those of ``src`` (both ``uint32 [W]``; C extension only).  Raises ``ValueError`` for a
+    range outside the masks."""
+    assert _c_copy_ranges is not None
+    _c_copy_ranges(dst, src, np.ascontiguousarray(ranges, dtype=np.int64))
+
+
 def compiled_walk_available() -> bool:
     """Whether the C trie walk (``structgen.fsm._trie_walk``) was built and imports."""
     return _c_walk is not None
+
+
+class TrieOrder(NamedTuple):
+    """The trie's preorder token numbering (see :attr:`VocabTrie.trie_order`): ``k`` token
+    nodes; ``pre_k`` ``int32 [N-1]`` each preorder node's number (-1: no token ends there);
+    ``k_token`` ``int32 [k]`` the token id of each number (the lowest id of equal spellings);
+    ``root_lo`` / ``root_hi`` ``int64 [256]`` per first byte, the numbers of the tokens that
+    start with it; ``root_nodes`` ``int64 [256]`` per first byte, the trie nodes under it (a
+    walk's cost is about the nodes it visits)."""
+
+    k: int
+    pre_k: np.ndarray
+    k_token: np.ndarray
+    root_lo: np.ndarray
+    root_hi: np.ndarray
+    root_nodes: np.ndarray
 
 
 class VocabTrie:
@@ -373,6 +410,13 @@ class VocabTrie:
         self.pre_skip = size[order].astype(np.int32)
         self.pre_token = node_token[order].astype(np.int32)
 
+    def prepare(self) -> None:
+        """Build the tables of the compiled walk (subtree byte sets, trie token order) now
+        rather than on first use; a no-op without the C extension."""
+        if self.use_compiled:
+            self.subtree_byte_sets()
+            self.trie_order  # noqa: B018
+
     def mask_bits(self, dfa: Any, state: int, *, ends: np.ndarray | None = None, reached: np.ndarray | None = None) -> np.ndarray:
         """The tokens whose bytes the lazily built byte DFA ``dfa`` accepts as a prefix from ``state``.
 
@@ -402,9 +446,10 @@ class VocabTrie:
             return np.packbits(allowed, bitorder="little").view("<u4")
         assert _c_walk is not None
         cob = np.ascontiguousarray(dfa.class_of_byte, dtype=np.int32)
-        skip: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         bits = np.zeros(words, dtype=np.uint32)  # [W]
-        if ends is None and _c_subtree_bytes is not None:
+        loop: np.ndarray | None = None
+        lflag: np.ndarray | None = None
+        if ends is None:
             row = dfa.expand(int(state))  # [C] next state per byte class
             loop_bytes = np.asarray(row)[cob] == state  # [256]
             if int(loop_bytes.sum()) >= LOOP_SKIP_MIN_BYTES:
@@ -412,10 +457,37 @@ class VocabTrie:
                 bits = self.loop_tokens(loop).copy()
                 if reached is not None and bits.any():
                     reached[state] = 1
-                skip = (self.subtree_byte_sets(), loop, np.zeros(self.max_depth + 1, dtype=np.uint8))
+                lflag = np.zeros(self.max_depth + 1, dtype=np.uint8)
+        sub = self.subtree_byte_sets()
+
+        def skip() -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray, np.ndarray]:
+            loops, loopok = self._loop_sets(dfa)
+            return sub, loop, lflag, loops, loopok
+
         self._walk(lambda: dfa.table, dfa.num_classes, cob, int(state), bits, ends, reached, skip, dfa.expand)
         self._add_duplicates(bits, ends)
         return bits
+
+    def _loop_sets(self, dfa: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The walk's per-automaton cache of loop byte sets: ``uint64 [M * 4]`` and ``uint8 [M]``
+        (see ``loops`` / ``loopok`` in _trie_walk.c), M ≥ the automaton's table rows; grown
+        (entries kept) when the table grows.  Held weakly per automaton, never pickled."""
+        cache: weakref.WeakKeyDictionary[Any, tuple[np.ndarray, np.ndarray]] | None = getattr(self, "_loops_by_dfa", None)
+        if cache is None:
+            cache = weakref.WeakKeyDictionary()
+            self._loops_by_dfa = cache
+        rows = int(dfa.table.shape[0])
+        got = cache.get(dfa)
+        if got is None or len(got[1]) < rows:
+            m = max(2 * rows, 256)
+            loops = np.zeros(m * 4, dtype=np.uint64)
+            loopok = np.zeros(m, dtype=np.uint8)
+            if got is not None:
+                loops[: len(got[0])] = got[0]
+                loopok[: len(got[1])] = got[1]
+            got = (loops, loopok)
+            cache[dfa] = got
+        return got
 
     def _walk(
         self,
@@ -426,15 +498,16 @@ class VocabTrie:
         bits: np.ndarray,
         ends: np.ndarray | None,
         reached: np.ndarray | None,
-        skip: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+        skip: Callable[[], tuple[Any, ...]] | None,
         expand: Any,
     ) -> None:
         """The C walk from ``state``, resumed after each expansion (``expand(state)``); ``table()``
-        is re-read after each, since expansion may grow the automaton's table."""
+        and ``skip()`` (the walk's optional ``sub, loop, lflag, loops, loopok``) are re-read
+        after each, since expansion may grow the automaton's table."""
         stack = np.zeros(self.max_depth + 1, dtype=np.int32)
         pos = 0
-        extra = skip if skip is not None else ()
         while True:
+            extra = skip() if skip is not None else ()
             pos = _c_walk(
                 table(), num_classes, cob, self.pre_byte, self.pre_depth, self.pre_skip, self.pre_token, state, pos, stack, bits, ends,
                 reached, *extra,
@@ -452,6 +525,74 @@ class VocabTrie:
             np.bitwise_or.at(bits, dst >> 5, (np.uint32(1) << (dst & 31).astype(np.uint32)))
             if ends is not None:
                 ends[self.dup_dst] = ends[self.dup_src]
+
+    # ------------------------------------------------------------------ trie-order rows
+
+    @cached_property
+    def trie_order(self) -> TrieOrder:
+        """The trie's own token numbering (C extension only): token nodes numbered in
+        preorder, so the tokens under any node form one contiguous range."""
+        assert _c_walk is not None
+        is_tok = self.pre_token >= 0
+        k = int(is_tok.sum())
+        pre_k = np.full(len(self.pre_token), -1, dtype=np.int32)
+        pre_k[is_tok] = np.arange(k, dtype=np.int32)
+        before = np.concatenate([[0], np.cumsum(is_tok)]).astype(np.int64)  # [N] token nodes before each position
+        root_lo = np.zeros(256, dtype=np.int64)
+        root_hi = np.zeros(256, dtype=np.int64)
+        root_nodes = np.zeros(256, dtype=np.int64)
+        for i in np.flatnonzero(self.pre_depth == 1).tolist():
+            b = int(self.pre_byte[i])
+            root_lo[b], root_hi[b] = before[i], before[i + int(self.pre_skip[i])]
+            root_nodes[b] = self.pre_skip[i]
+        return TrieOrder(k, pre_k, self.pre_token[is_tok].astype(np.int32), root_lo, root_hi, root_nodes)
+
+    def class_ranges(self, class_of_byte: np.ndarray, num_classes: int) -> tuple[list[np.ndarray], list[int]]:
+        """Per byte class, ``int64 [R, 2]`` the trie-order token ranges of the tokens whose first
+        byte is in the class, and the number of trie nodes under those first bytes."""
+        order = self.trie_order
+        out: list[list[tuple[int, int]]] = [[] for _ in range(num_classes)]
+        nodes = [0] * num_classes
+        for b in range(256):
+            if order.root_hi[b] > order.root_lo[b]:
+                c = int(class_of_byte[b])
+                out[c].append((int(order.root_lo[b]), int(order.root_hi[b])))
+                nodes[c] += int(order.root_nodes[b])
+        return [np.array(r, dtype=np.int64).reshape(-1, 2) for r in out], nodes
+
+    def walk_trie_order(self, dfa: Any, state: int, bits: np.ndarray, root_row: np.ndarray) -> None:
+        """OR into ``bits`` (``uint32 [ceil(K/32)]``, trie order) the tokens the lazily built
+        byte DFA ``dfa`` accepts when each first byte ``b`` leads to ``root_row[class(b)]``
+        (``int32 [C]``, 0 = not walked) and the rest is read from there; ``state`` is where
+        the walk nominally starts.  A row of ``dfa`` gives that state's own tokens; a row
+        sending every class to ``q`` gives, per first byte, the tokens whose tail ``q``
+        accepts.  Expands DFA states on demand (the caller serializes expansions)."""
+        cob = np.ascontiguousarray(dfa.class_of_byte, dtype=np.int32)
+        sub = self.subtree_byte_sets()
+        pre_k = self.trie_order.pre_k
+
+        def skip() -> tuple[Any, ...]:
+            loops, loopok = self._loop_sets(dfa)
+            return sub, None, None, loops, loopok, root_row
+
+        stack = np.zeros(self.max_depth + 1, dtype=np.int32)
+        pos = 0
+        while True:
+            pos = _c_walk(
+                dfa.table, dfa.num_classes, cob, self.pre_byte, self.pre_depth, self.pre_skip, pre_k, int(state), pos, stack, bits,
+                None, None, *skip(),
+            )  # fmt: skip
+            if pos < 0:
+                return
+            dfa.expand(int(stack[self.pre_depth[pos] - 1]))
+
+    def to_token_order(self, bits: np.ndarray) -> np.ndarray:
+        """A trie-order bitmask (``uint32 [ceil(K/32)]``) as ``uint32 [ceil(V/32)]`` token bits,
+        tokens spelled like an allowed one included."""
+        out = np.zeros((self.vocab_size + 31) // 32, dtype=np.uint32)
+        _c_permute_bits(bits, self.trie_order.k_token, out)
+        self._add_duplicates(out, None)
+        return out
 
     def subtree_byte_sets(self) -> np.ndarray:
         """``uint64 [N-1, 4]`` per preorder node, the 256-bit set of edge bytes in its subtree

@@ -152,7 +152,7 @@ class Engine:
         self.tokenizer = AutoTokenizer.from_pretrained(os.fspath(tokenizer_path or model_path), local_files_only=True)
         self.eos_token_ids = eos_token_ids(self.model_path, self.runner.hf_config, self.tokenizer)
         self.vocab = Vocabulary.from_tokenizer(self.tokenizer, eos_token_ids=self.eos_token_ids)
-        self.vocab.sorted_order  # noqa: B018  # jump-forward's back-off reads it: built at start-up, not in a request's step
+        self.vocab.prepare()  # trie tables and the sorted order: built at start-up, not in a request's step
         self.compiler = GrammarCompiler(self.vocab, cfg.compiler)
         radix = RadixCache(self.runner.allocator) if cfg.scheduler.radix_cache else None
         self.cache = CacheManager(self.runner.req_to_token, self.runner.allocator, radix)

@@ -104,8 +104,10 @@ def test_precompute_rows_matches_lazy_rows(gpt2_vocab: Vocabulary) -> None:
     assert (done, complete) == (0, False)
     done, complete = eager.precompute_rows()
     assert complete and eager.rows_complete and done == len(eager.state_to_row()[eager.state_to_row() >= 0])
-    for s in np.flatnonzero(eager.state_to_row() >= 0).tolist():
-        assert np.array_equal(eager.mask_row(s), lazy.mask_row(s))
+    for s in np.flatnonzero(eager.state_to_row() >= 0).tolist():  # the same state of the same automaton, computed lazily
+        assert np.array_equal(eager.mask_row(s), TokenFSM(eager.dfa, gpt2_vocab).mask_row(s))
+    # both automata discover the same language: the same number of token-reachable states
+    assert lazy.precompute_rows() == (done, True)
     n_rows = eager.num_rows
     cur = eager.cursor()
     for t in gpt2_vocab.encode_bytes(b'{"a": "xyz", "b": 12}'):
@@ -402,6 +404,94 @@ def test_compiled_walk_duplicate_tokens_and_bad_buffers() -> None:
     ends = np.zeros(len(tokens), dtype=np.int32)
     trie.mask_bits(dfa, dfa.initial, ends=ends, reached=reached)
     assert set(np.flatnonzero(reached).tolist()) == set(ends[ends != 0].tolist()) != set()
+
+
+def _token_reachable_by_walks(fsm: TokenFSM) -> set[int]:
+    """The states tokens reach from the initial one, found with the walk's ``reached`` (the
+    precompute path for vocabularies that do not spell every byte)."""
+    trie = fsm.vocab.trie
+    seen, frontier = {fsm.initial}, [fsm.initial]
+    while frontier:
+        s = frontier.pop()
+        reached = np.zeros(fsm.dfa.max_states, dtype=np.uint8)
+        trie.mask_bits(fsm.dfa, s, reached=reached)
+        for t in np.flatnonzero(reached).tolist():
+            if t != DEAD and t not in seen:
+                seen.add(t)
+                frontier.append(t)
+    return seen
+
+
+SHARED_SCHEMAS = [  # free keys next to declared names (shared tails), strings with UTF-8, numbers
+    {"type": "object", "properties": {"name": {"type": "string"}, "nick": {"type": "string", "maxLength": 4}}, "required": ["name"]},
+    {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer", "minimum": -5}}, "é": {"enum": ["x", 2]}}},
+]
+
+
+@pytest.mark.parametrize("index", range(len(SHARED_SCHEMAS)))
+def test_shared_precompute_equals_walk_per_state(gpt2_vocab: Vocabulary, index: int) -> None:
+    """The precompute path with shared tails (trie order, byte-DFA search) computes, for the
+    same automaton, the token-reachable states of the walk-per-state path and the same row
+    for each."""
+    from structgen.fsm.vocab import compiled_walk_available
+
+    if not compiled_walk_available():
+        pytest.skip("the C trie walk was not built (no compiler at install)")
+    assert gpt2_vocab.covers_every_byte
+    node, _ = schema_to_ir(SHARED_SCHEMAS[index], SchemaOptions(allow_undeclared_properties=True))
+    fsm = TokenFSM(compile_lazy(node), gpt2_vocab)
+    done, complete = fsm.precompute_rows()
+    assert complete
+    computed = set(np.flatnonzero(fsm.state_to_row() >= 0).tolist())
+    assert computed == _token_reachable_by_walks(fsm) and done == len(computed)
+    for s in computed:
+        ref = gpt2_vocab.trie.mask_bits(fsm.dfa, s)
+        if fsm.is_accepting(s):
+            for e in gpt2_vocab.eos_token_ids:
+                ref[e >> 5] |= np.uint32(1 << (e & 31))
+        np.testing.assert_array_equal(fsm.mask_row(s).view(np.uint32), ref, err_msg=f"state {s}")
+
+
+def test_trie_order_walk_and_bit_helpers(gpt2_vocab: Vocabulary) -> None:
+    """A trie-order walk over a state's own row gives that state's tokens; a row sending every
+    class to q gives per first byte the tokens whose tail q accepts; the bit helpers match numpy
+    and refuse bad input."""
+    from structgen.fsm import _trie_walk
+    from structgen.fsm.vocab import compiled_walk_available, copy_bit_ranges
+
+    if not compiled_walk_available():
+        pytest.skip("the C trie walk was not built (no compiler at install)")
+    trie = gpt2_vocab.trie
+    order = trie.trie_order
+    words = (order.k + 31) // 32
+    dfa = compile_lazy(regex_to_ir(r'"([^"\\]|\\n)*", (ab|[0-9]+)'))
+    for s in (dfa.initial, dfa.walk(dfa.initial, b'"x')):
+        bits = np.zeros(words, dtype=np.uint32)
+        trie.walk_trie_order(dfa, s, bits, np.array(dfa.expand(s), dtype=np.int32))
+        np.testing.assert_array_equal(trie.to_token_order(bits), trie.mask_bits(dfa, s))
+    q = dfa.walk(dfa.initial, b'"x", ')
+    bits = np.zeros(words, dtype=np.uint32)
+    trie.walk_trie_order(dfa, q, bits, np.full(dfa.num_classes, q, dtype=np.int32))
+    allowed = np.flatnonzero(np.unpackbits(trie.to_token_order(bits).view(np.uint8), bitorder="little")[: gpt2_vocab.size])
+    expect = [t for t, b in enumerate(gpt2_vocab.token_bytes) if b and t not in gpt2_vocab.special_ids and dfa.walk(q, b[1:]) != DEAD]
+    assert allowed.tolist() == expect
+    # copy_bit_ranges against a bool reference, unaligned ranges included
+    rng = np.random.default_rng(0)
+    src = rng.integers(0, 2**32, 10, dtype=np.uint32)
+    dst = rng.integers(0, 2**32, 10, dtype=np.uint32)
+    ranges = np.array([[0, 0], [3, 70], [95, 96], [100, 320]], dtype=np.int64)
+    ref = np.unpackbits(dst.view(np.uint8), bitorder="little").astype(bool)
+    src_b = np.unpackbits(src.view(np.uint8), bitorder="little").astype(bool)
+    for lo, hi in ranges.tolist():
+        ref[lo:hi] = src_b[lo:hi]
+    copy_bit_ranges(dst, src, ranges)
+    np.testing.assert_array_equal(np.unpackbits(dst.view(np.uint8), bitorder="little").astype(bool), ref)
+    with pytest.raises(ValueError, match="copy_ranges"):
+        copy_bit_ranges(dst, src, np.array([[5, 400]], dtype=np.int64))
+    with pytest.raises(ValueError, match="permute_bits"):
+        _trie_walk.permute_bits(np.array([3], np.uint32), np.array([0, 40], np.int32), np.zeros(1, np.uint32))
+    with pytest.raises(ValueError, match="inconsistent"):  # a root row of the wrong length
+        trie.walk_trie_order(dfa, dfa.initial, np.zeros(words, np.uint32), np.zeros(dfa.num_classes + 1, np.int32))
 
 
 # ----------------------------------------------------------------------------- budgets
