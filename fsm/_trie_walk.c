@@ -18,8 +18,6 @@
 #include <stdint.h>
 #include <string.h>
 
-/* the loop-subtree scan is tried on nodes with at least this many nodes in their subtree */
-#define LOOP_SCAN_MIN 4
 
 static int get_buf(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, int writable, const char *name) {
     int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
@@ -89,45 +87,34 @@ static PyObject *finish_bufs3(Py_buffer *bufs, int bad, const char *msg) {
  * ends:          int32 [V] or None      state after each allowed token
  * reached:       uint8 [M] or None      (optional) reached[s] = 1 for every state s an allowed
  *                                       token ends in; M must exceed every such s
- * sub:           (optional) uint64 [N * 4] subtree byte sets (subtree_bytes); needed by the
- *                two skips below
- * loop, lflag:   (optional, together) uint64 [4] the bytes on which `state` loops to itself,
- *                uint8 [max_depth + 1] scratch.  A subtree reached by a path of loop bytes only
+ * sub, loop, lflag: (optional, together) uint64 [N * 4] subtree byte sets (subtree_bytes),
+ *                uint64 [4] the bytes on which `state` loops to itself, uint8 [max_depth + 1]
+ *                scratch.  A subtree reached by a path of loop bytes only
  *                and made of loop bytes only is skipped: the caller has set its tokens (they
  *                all end in `state`) in `bits` beforehand, and `ends` / `reached` are not
  *                written for them.
  * vrow:          (optional) int32 [C] replaces the start state's row for the children of the
- *                root (0 = skip that child); not with loop / lflag.  A row of the automaton
+ *                root (0 = skip that child); not with sub / loop / lflag.  A row of the automaton
  *                with some classes zeroed walks part of the trie; a row sending every class
  *                to one state q gives, per first byte, the tokens whose tail q accepts.
- * loops, loopok: (optional, together) uint64 [M * 4] and uint8 [M], M >= S: a cache, kept by
- *                the caller across walks of one automaton, of the byte set on which each
- *                state loops to itself (loopok[s] = 1 once loops[s] is filled; the walk fills
- *                it for expanded states).  When a node's state loops on every byte of the
- *                node's subtree, every token of the subtree is allowed and ends in that state:
- *                the walk sets them (and `ends`, `reached`) by scanning the subtree's tokens,
- *                without automaton lookups.  Free-text positions reached through a non-looping
- *                state (a property name that may still be a declared one) are the common case.
  *
  * Returns -1 when the walk is complete, otherwise the node position at which an unexpanded
  * state (stack[node_depth[pos] - 1]) was met.  Raises ValueError on out-of-range data.
  */
 static PyObject *walk(PyObject *self, PyObject *args) {
     PyObject *o_table, *o_cob, *o_byte, *o_depth, *o_skip, *o_token, *o_stack, *o_bits, *o_ends, *o_reached = Py_None;
-    PyObject *o_sub = Py_None, *o_loop = Py_None, *o_lflag = Py_None, *o_loops = Py_None, *o_loopok = Py_None, *o_vrow = Py_None;
+    PyObject *o_sub = Py_None, *o_loop = Py_None, *o_lflag = Py_None, *o_vrow = Py_None;
     Py_ssize_t num_classes, state, pos;
-    if (!PyArg_ParseTuple(args, "OnOOOOOnnOOO|OOOOOOO", &o_table, &num_classes, &o_cob, &o_byte, &o_depth, &o_skip, &o_token, &state,
-                          &pos, &o_stack, &o_bits, &o_ends, &o_reached, &o_sub, &o_loop, &o_lflag, &o_loops, &o_loopok, &o_vrow)) {
+    if (!PyArg_ParseTuple(args, "OnOOOOOnnOOO|OOOOO", &o_table, &num_classes, &o_cob, &o_byte, &o_depth, &o_skip, &o_token, &state,
+                          &pos, &o_stack, &o_bits, &o_ends, &o_reached, &o_sub, &o_loop, &o_lflag, &o_vrow)) {
         return NULL;
     }
-    enum { T_TABLE, T_COB, T_BYTE, T_DEPTH, T_SKIP, T_TOKEN, T_STACK, T_BITS, T_ENDS, T_REACHED, T_SUB, T_LOOP, T_LFLAG, T_LOOPS, T_LOOPOK,
-           T_VROW, N_BUFS };
-    PyObject *objs[N_BUFS] = {o_table, o_cob,  o_byte, o_depth, o_skip,  o_token, o_stack, o_bits,
-                              o_ends,  o_reached, o_sub, o_loop, o_lflag, o_loops, o_loopok, o_vrow};
-    static const Py_ssize_t itemsizes[N_BUFS] = {4, 4, 1, 4, 4, 4, 4, 4, 4, 1, 8, 8, 1, 8, 1, 4};
-    static const int writable[N_BUFS] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0};
-    static const char *names[N_BUFS] = {"table", "class_of_byte", "node_byte", "node_depth", "node_skip", "node_token", "stack", "bits",
-                                        "ends",  "reached",       "sub",       "loop",       "lflag",     "loops",      "loopok",     "vrow"};
+    enum { T_TABLE, T_COB, T_BYTE, T_DEPTH, T_SKIP, T_TOKEN, T_STACK, T_BITS, T_ENDS, T_REACHED, T_SUB, T_LOOP, T_LFLAG, T_VROW, N_BUFS };
+    PyObject *objs[N_BUFS] = {o_table, o_cob, o_byte, o_depth, o_skip, o_token, o_stack, o_bits, o_ends, o_reached, o_sub, o_loop, o_lflag, o_vrow};
+    static const Py_ssize_t itemsizes[N_BUFS] = {4, 4, 1, 4, 4, 4, 4, 4, 4, 1, 8, 8, 1, 4};
+    static const int writable[N_BUFS] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 1, 0};
+    static const char *names[N_BUFS] = {"table", "class_of_byte", "node_byte", "node_depth", "node_skip", "node_token", "stack",
+                                        "bits",  "ends",          "reached",   "sub",        "loop",      "lflag",      "vrow"};
     Py_buffer bufs[N_BUFS];
     int got[N_BUFS] = {0};
     PyObject *ret = NULL;
@@ -143,9 +130,8 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     const int have_ends = got[T_ENDS];
     const int have_reached = got[T_REACHED];
     const int have_skip = got[T_SUB] && got[T_LOOP] && got[T_LFLAG];
-    const int have_loops = got[T_SUB] && got[T_LOOPS] && got[T_LOOPOK];
-    if (got[T_LOOP] != got[T_LFLAG] || got[T_LOOPS] != got[T_LOOPOK] || ((got[T_LOOP] || got[T_LOOPS]) && !got[T_SUB])) {
-        PyErr_SetString(PyExc_ValueError, "walk: loop and lflag go together, loops and loopok go together, and both need sub");
+    if ((got[T_SUB] || got[T_LOOP] || got[T_LFLAG]) && !have_skip) {
+        PyErr_SetString(PyExc_ValueError, "walk: sub, loop and lflag go together");
         goto fail;
     }
 
@@ -157,8 +143,7 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     const Py_ssize_t n_reached = have_reached ? bufs[T_REACHED].len : 0;
     if (b_cob.len != 256 * 4 || b_depth.len != n * 4 || b_skip.len != n * 4 || b_token.len != n * 4 || num_classes <= 0 ||
         state < 0 || state >= n_states || pos < 0 || pos > n || max_depth < 0 ||
-        (got[T_SUB] && bufs[T_SUB].len != n * 32) || (have_skip && (bufs[T_LOOP].len != 32 || bufs[T_LFLAG].len < (max_depth + 1))) ||
-        (have_loops && (bufs[T_LOOPOK].len < n_states || bufs[T_LOOPS].len != bufs[T_LOOPOK].len * 32)) ||
+        (have_skip && (bufs[T_SUB].len != n * 32 || bufs[T_LOOP].len != 32 || bufs[T_LFLAG].len < (max_depth + 1))) ||
         (got[T_VROW] && (bufs[T_VROW].len != num_classes * 4 || have_skip))) {
         PyErr_SetString(PyExc_ValueError, "walk: inconsistent buffer sizes or arguments");
         goto fail;
@@ -173,11 +158,9 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     uint32_t *bits = (uint32_t *)b_bits.buf;
     int32_t *ends = have_ends ? (int32_t *)bufs[T_ENDS].buf : NULL;
     uint8_t *reached = have_reached ? (uint8_t *)bufs[T_REACHED].buf : NULL;
-    const uint64_t *sub = got[T_SUB] ? (const uint64_t *)bufs[T_SUB].buf : NULL;
+    const uint64_t *sub = have_skip ? (const uint64_t *)bufs[T_SUB].buf : NULL;
     const uint64_t *loop = have_skip ? (const uint64_t *)bufs[T_LOOP].buf : NULL;
     uint8_t *lflag = have_skip ? (uint8_t *)bufs[T_LFLAG].buf : NULL;
-    uint64_t *loops = have_loops ? (uint64_t *)bufs[T_LOOPS].buf : NULL;
-    uint8_t *loopok = have_loops ? (uint8_t *)bufs[T_LOOPOK].buf : NULL;
     const int32_t *vrow = got[T_VROW] ? (const int32_t *)bufs[T_VROW].buf : NULL;
     Py_ssize_t result = -1;
     int bad = 0;
@@ -229,55 +212,6 @@ static PyObject *walk(PyObject *self, PyObject *args) {
             }
             i += skip;
             continue;
-        }
-        if (loops && nskip[i] >= LOOP_SCAN_MIN) {
-            if (!loopok[ns]) {
-                const int32_t *row = table + (Py_ssize_t)ns * num_classes;
-                if (row[0] >= 0) { /* expanded: its byte loop set is final */
-                    uint64_t *lw = loops + (size_t)ns * 4;
-                    lw[0] = lw[1] = lw[2] = lw[3] = 0;
-                    for (int b = 0; b < 256; b++) {
-                        if (row[cob[b]] == ns) {
-                            lw[b >> 6] |= (uint64_t)1 << (b & 63);
-                        }
-                    }
-                    loopok[ns] = 1;
-                }
-            }
-            if (loopok[ns]) {
-                const uint64_t *lw = loops + (size_t)ns * 4;
-                const uint64_t *sw = sub + (size_t)i * 4;
-                if (!((sw[0] & ~lw[0]) | (sw[1] & ~lw[1]) | (sw[2] & ~lw[2]) | (sw[3] & ~lw[3]))) {
-                    /* ns loops on every byte below: all the subtree's tokens end in ns */
-                    const Py_ssize_t end = i + nskip[i];
-                    if (end > n || (reached && ns >= n_reached)) {
-                        bad = 1;
-                        break;
-                    }
-                    for (Py_ssize_t j = i; j < end; j++) {
-                        const int32_t t = ntoken[j];
-                        if (t >= tok_limit) {
-                            bad = 1;
-                            break;
-                        }
-                        const int is_tok = t >= 0;
-                        uint32_t *wp = is_tok ? bits + (t >> 5) : &dummy_word;
-                        *wp |= (uint32_t)is_tok << (t & 31);
-                        if (ends) {
-                            int32_t *ep = is_tok ? ends + t : &dummy_end;
-                            *ep = ns;
-                        }
-                    }
-                    if (bad) {
-                        break;
-                    }
-                    if (reached) {
-                        reached[ns] = 1; /* node i spells at least one token: trie leaves are tokens */
-                    }
-                    i = end;
-                    continue;
-                }
-            }
         }
         stack[d] = ns;
         if (lflag) {

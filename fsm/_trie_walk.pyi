@@ -19,8 +19,6 @@ def walk(
     sub: Any | None = None,
     loop: Any | None = None,
     lflag: Any | None = None,
-    loops: Any | None = None,
-    loopok: Any | None = None,
     vrow: Any | None = None,
 ) -> int: ...
 def subtree_bytes(node_byte: Any, node_skip: Any, out: Any) -> None: ...

@@ -732,7 +732,7 @@ class _SharedTails:
     def __init__(self, fsm: TokenFSM) -> None:
         self.fsm = fsm
         self.trie = fsm.vocab.trie
-        self.words = (self.trie.trie_order.k + 31) // 32
+        self.words = (len(self.trie.trie_order.k_token) + 31) // 32
         with fsm._lock:
             self.ranges, self.nodes = self.trie.class_ranges(np.asarray(fsm.dfa.class_of_byte), fsm.dfa.num_classes)
         self.tails: dict[int, np.ndarray] = {}  # q -> trie-order tokens whose tail q accepts

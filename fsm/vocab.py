@@ -13,7 +13,6 @@ import json
 import os
 import re
 import threading
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
@@ -302,14 +301,13 @@ def compiled_walk_available() -> bool:
 
 
 class TrieOrder(NamedTuple):
-    """The trie's preorder token numbering (see :attr:`VocabTrie.trie_order`): ``k`` token
-    nodes; ``pre_k`` ``int32 [N-1]`` each preorder node's number (-1: no token ends there);
-    ``k_token`` ``int32 [k]`` the token id of each number (the lowest id of equal spellings);
+    """The trie's preorder token numbering (see :attr:`VocabTrie.trie_order`), over the K
+    nodes that spell a token: ``pre_k`` ``int32 [N-1]`` each preorder node's number (-1: no
+    token ends there); ``k_token`` ``int32 [K]`` the token id of each number (the lowest id of equal spellings);
     ``root_lo`` / ``root_hi`` ``int64 [256]`` per first byte, the numbers of the tokens that
     start with it; ``root_nodes`` ``int64 [256]`` per first byte, the trie nodes under it (a
     walk's cost is about the nodes it visits)."""
 
-    k: int
     pre_k: np.ndarray
     k_token: np.ndarray
     root_lo: np.ndarray
@@ -446,9 +444,8 @@ class VocabTrie:
             return np.packbits(allowed, bitorder="little").view("<u4")
         assert _c_walk is not None
         cob = np.ascontiguousarray(dfa.class_of_byte, dtype=np.int32)
+        skip: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         bits = np.zeros(words, dtype=np.uint32)  # [W]
-        loop: np.ndarray | None = None
-        lflag: np.ndarray | None = None
         if ends is None:
             row = dfa.expand(int(state))  # [C] next state per byte class
             loop_bytes = np.asarray(row)[cob] == state  # [256]
@@ -457,37 +454,10 @@ class VocabTrie:
                 bits = self.loop_tokens(loop).copy()
                 if reached is not None and bits.any():
                     reached[state] = 1
-                lflag = np.zeros(self.max_depth + 1, dtype=np.uint8)
-        sub = self.subtree_byte_sets()
-
-        def skip() -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray, np.ndarray]:
-            loops, loopok = self._loop_sets(dfa)
-            return sub, loop, lflag, loops, loopok
-
+                skip = (self.subtree_byte_sets(), loop, np.zeros(self.max_depth + 1, dtype=np.uint8))
         self._walk(lambda: dfa.table, dfa.num_classes, cob, int(state), bits, ends, reached, skip, dfa.expand)
         self._add_duplicates(bits, ends)
         return bits
-
-    def _loop_sets(self, dfa: Any) -> tuple[np.ndarray, np.ndarray]:
-        """The walk's per-automaton cache of loop byte sets: ``uint64 [M * 4]`` and ``uint8 [M]``
-        (see ``loops`` / ``loopok`` in _trie_walk.c), M ≥ the automaton's table rows; grown
-        (entries kept) when the table grows.  Held weakly per automaton, never pickled."""
-        cache: weakref.WeakKeyDictionary[Any, tuple[np.ndarray, np.ndarray]] | None = getattr(self, "_loops_by_dfa", None)
-        if cache is None:
-            cache = weakref.WeakKeyDictionary()
-            self._loops_by_dfa = cache
-        rows = int(dfa.table.shape[0])
-        got = cache.get(dfa)
-        if got is None or len(got[1]) < rows:
-            m = max(2 * rows, 256)
-            loops = np.zeros(m * 4, dtype=np.uint64)
-            loopok = np.zeros(m, dtype=np.uint8)
-            if got is not None:
-                loops[: len(got[0])] = got[0]
-                loopok[: len(got[1])] = got[1]
-            got = (loops, loopok)
-            cache[dfa] = got
-        return got
 
     def _walk(
         self,
@@ -498,18 +468,21 @@ class VocabTrie:
         bits: np.ndarray,
         ends: np.ndarray | None,
         reached: np.ndarray | None,
-        skip: Callable[[], tuple[Any, ...]] | None,
+        skip: tuple[np.ndarray | None, ...] | None,
         expand: Any,
+        node_token: np.ndarray | None = None,
     ) -> None:
         """The C walk from ``state``, resumed after each expansion (``expand(state)``); ``table()``
-        and ``skip()`` (the walk's optional ``sub, loop, lflag, loops, loopok``) are re-read
-        after each, since expansion may grow the automaton's table."""
+        is re-read after each, since expansion may grow the automaton's table.  ``skip``: the
+        walk's optional trailing arguments (``sub, loop, lflag[, vrow]``); ``node_token``: the
+        number each preorder node sets in ``bits`` (default: its token id)."""
         stack = np.zeros(self.max_depth + 1, dtype=np.int32)
         pos = 0
+        extra = skip if skip is not None else ()
+        tokens = self.pre_token if node_token is None else node_token
         while True:
-            extra = skip() if skip is not None else ()
             pos = _c_walk(
-                table(), num_classes, cob, self.pre_byte, self.pre_depth, self.pre_skip, self.pre_token, state, pos, stack, bits, ends,
+                table(), num_classes, cob, self.pre_byte, self.pre_depth, self.pre_skip, tokens, state, pos, stack, bits, ends,
                 reached, *extra,
             )  # fmt: skip
             if pos < 0:
@@ -545,7 +518,7 @@ class VocabTrie:
             b = int(self.pre_byte[i])
             root_lo[b], root_hi[b] = before[i], before[i + int(self.pre_skip[i])]
             root_nodes[b] = self.pre_skip[i]
-        return TrieOrder(k, pre_k, self.pre_token[is_tok].astype(np.int32), root_lo, root_hi, root_nodes)
+        return TrieOrder(pre_k, self.pre_token[is_tok].astype(np.int32), root_lo, root_hi, root_nodes)
 
     def class_ranges(self, class_of_byte: np.ndarray, num_classes: int) -> tuple[list[np.ndarray], list[int]]:
         """Per byte class, ``int64 [R, 2]`` the trie-order token ranges of the tokens whose first
@@ -568,23 +541,8 @@ class VocabTrie:
         sending every class to ``q`` gives, per first byte, the tokens whose tail ``q``
         accepts.  Expands DFA states on demand (the caller serializes expansions)."""
         cob = np.ascontiguousarray(dfa.class_of_byte, dtype=np.int32)
-        sub = self.subtree_byte_sets()
-        pre_k = self.trie_order.pre_k
-
-        def skip() -> tuple[Any, ...]:
-            loops, loopok = self._loop_sets(dfa)
-            return sub, None, None, loops, loopok, root_row
-
-        stack = np.zeros(self.max_depth + 1, dtype=np.int32)
-        pos = 0
-        while True:
-            pos = _c_walk(
-                dfa.table, dfa.num_classes, cob, self.pre_byte, self.pre_depth, self.pre_skip, pre_k, int(state), pos, stack, bits,
-                None, None, *skip(),
-            )  # fmt: skip
-            if pos < 0:
-                return
-            dfa.expand(int(stack[self.pre_depth[pos] - 1]))
+        skip = (None, None, None, root_row)
+        self._walk(lambda: dfa.table, dfa.num_classes, cob, int(state), bits, None, None, skip, dfa.expand, self.trie_order.pre_k)
 
     def to_token_order(self, bits: np.ndarray) -> np.ndarray:
         """A trie-order bitmask (``uint32 [ceil(K/32)]``) as ``uint32 [ceil(V/32)]`` token bits,

@@ -381,6 +381,15 @@ def test_compiled_walk_duplicate_tokens_and_bad_buffers() -> None:
         return _trie_walk.walk(*args.values())
 
     assert walk() == -1  # the unmodified call is well-formed
+    # the optional trailing arguments: sub, loop and lflag only together; a root row of C entries, not with them
+    sub = trie.subtree_byte_sets()
+    loop, lflag = np.zeros(4, dtype=np.uint64), np.zeros(trie.max_depth + 1, dtype=np.uint8)
+    root_row = np.array(dfa.expand(dfa.initial), dtype=np.int32)
+    assert walk(reached=None, sub=None, loop=None, lflag=None, vrow=root_row) == -1
+    with pytest.raises(ValueError, match="go together"):
+        walk(reached=None, sub=sub, loop=loop)
+    with pytest.raises(ValueError, match="inconsistent"):
+        walk(reached=None, sub=sub, loop=loop, lflag=lflag, vrow=root_row)
     with pytest.raises(ValueError, match="inconsistent"):
         walk(node_depth=trie.pre_depth[:-1])
     with pytest.raises(TypeError, match="items of 4 bytes"):
@@ -463,7 +472,7 @@ def test_trie_order_walk_and_bit_helpers(gpt2_vocab: Vocabulary) -> None:
         pytest.skip("the C trie walk was not built (no compiler at install)")
     trie = gpt2_vocab.trie
     order = trie.trie_order
-    words = (order.k + 31) // 32
+    words = (len(order.k_token) + 31) // 32
     dfa = compile_lazy(regex_to_ir(r'"([^"\\]|\\n)*", (ab|[0-9]+)'))
     for s in (dfa.initial, dfa.walk(dfa.initial, b'"x')):
         bits = np.zeros(words, dtype=np.uint32)
