@@ -30,14 +30,14 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .automaton import DEAD, LazyDFA
-from .vocab import Vocabulary
+from .vocab import LOOP_SKIP_MIN_BYTES, Vocabulary
 from .vocab import copy_bit_ranges as _copy_ranges
 
 _FSM_UIDS = itertools.count(1)
 _JUMP_PLAN_MEMO = 1 << 16  # memoized jump-forward plans per FSM (cleared when full)
 # _SharedTails walks a target state's tails (about one full trie walk) once the rows
 # leading to it have asked for this many full tries' worth of first-byte subtrees (rent, then buy)
-SHARED_TAIL_AFTER_TRIES = 1.0
+SHARED_TAIL_AFTER_TRIES = 0.5
 # eager rows stop before the automaton holds this share of its state cap: the rest stays for
 # the states requests reach lazily (a precompute that filled the cap would leave them none)
 PRECOMPUTE_CAP_SHARE = 0.8
@@ -726,7 +726,9 @@ class _SharedTails:
     A ``q`` gets its tails once the rows sent to it have asked for ``SHARED_TAIL_AFTER_TRIES``
     full tries' worth of first-byte subtrees (pay per use until that adds up to the price of
     buying).  Rows are deduplicated in trie order and only distinct ones are turned into token
-    order.  Results equal :meth:`TokenFSM._walk_step`'s (tests compare them).
+    order.  A state looping on at least ``LOOP_SKIP_MIN_BYTES`` bytes whose tails are not kept
+    takes its own :meth:`VocabTrie.mask_bits` walk instead, which skips the looping subtrees.
+    Results equal :meth:`TokenFSM._walk_step`'s (tests compare them).
     """
 
     def __init__(self, fsm: TokenFSM) -> None:
@@ -750,6 +752,9 @@ class _SharedTails:
 
     def _row(self, state: int, row: np.ndarray) -> int:
         fsm, trie = self.fsm, self.trie
+        if state not in self.tails and int(np.count_nonzero(row[fsm.dfa.class_of_byte] == state)) >= LOOP_SKIP_MIN_BYTES:
+            # a state looping on many bytes: its own walk skips their subtrees (pre-set loop tokens)
+            return fsm._store_bits(trie.mask_bits(fsm.dfa, state), fsm.dfa.acc[state])
         bits = np.zeros(self.words, dtype=np.uint32)  # [ceil(K/32)] trie order
         walk_row = row.copy()
         classes_of: dict[int, list[int]] = {}
