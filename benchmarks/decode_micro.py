@@ -9,6 +9,10 @@ cost excluded), with weights / KV of several layers cycled so the 50 MB L2 does 
 - ``attention``: FlashInfer batch decode at batch 1, contexts 512 and 4096, CUDA-core kernel
   (split-KV, as the engine plans it), the tensor-core kernel, and split-KV disabled; plus the
   host time of one ``plan`` call.
+- ``decode_attn``: the engine's CUDA-graph decode attention, FlashInfer's CUDA-core decode
+  wrapper against the Triton split-KV kernel (:mod:`structgen.kernels.decode_attention_triton`)
+  at batch 1, 8, 32, 128 and contexts 512, 4096 (splits from ``decode_num_splits``, plus a
+  few split / tile variants at batch 1).
 - ``rope_kv``: RoPE then two indexed KV stores (the engine's path) against the fused
   :func:`~structgen.kernels.model_ops_triton.rope_store_kv_triton`.
 
@@ -175,6 +179,58 @@ def bench_attention(rows: list[list[Any]], dev: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
+def bench_decode_attn(rows: list[list[Any]], dev: torch.device) -> None:
+    import flashinfer
+    from structgen.kernels import decode_num_splits
+    from structgen.kernels.decode_attention_triton import decode_attention_triton
+
+    kvh, qh, d = 8, 32, 128
+    sms = torch.cuda.get_device_properties(dev).multi_processor_count
+    workspace = torch.zeros(256 << 20, dtype=torch.uint8, device=dev)
+    for ctx in (512, 4096):
+        for bs in (1, 8, 32, 128):
+            per_layer = 2 * bs * ctx * kvh * d * 2
+            layers = max(2, min(32, -(-(256 << 20) // per_layer)))  # KV cycled over > 256 MB
+            slots = bs * ctx + 1
+            caches = [
+                (torch.randn(slots, kvh, d, device=dev, dtype=torch.bfloat16), torch.randn(slots, kvh, d, device=dev, dtype=torch.bfloat16))
+                for _ in range(layers)
+            ]  # fmt: skip
+            q = torch.randn(bs, qh, d, device=dev, dtype=torch.bfloat16)
+            indptr_host = torch.arange(0, bs + 1, dtype=torch.int32) * ctx
+            indptr = indptr_host.to(dev)
+            indices = torch.randperm(bs * ctx, device=dev).to(torch.int32) + 1  # scattered slots, as after eviction
+            w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(
+                workspace, "NHD", use_cuda_graph=True,
+                paged_kv_indptr_buffer=torch.zeros(bs + 1, dtype=torch.int32, device=dev),
+                paged_kv_indices_buffer=torch.zeros(bs * ctx, dtype=torch.int32, device=dev),
+                paged_kv_last_page_len_buffer=torch.ones(bs, dtype=torch.int32, device=dev),
+            )  # fmt: skip
+            w.plan(indptr_host, indices, torch.ones(bs, dtype=torch.int32), qh, kvh, d, 1,
+                   q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16, sm_scale=d**-0.5)  # fmt: skip
+            views = [(k.view(slots, 1, kvh, d), v.view(slots, 1, kvh, d)) for k, v in caches]
+            ref = w.run(q, views[0])
+            kv_bytes = per_layer
+            case = f"bs={bs} ctx={ctx}"
+            us = graph_us([partial(w.run, q, views[i % layers]) for i in range(layers * 4)])
+            rows.append(["decode_attn", case, "flashinfer cuda-core", round(us, 2), round(kv_bytes / us / 1e3, 1), ""])
+            print(rows[-1], flush=True)
+            auto = decode_num_splits(bs, kvh, sms)
+            variants = [(auto, 32, 4)]
+            if bs == 1:
+                variants += [(8, 64, 4), (16, 64, 4), (32, 32, 4), (16, 32, 2), (16, 16, 2)]
+            for splits, block, warps in variants:
+                run = partial(decode_attention_triton, scale=d**-0.5, num_splits=splits, block_n=block, num_warps=warps)
+                got = run(q, *caches[0], indptr, indices)
+                err = float((got.float() - ref.float()).abs().max())
+                us = graph_us([partial(run, q, *caches[i % layers], indptr, indices) for i in range(layers * 4)])
+                label = f"triton splits={splits} block={block} warps={warps}" + (" (auto)" if (splits, block, warps) == variants[0] else "")
+                rows.append(["decode_attn", case, label, round(us, 2), round(kv_bytes / us / 1e3, 1), f"max |Δ| vs flashinfer {err:.1e}"])
+                print(rows[-1], flush=True)
+            del caches, views
+            torch.cuda.empty_cache()
+
+
 def _rope_split(
     qkv: torch.Tensor,
     pos: torch.Tensor,
@@ -288,22 +344,25 @@ def bench_prefetch(rows: list[list[Any]], dev: torch.device) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sections", default="gemv,attention,rope_kv,prefetch")
+    ap.add_argument("--sections", default="gemv,attention,decode_attn,rope_kv,prefetch")
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args()
     dev = torch.device("cuda")
     bw = copy_bandwidth(dev)
     rows: list[list[Any]] = []
     sections = args.sections.split(",")
-    unknown = set(sections) - {"gemv", "attention", "rope_kv", "prefetch"}
+    known = ["gemv", "attention", "decode_attn", "rope_kv", "prefetch"]
+    unknown = set(sections) - set(known)
     if unknown:
-        ap.error(f"unknown --sections {sorted(unknown)}; known: gemv, attention, rope_kv, prefetch")
+        ap.error(f"unknown --sections {sorted(unknown)}; known: {', '.join(known)}")
     if "prefetch" in sections:
         bench_prefetch(rows, dev)
     if "rope_kv" in sections:
         bench_rope_kv(rows, dev)
     if "attention" in sections:
         bench_attention(rows, dev)
+    if "decode_attn" in sections:
+        bench_decode_attn(rows, dev)
     if "gemv" in sections:
         bench_gemv(rows, dev)
     meta = run_meta()

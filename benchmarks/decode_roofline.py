@@ -82,6 +82,7 @@ def main() -> None:
     ap.add_argument(
         "--host-profile", action="store_true", help="add a cProfile of the first configuration's forwards (host side) to the notes"
     )
+    ap.add_argument("--decode-kernel", default="auto", help="decode graphs' attention: auto | flashinfer | triton")
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args()
     if args.extend_graph_tokens < 0:
@@ -99,6 +100,7 @@ def main() -> None:
         runner = ModelRunner(
             tmp, mem, device=device, dtype="bfloat16", attention_backend="flashinfer", cuda_graph=not args.no_cuda_graph,
             cuda_graph_max_bs=max_b, cuda_graph_max_extend_tokens=args.extend_graph_tokens, random_weights_seed=0,
+            decode_kernel=args.decode_kernel,
         )  # fmt: skip
         load_s = time.perf_counter() - t0
     model = runner.model
@@ -195,6 +197,7 @@ def main() -> None:
             "model": f"{args.config} random bf16 weights ({weight_bytes_all / 1e9:.2f} GB; {weight_bytes_read / 1e9:.2f} GB read per step)",
             "attention": runner.attention_backend,
             "cuda_graph": runner.graph_runner is not None,
+            "decode_kernel": args.decode_kernel,
             "copy_bandwidth_TBps": round(bw / 1e12, 3),
             "model_build_s": round(load_s, 1),
         }

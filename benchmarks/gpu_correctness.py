@@ -1,7 +1,7 @@
 """FlashInfer attention (eager and CUDA-graph decode) against the torch backend on the GPU.
 
-Drives three ModelRunners over the same bf16 checkpoint in lockstep (torch backend, FlashInfer
-eager, FlashInfer with CUDA-graph decode) through prefill, decode, chunked prefill, a reused
+Drives four ModelRunners over the same bf16 checkpoint in lockstep (torch backend, FlashInfer
+eager, CUDA-graph decode on FlashInfer's decode kernel and on the Triton split-KV kernel) through prefill, decode, chunked prefill, a reused
 radix prefix, a mixed extend + decode batch (a jump-forward chain among decodes) and further
 decode steps, for a Llama (GQA) and a Mistral (sliding window) configuration, and reports the
 logits' largest absolute difference and top-1 agreement per scenario.
@@ -108,7 +108,10 @@ def compare(config: object, device: torch.device, workdir: str) -> list[dict[str
         "torch": ModelRunner(str(path), mem, device=device, attention_backend="torch"),
         "flashinfer": ModelRunner(str(path), mem, device=device, attention_backend="flashinfer", cuda_graph=False),
         "flashinfer+graph": ModelRunner(
-            str(path), mem, device=device, attention_backend="flashinfer", cuda_graph=True, cuda_graph_max_bs=8
+            str(path), mem, device=device, attention_backend="flashinfer", cuda_graph=True, cuda_graph_max_bs=8, decode_kernel="flashinfer"
+        ),
+        "flashinfer+graph, triton decode": ModelRunner(
+            str(path), mem, device=device, attention_backend="flashinfer", cuda_graph=True, cuda_graph_max_bs=8, decode_kernel="triton"
         ),
     }
     g = torch.Generator().manual_seed(1)
@@ -136,7 +139,7 @@ def compare(config: object, device: torch.device, workdir: str) -> list[dict[str
             ls.share("E", "B", 64)
         logits, kinds = ls.step(parts, last_only="last row" in title)
         ref = logits["torch"]
-        for key in ("flashinfer", "flashinfer+graph"):
+        for key in ("flashinfer", "flashinfer+graph", "flashinfer+graph, triton decode"):
             got = logits[key]
             diff = (got - ref).abs().max().item()
             scale = ref.abs().max().item()

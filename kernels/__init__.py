@@ -19,6 +19,7 @@ from types import ModuleType
 import torch
 import torch.nn.functional as F
 
+from .decode_attention_torch import decode_attention_torch
 from .mask_rows_torch import apply_mask_rows_torch, masked_argmax_torch
 from .model_ops_torch import fused_add_rms_norm_torch, rms_norm_torch, rope_qkv_inplace_torch, rope_store_kv_torch, silu_and_mul_torch
 
@@ -153,6 +154,47 @@ def rope_store_kv(
         rope_store_kv_torch(qkv, positions, inv_freq, slots, k_cache, v_cache, num_heads, num_kv_heads, head_dim)
 
 
+@functools.cache
+def _decode_attention_triton() -> ModuleType:
+    from . import decode_attention_triton
+
+    return decode_attention_triton
+
+
+def decode_num_splits(batch: int, kv_heads: int, num_sms: int, *, max_splits: int = 32) -> int:
+    """Splits per (request, KV head) for :func:`decode_attention`: the largest power of two
+    ≤ ``max_splits`` that keeps ``batch · kv_heads · splits`` within ``num_sms`` programs, at
+    least 1 (flash-decoding fills the GPU only when few requests leave SMs idle)."""
+    splits = 1
+    while splits * 2 <= max_splits and batch * kv_heads * splits * 2 <= num_sms:
+        splits *= 2
+    return splits
+
+
+def decode_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    kv_indptr: torch.Tensor,
+    kv_indices: torch.Tensor,
+    *,
+    scale: float,
+    window: int = 0,
+    num_splits: int = 1,
+    backend: str = "auto",
+) -> torch.Tensor:
+    """Paged decode attention, one query per request: ``q [B, H, D]`` over the slots
+    ``kv_indices[kv_indptr[b]:kv_indptr[b + 1]]`` of ``k_cache`` / ``v_cache`` ``[N, KH, D]``;
+    see :func:`~structgen.kernels.decode_attention_torch.decode_attention_torch`.  The Triton
+    kernel reads the layout on the device (CUDA-graph safe); the torch reference reads it on
+    the host."""
+    if resolve_backend(backend, q.device) == "triton":
+        return _decode_attention_triton().decode_attention_triton(  # type: ignore[no-any-return]
+            q, k_cache, v_cache, kv_indptr, kv_indices, scale=scale, window=window, num_splits=num_splits
+        )
+    return decode_attention_torch(q, k_cache, v_cache, kv_indptr, kv_indices, scale=scale, window=window, num_splits=num_splits)
+
+
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *, backend: str = "auto") -> torch.Tensor:
     """``x [M, K] @ weight [N, K]ᵀ + bias [N]`` → ``[M, N]``.
 
@@ -176,6 +218,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 __all__ = [
     "BACKENDS",
     "apply_mask_rows",
+    "decode_attention",
+    "decode_num_splits",
     "fused_add_rms_norm",
     "linear",
     "masked_argmax",

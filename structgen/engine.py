@@ -16,6 +16,7 @@ import torch
 from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler, Vocabulary
 from structgen.kernels import BACKENDS as KERNEL_BACKENDS
 
+from .flashinfer_backend import check_decode_kernel
 from .memory import MemoryConfig
 from .model_runner import ModelRunner, check_attention_backend
 from .radix_cache import RadixCache
@@ -29,7 +30,8 @@ class EngineConfig:
     """Engine settings: ``device`` ("auto": CUDA when available, else CPU), ``dtype`` ("auto",
     "float32", "bfloat16", "float16"), ``seed`` (generator of unseeded sampled requests),
     ``mask_backend`` ("auto" | "torch" | "triton") and ``attention_backend`` ("auto" |
-    "torch" | "flashinfer") kernel choices, ``cuda_graph`` / ``cuda_graph_max_bs`` /
+    "torch" | "flashinfer") kernel choices, ``decode_kernel`` (the decode graphs' attention:
+    "auto" | "flashinfer" | "triton"), ``cuda_graph`` / ``cuda_graph_max_bs`` /
     ``cuda_graph_max_extend_tokens`` (decode and small-extend graphs with FlashInfer on CUDA; 0
     extend tokens: decode graphs only), ``mask_pool_rows`` (device-resident FSM mask rows),
     ``random_weights_seed`` (draw weights on the device instead of reading a checkpoint: for
@@ -45,6 +47,7 @@ class EngineConfig:
     seed: int = 0
     mask_backend: str = "auto"
     attention_backend: str = "auto"
+    decode_kernel: str = "auto"
     cuda_graph: bool = True
     cuda_graph_max_bs: int = 256
     cuda_graph_max_extend_tokens: int = 1024
@@ -61,6 +64,7 @@ class EngineConfig:
         if self.mask_backend not in KERNEL_BACKENDS:
             raise ValueError(f"mask_backend must be one of {', '.join(KERNEL_BACKENDS)}; got {self.mask_backend!r}")
         check_attention_backend(self.attention_backend)
+        check_decode_kernel(self.decode_kernel)
         if self.cuda_graph_max_bs < 1:
             raise ValueError(f"cuda_graph_max_bs must be ≥ 1, got {self.cuda_graph_max_bs}")
         if self.cuda_graph_max_extend_tokens < 0:
@@ -145,6 +149,7 @@ class Engine:
                 cuda_graph_max_bs=cfg.cuda_graph_max_bs,
                 cuda_graph_max_extend_tokens=cfg.cuda_graph_max_extend_tokens,
                 random_weights_seed=cfg.random_weights_seed,
+                decode_kernel=cfg.decode_kernel,
             )
         self.runner = runner
         from transformers import AutoTokenizer

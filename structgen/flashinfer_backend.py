@@ -12,7 +12,9 @@ FlashInfer paper (Ye et al. 2025); our own code over the ``flashinfer`` Python A
 buffers and FlashInfer's decode wrapper in CUDA-graph mode; a replay stages the inputs and the
 KV layout (indptr | indices) in one pinned host region, sends them with two asynchronous copies,
 re-plans the split-KV partition (:func:`fast_decode_replanner`) and launches the graph: no host
-synchronization.
+synchronization.  Buckets of few requests may instead capture our Triton split-KV decode kernel
+(:func:`structgen.kernels.decode_attention`), which reads the same indptr / indices buffers on
+the device, so their replays need no re-plan (``decode_kernel``, :data:`DECODE_KERNELS`).
 """
 
 from __future__ import annotations
@@ -24,11 +26,32 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from structgen import kernels
+
 from .attention import AttentionBackend, ForwardBatch
 from .memory import KVPool, PinnedStaging, ReqToTokenPool, pinned_staging, to_device
 
 WORKSPACE_BYTES = 256 << 20
 FLASHINFER_DTYPES = (torch.bfloat16, torch.float16)
+DECODE_KERNELS = ("auto", "flashinfer", "triton")
+# "auto" captures the Triton decode kernel for buckets of at most this many requests
+# (benchmarks/decode_micro.py --sections decode_attn), FlashInfer's above.
+TRITON_DECODE_MAX_BS = 8
+
+
+def check_decode_kernel(name: str) -> None:
+    """Raises ``ValueError`` unless ``name`` is one of :data:`DECODE_KERNELS`."""
+    if name not in DECODE_KERNELS:
+        raise ValueError(f"decode kernel {name!r} is not available; available: {', '.join(DECODE_KERNELS)}")
+
+
+class TritonDecodeLayout(NamedTuple):
+    """Device KV layout the Triton decode kernel reads at run time: ``kv_indptr`` int32
+    ``[bs + 1]``, ``kv_indices`` int32 ``[≥ total]``, and the splits per (request, KV head)."""
+
+    kv_indptr: torch.Tensor
+    kv_indices: torch.Tensor
+    num_splits: int
 
 
 def flashinfer_available() -> bool:
@@ -128,6 +151,7 @@ class FlashInferAttentionBackend(AttentionBackend):
         shape = (cap, 1, num_kv_heads, head_dim)  # pages of one token
         self.kv_caches = [(k.view(shape), v.view(shape)) for k, v in zip(kv_pool.k_buffers, kv_pool.v_buffers)]
         self._active: dict[int, Any] = {}
+        self._triton_decode: TritonDecodeLayout | None = None
         self._out_loc = torch.zeros(0, dtype=torch.int64, device=self.device)
 
     # ------------------------------------------------------------------ planning
@@ -164,6 +188,7 @@ class FlashInferAttentionBackend(AttentionBackend):
                 wrapper.plan(qo_indptr, kv_indptr, indices_gpu, last_page_len, *heads, causal=True, **opts)
         staging.commit()  # one event after the indices' and the plans' copies of the staged tensors
         self._active = dict(wrappers)
+        self._triton_decode = None
 
     def plan(self, batch: ForwardBatch) -> None:
         self._out_loc = to_device(batch.out_cache_loc_cpu, self.device)  # [T]
@@ -178,12 +203,35 @@ class FlashInferAttentionBackend(AttentionBackend):
         """Use already-planned ``wrappers`` (window → wrapper) and the device ``out_loc`` for the
         next forward (CUDA-graph capture binds its static buffers this way)."""
         self._active = dict(wrappers)
+        self._triton_decode = None
+        self._out_loc = out_loc
+
+    def bind_triton_decode(self, layout: TritonDecodeLayout, out_loc: torch.Tensor) -> None:
+        """Run the next decode forward's attention on the Triton split-KV kernel over the
+        device ``layout`` (its buffers are read when the kernels run, so a CUDA graph captured
+        after this call follows later writes to them) and the device ``out_loc``."""
+        self._active = {}
+        self._triton_decode = layout
         self._out_loc = out_loc
 
     # ------------------------------------------------------------------ per layer
 
     def attend(self, layer_id: int, q: torch.Tensor, *, scale: float, window: int = 0) -> torch.Tensor:
         assert scale == self.sm_scale, (scale, self.sm_scale)
+        layout = self._triton_decode
+        if layout is not None:
+            pool = self.kv_pool
+            return kernels.decode_attention(
+                q,
+                pool.k_buffers[layer_id],
+                pool.v_buffers[layer_id],
+                layout.kv_indptr,
+                layout.kv_indices,
+                scale=scale,
+                window=window,
+                num_splits=layout.num_splits,
+                backend="triton",
+            )
         return self._active[window].run(q.contiguous(), self.kv_caches[layer_id])  # type: ignore[no-any-return]
 
 
@@ -273,6 +321,9 @@ class DecodeGraphRunner:
     graphs capture; the backend is bound to each bucket's CUDA-graph decode wrappers.  Padded
     rows decode token 0 at position 0 into KV slot 0 (the padding slot) and are dropped.
     ``mempool``: the CUDA-graph memory pool handle shared with the extend graphs.
+    ``decode_kernel`` (:data:`DECODE_KERNELS`): the attention each bucket captures, FlashInfer's
+    decode wrapper or the Triton split-KV kernel; ``"auto"`` takes Triton for buckets of at most
+    :data:`TRITON_DECODE_MAX_BS` requests.  ``ValueError`` for an unknown kernel.
     """
 
     def __init__(
@@ -283,7 +334,9 @@ class DecodeGraphRunner:
         max_bs: int,
         max_context: int,
         mempool: Any,
+        decode_kernel: str = "auto",
     ) -> None:
+        check_decode_kernel(decode_kernel)
         fi = backend.fi
         self.backend = backend
         self.device = backend.device
@@ -301,8 +354,20 @@ class DecodeGraphRunner:
         self.outputs: dict[int, torch.Tensor] = {}
         self._replans: dict[int, list[Callable[[torch.Tensor], None]]] = {}  # bs -> fast re-planners ([]: plan the documented way)
         self.mempool = mempool
+        self.triton_buckets = {
+            bs for bs in self.buckets if decode_kernel == "triton" or (decode_kernel == "auto" and bs <= TRITON_DECODE_MAX_BS)
+        }
+        sms = torch.cuda.get_device_properties(dev).multi_processor_count
         stream = torch.cuda.Stream(device=dev)
         for bs in reversed(self.buckets):  # largest first: smaller graphs reuse its pool
+            inp = self.inputs[bs]
+            if bs in self.triton_buckets:
+                splits = kernels.decode_num_splits(bs, backend.num_kv_heads, sms)
+                layout = TritonDecodeLayout(self.kv_indptr_buf[: bs + 1], self.kv_indices_buf, splits)
+                self.kv_indptr_buf[: bs + 1].copy_(torch.arange(bs + 1, dtype=torch.int32))  # one key per row while capturing
+                backend.bind_triton_decode(layout, inp[2 * bs :])
+                self.graphs[bs], self.outputs[bs] = capture_graph(forward_fn, (inp[:bs], inp[bs : 2 * bs]), mempool, stream)
+                continue
             self.wrappers[bs] = {
                 w: fi.BatchDecodeWithPagedKVCacheWrapper(
                     backend.workspace,
@@ -315,7 +380,6 @@ class DecodeGraphRunner:
                 for w in backend.windows
             }
             backend.plan_decode(self.wrappers[bs], [1] * bs, torch.zeros(bs, dtype=torch.int64))
-            inp = self.inputs[bs]
             backend.bind(self.wrappers[bs], inp[2 * bs :])
             self.graphs[bs], self.outputs[bs] = capture_graph(forward_fn, (inp[:bs], inp[bs : 2 * bs]), mempool, stream)
         torch.cuda.synchronize(dev)
@@ -353,21 +417,24 @@ class DecodeGraphRunner:
         m[off:] = 0  # padding rows read slot 0
         self.inputs[bs].copy_(host_in, non_blocking=True)
         self.meta[: top + 1 + total].copy_(host_meta, non_blocking=True)
+        if bs not in self.triton_buckets:  # the Triton kernel reads indptr / indices on the device: nothing to plan
+            self._replan(bs, host_meta[: bs + 1], kv_lens, m[top + 1 :])
+        staging.commit()  # after the copies and the plans that read the staged regions
+        self.graphs[bs].replay()
+        return self.outputs[bs][:n]
+
+    def _replan(self, bs: int, indptr_host: torch.Tensor, kv_lens: list[int], indices_np: np.ndarray) -> None:
         replans = self._replans.get(bs)
         if replans is None:
             b = self.backend
             found = [fast_decode_replanner(w, b.num_heads, b.num_kv_heads, b.head_dim, win) for win, w in self.wrappers[bs].items()]
             replans = self._replans[bs] = [f for f in found if f is not None] if all(f is not None for f in found) else []
         if replans:
-            indptr_host = host_meta[: bs + 1]
             for replan in replans:
                 replan(indptr_host)
         else:
-            indices = torch.from_numpy(m[top + 1 :].astype(np.int64))
+            indices = torch.from_numpy(indices_np.astype(np.int64))
             self.backend.plan_decode(self.wrappers[bs], kv_lens, indices)  # the documented plan (rewrites the same buffers)
-        staging.commit()  # after the copies and the plans that read the staged regions
-        self.graphs[bs].replay()
-        return self.outputs[bs][:n]
 
 
 class ExtendGraphRunner:

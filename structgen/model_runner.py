@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from .attention import AttentionBackend, ForwardBatch, TorchAttentionBackend
+from .flashinfer_backend import check_decode_kernel
 from .memory import KVAllocator, KVPool, MemoryConfig, ReqToTokenPool, capacity_from_memory, kv_bytes_per_token, to_device
 from .models import LlamaForCausalLM, load_model
 
@@ -46,7 +47,8 @@ class ModelRunner:
     With the FlashInfer backend and ``cuda_graph``, decode batches of up to
     ``min(cuda_graph_max_bs, max_running_requests)`` requests replay captured CUDA graphs, and
     so do extend batches of as many requests and at most ``cuda_graph_max_extend_tokens``
-    tokens (padded to captured sizes; 0 turns extend graphs off).
+    tokens (padded to captured sizes; 0 turns extend graphs off).  ``decode_kernel`` picks the
+    decode graphs' attention (:data:`~structgen.flashinfer_backend.DECODE_KERNELS`).
     :meth:`forward` returns float32 logits ``[S, vocab_size]`` for the batch's sample rows.
     """
 
@@ -62,8 +64,10 @@ class ModelRunner:
         cuda_graph_max_bs: int = 256,
         cuda_graph_max_extend_tokens: int = 1024,
         random_weights_seed: int | None = None,
+        decode_kernel: str = "auto",
     ) -> None:
         check_attention_backend(attention_backend)  # before the weights load
+        check_decode_kernel(decode_kernel)
         if cuda_graph_max_extend_tokens < 0:
             raise ValueError(f"cuda_graph_max_extend_tokens must be ≥ 0, got {cuda_graph_max_extend_tokens}")
         self.device = device
@@ -102,7 +106,7 @@ class ModelRunner:
                 max_bs = max(1, min(cuda_graph_max_bs, memory.max_running_requests))
                 pool = torch.cuda.graph_pool_handle()
                 self.graph_runner = DecodeGraphRunner(
-                    fi_backend, self._decode_logits, max_bs=max_bs, max_context=self.max_context, mempool=pool
+                    fi_backend, self._decode_logits, max_bs=max_bs, max_context=self.max_context, mempool=pool, decode_kernel=decode_kernel
                 )
                 if cuda_graph_max_extend_tokens > 0:
                     self.extend_graph_runner = ExtendGraphRunner(

@@ -134,6 +134,7 @@ def test_presets() -> None:
     [
         ("mask_backend", "cuda-magic", "mask_backend must be one of auto, torch, triton"),
         ("attention_backend", "xformers", "attention backend 'xformers' is not available"),
+        ("decode_kernel", "cutlass", "decode kernel 'cutlass' is not available; available: auto, flashinfer, triton"),
         ("cuda_graph_max_bs", 0, "cuda_graph_max_bs must be ≥ 1"),
         ("cuda_graph_max_extend_tokens", -1, "cuda_graph_max_extend_tokens must be ≥ 0"),
         ("mask_pool_rows", 0, "mask_pool_rows must be ≥ 1"),

@@ -7,6 +7,8 @@ import pytest
 import torch
 from structgen.kernels import (
     apply_mask_rows,
+    decode_attention,
+    decode_num_splits,
     fused_add_rms_norm,
     linear,
     masked_argmax,
@@ -161,6 +163,68 @@ def test_rope_store_kv_triton_matches_torch(dtype: torch.dtype, tokens: int) -> 
     assert not outs[1][1][untouched.to(DEVICE)].any()  # only the batch's slots are written
     v = qkv[:, (heads + kv_heads) * dim :].view(tokens, kv_heads, dim)
     assert torch.equal(outs[1][2][slots], v)  # v is copied, not rotated
+
+
+def _naive_decode(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lens: list[int], slots: torch.Tensor, scale: float, window: int
+) -> torch.Tensor:
+    """Softmax attention written out per request and head (float64)."""
+    out = torch.zeros(q.shape, dtype=torch.float64)
+    group = q.shape[1] // k.shape[1]
+    start = 0
+    for b, n in enumerate(lens):
+        idx = slots[start : start + n].long()
+        if window > 0:
+            idx = idx[-window:]
+        start += n
+        for h in range(q.shape[1]):
+            kk, vv = k[idx, h // group].double(), v[idx, h // group].double()  # [L, D]
+            w = torch.softmax(kk @ q[b, h].double() * scale, dim=0)  # [L]
+            out[b, h] = w @ vv
+    return out
+
+
+@needs_triton
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("group", [1, 4])
+@pytest.mark.parametrize("num_splits", [1, 3, 4])
+@pytest.mark.parametrize("window", [0, 5])
+def test_decode_attention_triton_matches_reference(dtype: torch.dtype, group: int, num_splits: int, window: int) -> None:
+    kv_heads, dim, pool = 2, 16, 200
+    lens = [1, 37, 70, 9]  # one key; a tail shorter than a tile; splits left empty at 3 and 4 splits
+    g = torch.Generator().manual_seed(group * 10 + num_splits)
+    q = torch.randn(len(lens), kv_heads * group, dim, generator=g).to(dtype)
+    k = torch.randn(pool, kv_heads, dim, generator=g).to(dtype)
+    v = torch.randn(pool, kv_heads, dim, generator=g).to(dtype)
+    slots = torch.randperm(pool, generator=g)[: sum(lens)].to(torch.int32)
+    indptr = torch.tensor([0, *np.cumsum(lens)], dtype=torch.int32)
+    scale = dim**-0.5
+    want = _naive_decode(q, k, v, lens, slots, scale, window)
+    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {"rtol": 1e-4, "atol": 1e-4}
+    for backend in ("torch", "triton"):
+        got = decode_attention(
+            q.to(DEVICE), k.to(DEVICE), v.to(DEVICE), indptr.to(DEVICE), slots.to(DEVICE),
+            scale=scale, window=window, num_splits=num_splits, backend=backend,
+        )  # fmt: skip
+        assert got.dtype == dtype and got.shape == q.shape
+        torch.testing.assert_close(got.double().cpu(), want, **tol)
+
+
+def test_decode_attention_errors_and_splits() -> None:
+    q, k = torch.zeros(2, 4, 8), torch.zeros(10, 2, 8)
+    indptr, idx = torch.tensor([0, 1, 2], dtype=torch.int32), torch.zeros(2, dtype=torch.int32)
+    with pytest.raises(ValueError, match="int32"):
+        decode_attention(q, k, k, indptr.long(), idx, scale=1.0, backend="torch")
+    with pytest.raises(ValueError, match=r"kv_indptr must be \[B \+ 1\]"):
+        decode_attention(q, k, k, indptr[:2], idx, scale=1.0, backend="torch")
+    with pytest.raises(ValueError, match="KV heads 3"):
+        decode_attention(q, torch.zeros(10, 3, 8), torch.zeros(10, 3, 8), indptr, idx, scale=1.0, backend="torch")
+    with pytest.raises(ValueError, match="num_splits"):
+        decode_attention(q, k, k, indptr, idx, scale=1.0, num_splits=0, backend="torch")
+    assert decode_num_splits(1, 8, 132) == 16
+    assert decode_num_splits(8, 8, 132) == 2
+    assert decode_num_splits(64, 8, 132) == 1
+    assert decode_num_splits(1, 1, 132, max_splits=32) == 32
 
 
 @needs_triton
