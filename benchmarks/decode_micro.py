@@ -11,8 +11,8 @@ cost excluded), with weights / KV of several layers cycled so the 50 MB L2 does 
   host time of one ``plan`` call.
 - ``decode_attn``: the engine's CUDA-graph decode attention, FlashInfer's CUDA-core decode
   wrapper against the Triton split-KV kernel (:mod:`structgen.kernels.decode_attention_triton`)
-  at batch 1, 8, 32, 128 and contexts 512, 4096 (splits from ``decode_num_splits``, plus a
-  few split / tile variants at batch 1).
+  at batch 1, 2, 4, 8, 32, 128 and contexts 512, 4096 (splits from ``decode_num_splits``, plus
+  split / tile variants up to batch 8).
 - ``rope_kv``: RoPE then two indexed KV stores (the engine's path) against the fused
   :func:`~structgen.kernels.model_ops_triton.rope_store_kv_triton`.
 
@@ -188,7 +188,7 @@ def bench_decode_attn(rows: list[list[Any]], dev: torch.device) -> None:
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
     workspace = torch.zeros(256 << 20, dtype=torch.uint8, device=dev)
     for ctx in (512, 4096):
-        for bs in (1, 8, 32, 128):
+        for bs in (1, 2, 4, 8, 32, 128):
             per_layer = 2 * bs * ctx * kvh * d * 2
             layers = max(2, min(32, -(-(256 << 20) // per_layer)))  # KV cycled over > 256 MB
             slots = bs * ctx + 1
@@ -217,8 +217,8 @@ def bench_decode_attn(rows: list[list[Any]], dev: torch.device) -> None:
             print(rows[-1], flush=True)
             auto = decode_num_splits(bs, kvh, sms)
             variants = [(auto, 32, 4)]
-            if bs == 1:
-                variants += [(8, 64, 4), (16, 64, 4), (32, 32, 4), (16, 32, 2), (16, 16, 2)]
+            if bs <= 8:
+                variants += [(auto * 2, 32, 4), (auto // 2 or 1, 32, 4), (auto, 64, 4), (auto, 16, 4)]
             for splits, block, warps in variants:
                 run = partial(decode_attention_triton, scale=d**-0.5, num_splits=splits, block_n=block, num_warps=warps)
                 got = run(q, *caches[0], indptr, indices)

@@ -8,7 +8,9 @@ query heads that share the head, padded to 16 rows for ``tl.dot``) over the ``s`
 output and its log-sum-exp; a second kernel merges the splits.  With one split the first kernel
 writes the output directly.  The KV layout is read on the device (``kv_indptr`` / ``kv_indices``),
 so one launch serves any context length: a CUDA graph captures it once per batch size, and a
-replay needs no re-plan.  Both kernels launch with programmatic dependent launch on Hopper
+replay needs no re-plan.  ``kv_indptr`` and ``kv_indices`` are read before the PDL wait, so the
+kernel launched just before must not write them (the engine copies them in before the step).
+Both kernels launch with programmatic dependent launch on Hopper
 (:mod:`structgen.kernels.pdl`).
 """
 
@@ -56,9 +58,8 @@ def _decode_split_kernel(
     b = tl.program_id(0)
     kh = tl.program_id(1)
     sp = tl.program_id(2)
-    if USE_PDL:
-        gdc_wait()  # q and this step's new key come from the kernel before
-        gdc_launch_dependents()
+    # The layout is read before the PDL wait: the host copies it in before the step, and no
+    # kernel of the step writes it.
     start = tl.load(indptr_ptr + b)
     end = tl.load(indptr_ptr + b + 1)
     first = start
@@ -67,21 +68,26 @@ def _decode_split_kernel(
     chunk = tl.cdiv(tl.cdiv(end - first, NS), BLOCK_N) * BLOCK_N
     lo = first + sp * chunk
     hi = tl.minimum(lo + chunk, end)
-
     offs_g = tl.arange(0, GP)
     offs_d = tl.arange(0, D)
     offs_n = tl.arange(0, BLOCK_N)
     g_ok = offs_g < G
     heads = kh * G + offs_g  # [GP]
+    slot = tl.load(indices_ptr + lo + offs_n, mask=lo + offs_n < hi, other=0).to(tl.int64)  # [BLOCK_N], the first tile's slots
+    if USE_PDL:
+        gdc_wait()  # q and this step's new key come from the kernel before
+        gdc_launch_dependents()
     q = tl.load(q_ptr + b.to(tl.int64) * stride_qb + heads[:, None] * stride_qh + offs_d[None, :], mask=g_ok[:, None], other=0.0)  # [GP, D]
     m_i = tl.full([GP], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([GP], dtype=tl.float32)
     acc = tl.zeros([GP, D], dtype=tl.float32)
     for n0 in range(lo, hi, BLOCK_N):
-        n = n0 + offs_n  # [BLOCK_N]
-        valid = n < hi
-        slot = tl.load(indices_ptr + n, mask=valid, other=0).to(tl.int64)  # [BLOCK_N]
+        valid = n0 + offs_n < hi  # [BLOCK_N]
+        # K, V and the next tile's slots are all in flight at once: one memory latency per tile
         k = tl.load(k_ptr + slot[:, None] * stride_kt + kh * stride_kh + offs_d[None, :], mask=valid[:, None], other=0.0)  # [BLOCK_N, D]
+        v = tl.load(v_ptr + slot[:, None] * stride_vt + kh * stride_vh + offs_d[None, :], mask=valid[:, None], other=0.0)  # [BLOCK_N, D]
+        nxt = n0 + BLOCK_N + offs_n
+        slot = tl.load(indices_ptr + nxt, mask=nxt < hi, other=0).to(tl.int64)
         if DOT_F32:
             s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision="ieee")
         else:
@@ -92,7 +98,6 @@ def _decode_split_kernel(
         alpha = tl.exp2(m_i - m_new)
         p = tl.exp2(s - m_new[:, None])  # [GP, BLOCK_N]
         l_i = l_i * alpha + tl.sum(p, axis=1)
-        v = tl.load(v_ptr + slot[:, None] * stride_vt + kh * stride_vh + offs_d[None, :], mask=valid[:, None], other=0.0)  # [BLOCK_N, D]
         if DOT_F32:
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype).to(tl.float32), v.to(tl.float32), input_precision="ieee")
         else:
