@@ -188,7 +188,7 @@ def bench_decode_attn(rows: list[list[Any]], dev: torch.device) -> None:
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
     workspace = torch.zeros(256 << 20, dtype=torch.uint8, device=dev)
     for ctx in (512, 4096):
-        for bs in (1, 2, 4, 8, 32, 128):
+        for bs in (1, 2, 4, 8, 16, 32, 128):
             per_layer = 2 * bs * ctx * kvh * d * 2
             layers = max(2, min(32, -(-(256 << 20) // per_layer)))  # KV cycled over > 256 MB
             slots = bs * ctx + 1

@@ -161,13 +161,14 @@ def _decode_attention_triton() -> ModuleType:
     return decode_attention_triton
 
 
-def decode_num_splits(batch: int, kv_heads: int, num_sms: int, *, max_splits: int = 32) -> int:
+def decode_num_splits(batch: int, kv_heads: int, num_sms: int, *, max_splits: int = 64) -> int:
     """Splits per (request, KV head) for :func:`decode_attention`: the largest power of two
-    ≤ ``max_splits`` that keeps ``batch · kv_heads · splits`` within two programs per SM, at
+    ≤ ``max_splits`` that keeps ``batch · kv_heads · splits`` within four programs per SM, at
     least 1 (flash-decoding fills the GPU only when few requests leave SMs idle; a split
-    shorter than a tile of keys stays empty)."""
+    shorter than a tile of keys stays empty).  Chosen from ``benchmarks/decode_micro.py
+    --sections decode_attn`` on the H200 (``benchmarks/results/decode-s15``)."""
     splits = 1
-    while splits * 2 <= max_splits and batch * kv_heads * splits * 2 <= 2 * num_sms:
+    while splits * 2 <= max_splits and batch * kv_heads * splits * 2 <= 4 * num_sms:
         splits *= 2
     return splits
 

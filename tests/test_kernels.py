@@ -221,9 +221,10 @@ def test_decode_attention_errors_and_splits() -> None:
         decode_attention(q, torch.zeros(10, 3, 8), torch.zeros(10, 3, 8), indptr, idx, scale=1.0, backend="torch")
     with pytest.raises(ValueError, match="num_splits"):
         decode_attention(q, k, k, indptr, idx, scale=1.0, num_splits=0, backend="torch")
-    assert decode_num_splits(1, 8, 132) == 32
-    assert decode_num_splits(8, 8, 132) == 4
+    assert decode_num_splits(1, 8, 132) == 64
+    assert decode_num_splits(8, 8, 132) == 8
     assert decode_num_splits(64, 8, 132) == 1
+    assert decode_num_splits(32, 8, 132) == 2
     assert decode_num_splits(1, 1, 132, max_splits=16) == 16
 
 
