@@ -10,7 +10,7 @@ FlashInfer paper (Ye et al. 2025); our own code over the ``flashinfer`` Python A
 
 :class:`DecodeGraphRunner` captures decode forwards for bucketed batch sizes with static input
 buffers and FlashInfer's decode wrapper in CUDA-graph mode; a replay stages the inputs and the
-KV layout (indptr | indices) in one pinned host region, sends them with two asynchronous copies,
+KV layout (indptr | indices) in one pinned host region, sends them with one asynchronous copy,
 re-plans the split-KV partition (:func:`fast_decode_replanner`) and launches the graph: no host
 synchronization.  Buckets of few requests may instead capture our Triton split-KV decode kernel
 (:func:`structgen.kernels.decode_attention`), which reads the same indptr / indices buffers on
@@ -36,7 +36,7 @@ FLASHINFER_DTYPES = (torch.bfloat16, torch.float16)
 DECODE_KERNELS = ("auto", "flashinfer", "triton")
 # "auto" captures the Triton decode kernel for buckets of at most this many requests
 # (benchmarks/decode_micro.py --sections decode_attn), FlashInfer's above.
-TRITON_DECODE_MAX_BS = 8
+TRITON_DECODE_MAX_BS = 4
 
 
 def check_decode_kernel(name: str) -> None:
@@ -343,10 +343,12 @@ class DecodeGraphRunner:
         self.buckets = graph_buckets(max_bs)
         top = self.buckets[-1]
         dev = self.device
-        # per bucket one contiguous int64 [3 * bs]: input ids | positions | out_cache_loc (one copy per replay)
-        self.inputs = {bs: torch.zeros(3 * bs, dtype=torch.int64, device=dev) for bs in self.buckets}
-        # int32 [bs_max + 1 + bs_max * max_context]: KV indptr (padded to bs_max + 1) | KV indices (one copy per replay)
-        self.meta = torch.zeros(top + 1 + top * max_context, dtype=torch.int32, device=dev)
+        # One device region, one host→device copy per replay: bucket bs's int64 [3 * bs] inputs
+        # (input ids | positions | out_cache_loc) end where the int32 layout starts, KV indptr
+        # (padded to bs_max + 1) | KV indices.  Buckets share it: one graph replays at a time.
+        self.io = torch.zeros(24 * top + 4 * (top + 1 + top * max_context), dtype=torch.uint8, device=dev)
+        self.inputs = {bs: self.io[24 * (top - bs) : 24 * top].view(torch.int64) for bs in self.buckets}
+        self.meta = self.io[24 * top :].view(torch.int32)
         self.kv_indptr_buf, self.kv_indices_buf = self.meta[: top + 1], self.meta[top + 1 :]
         self.last_page_buf = torch.ones(top, dtype=torch.int32, device=dev)  # page size 1: constant
         self.wrappers: dict[int, dict[int, Any]] = {}
@@ -415,8 +417,7 @@ class DecodeGraphRunner:
             m[off : off + length] = table[row, :length]
             off += length
         m[off:] = 0  # padding rows read slot 0
-        self.inputs[bs].copy_(host_in, non_blocking=True)
-        self.meta[: top + 1 + total].copy_(host_meta, non_blocking=True)
+        self.io[24 * (top - bs) : 24 * top + 4 * (top + 1 + total)].copy_(staged, non_blocking=True)
         if bs not in self.triton_buckets:  # the Triton kernel reads indptr / indices on the device: nothing to plan
             self._replan(bs, host_meta[: bs + 1], kv_lens, m[top + 1 :])
         staging.commit()  # after the copies and the plans that read the staged regions
