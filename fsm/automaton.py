@@ -917,26 +917,85 @@ class LazyDFA:
         return frozenset().union(*(p[0] for p in parts)), any(p[1] for p in parts)
 
     def _closure_one(self, seed: int) -> tuple[frozenset[int], bool]:
-        got = self._closures.get(seed)
+        """Closure of one NFA state, memoizing the closure of every state the search meets.
+
+        Iterative Tarjan SCC search over epsilon edges: states of one strongly connected
+        component share a closure, which is their own members with byte edges plus the closures
+        of the components they reach.  A lazily unrolled counter (``x{0,2048}``: each copy's
+        exit leads through the exits of all enclosing copies) then costs each exit once instead
+        of once per closure through it (quadratic in the bound).  Stubs are expanded when
+        reached, before their epsilon edges are read."""
+        memo = self._closures
+        got = memo.get(seed)
         if got is not None:
             return got
         eps = self.eps
-        pending = self.builder.pending
-        seen = {seed}
-        stack = [seed]
-        while stack:
-            q = stack.pop()
+        builder = self.builder
+        pending = builder.pending
+        final = self.final
+        index: dict[int, int] = {}
+        low: dict[int, int] = {}
+        parts: dict[int, tuple[set[int], bool]] = {}  # open state -> (members reached so far, final reached)
+        scc_stack: list[int] = []
+        work: list[tuple[int, int]] = []  # (state, next epsilon edge to follow)
+
+        def enter(q: int) -> None:
             if q in pending:
-                self.builder.expand_stub(q)
+                builder.expand_stub(q)
                 self.has_edges.extend(bool(e) for e in self.edges[len(self.has_edges) :])
-            for r in eps[q]:
-                if r not in seen:
-                    seen.add(r)
-                    stack.append(r)
-        has = self.has_edges
-        got = (frozenset(q for q in seen if has[q]), self.final in seen)
-        self._closures[seed] = got
-        return got
+            index[q] = low[q] = len(index)
+            parts[q] = (set(), q == final)
+            scc_stack.append(q)
+            work.append((q, 0))
+
+        enter(seed)
+        while work:
+            q, i = work[-1]
+            succ = eps[q]
+            if i < len(succ):
+                work[-1] = (q, i + 1)
+                r = succ[i]
+                done = memo.get(r)
+                if done is not None:  # a finished component: take its closure whole
+                    members, fin = parts[q]
+                    members.update(done[0])
+                    if fin or not done[1]:
+                        continue
+                    parts[q] = (members, True)
+                elif r not in index:
+                    enter(r)
+                elif r in parts:  # on the stack: same component
+                    low[q] = min(low[q], index[r])
+                continue
+            work.pop()
+            if work:
+                p = work[-1][0]
+                low[p] = min(low[p], low[q])
+            if low[q] != index[q]:
+                continue
+            comp: list[int] = []  # q roots a component: pop it and publish its closure
+            members: set[int] = set()
+            fin = False
+            while True:
+                r = scc_stack.pop()
+                comp.append(r)
+                m, f = parts.pop(r)
+                members |= m
+                fin = fin or f
+                if r == q:
+                    break
+            has = self.has_edges
+            members.update(r for r in comp if has[r])
+            closure = (frozenset(members), fin)
+            for r in comp:
+                memo[r] = closure
+            if work:  # the parent reaches this component
+                p = work[-1][0]
+                pm, pf = parts[p]
+                pm |= members
+                if fin and not pf:
+                    parts[p] = (pm, True)
+        return memo[seed]
 
     def _state_of(self, key: tuple[frozenset[int], bool]) -> int:
         d = self.index.get(key)
