@@ -957,11 +957,10 @@ class LazyDFA:
                 r = succ[i]
                 done = memo.get(r)
                 if done is not None:  # a finished component: take its closure whole
-                    members, fin = parts[q]
-                    members.update(done[0])
-                    if fin or not done[1]:
-                        continue
-                    parts[q] = (members, True)
+                    qm, qf = parts[q]
+                    qm.update(done[0])
+                    if not qf and done[1]:
+                        parts[q] = (qm, True)
                 elif r not in index:
                     enter(r)
                 elif r in parts:  # on the stack: same component
