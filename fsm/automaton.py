@@ -853,6 +853,9 @@ def _prune(node: Node, builder: _Builder, memo: dict[int, Node]) -> Node:
     return out
 
 
+SMALL_CLOSURE = 64  # closures up to this many NFA states skip the memoizing SCC search
+
+
 class LazyDFA:
     """A byte DFA whose states are built on demand by subset construction.
 
@@ -929,6 +932,10 @@ class LazyDFA:
         got = memo.get(seed)
         if got is not None:
             return got
+        got = self._closure_small(seed)
+        if got is not None:
+            memo[seed] = got
+            return got
         eps = self.eps
         builder = self.builder
         pending = builder.pending
@@ -995,6 +1002,28 @@ class LazyDFA:
                 if fin and not pf:
                     parts[p] = (pm, True)
         return memo[seed]
+
+    def _closure_small(self, seed: int) -> tuple[frozenset[int], bool] | None:
+        """Closure of ``seed`` by a plain depth-first search (memoizing only ``seed``), or None
+        once it passes :data:`SMALL_CLOSURE` states: the common case without the SCC search's
+        bookkeeping.  Stubs met are expanded (the SCC search then finds them built)."""
+        eps = self.eps
+        pending = self.builder.pending
+        seen = {seed}
+        stack = [seed]
+        while stack:
+            q = stack.pop()
+            if q in pending:
+                self.builder.expand_stub(q)
+                self.has_edges.extend(bool(e) for e in self.edges[len(self.has_edges) :])
+            for r in eps[q]:
+                if r not in seen:
+                    if len(seen) >= SMALL_CLOSURE:
+                        return None
+                    seen.add(r)
+                    stack.append(r)
+        has = self.has_edges
+        return frozenset(q for q in seen if has[q]), self.final in seen
 
     def _state_of(self, key: tuple[frozenset[int], bool]) -> int:
         d = self.index.get(key)

@@ -133,3 +133,19 @@ def test_automata_agree_with_interegular(pattern: str, samples: list[str]) -> No
     theirs = interegular.parse_pattern(pattern).to_fsm() & interegular.parse_pattern(other).to_fsm()
     for s in samples:
         assert ours.accepts(s.encode()) == theirs.accepts(s), (pattern, s)
+
+
+def test_long_bounded_counters_take_the_memoizing_closure_search() -> None:
+    """``x{0,n}`` unrolls lazily into nested copies whose exits chain back out: closures past
+    SMALL_CLOSURE states go through the SCC search, and the language stays exact."""
+    from structgen.fsm.automaton import SMALL_CLOSURE
+
+    n = 192
+    assert n > 2 * SMALL_CLOSURE
+    lazy = compile_lazy(regex_to_ir(f"(?:a|bc){{0,{n}}}d(?:e*f)*"))
+    for k in (0, 1, 64, n - 1, n):
+        assert lazy.accepts(b"a" * k + b"d")
+        assert lazy.accepts(b"bc" * k + b"def" + b"eef")
+        assert not lazy.accepts(b"a" * k + b"b" + b"d")
+    assert not lazy.accepts(b"a" * (n + 1) + b"d")
+    assert len(lazy._closures) > 5 * n  # every exit of the chain memoized, not only the seeds
