@@ -937,8 +937,7 @@ class LazyDFA:
             memo[seed] = got
             return got
         eps = self.eps
-        builder = self.builder
-        pending = builder.pending
+        pending = self.builder.pending
         final = self.final
         index: dict[int, int] = {}
         low: dict[int, int] = {}
@@ -948,8 +947,7 @@ class LazyDFA:
 
         def enter(q: int) -> None:
             if q in pending:
-                builder.expand_stub(q)
-                self.has_edges.extend(bool(e) for e in self.edges[len(self.has_edges) :])
+                self._expand_stub(q)
             index[q] = low[q] = len(index)
             parts[q] = (set(), q == final)
             scc_stack.append(q)
@@ -1003,6 +1001,11 @@ class LazyDFA:
                     parts[p] = (pm, True)
         return memo[seed]
 
+    def _expand_stub(self, q: int) -> None:
+        """Build the pending fragment at NFA state ``q`` and note which new states have byte edges."""
+        self.builder.expand_stub(q)
+        self.has_edges.extend(bool(e) for e in self.edges[len(self.has_edges) :])
+
     def _closure_small(self, seed: int) -> tuple[frozenset[int], bool] | None:
         """Closure of ``seed`` by a plain depth-first search (memoizing only ``seed``), or None
         once it passes :data:`SMALL_CLOSURE` states: the common case without the SCC search's
@@ -1014,8 +1017,7 @@ class LazyDFA:
         while stack:
             q = stack.pop()
             if q in pending:
-                self.builder.expand_stub(q)
-                self.has_edges.extend(bool(e) for e in self.edges[len(self.has_edges) :])
+                self._expand_stub(q)
             for r in eps[q]:
                 if r not in seen:
                     if len(seen) >= SMALL_CLOSURE:

@@ -165,7 +165,7 @@ def decode_attention_triton(
     for few requests; see :func:`~structgen.kernels.decode_num_splits`); ``block_n`` keys per
     inner tile, ``num_warps`` warps per program.  The
     head dim must be a power of two.  ``ValueError`` for mismatched arguments."""
-    check_decode_args(q, k_cache, v_cache, kv_indptr, kv_indices, num_splits)
+    check_decode_args(q, k_cache, v_cache, kv_indptr, kv_indices, num_splits, window)
     batch, heads, dim = q.shape
     kv_heads = k_cache.shape[1]
     if dim & (dim - 1) or k_cache.stride(2) != 1 or v_cache.stride(2) != 1 or q.stride(2) != 1:

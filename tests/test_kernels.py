@@ -221,6 +221,14 @@ def test_decode_attention_errors_and_splits() -> None:
         decode_attention(q, torch.zeros(10, 3, 8), torch.zeros(10, 3, 8), indptr, idx, scale=1.0, backend="torch")
     with pytest.raises(ValueError, match="num_splits"):
         decode_attention(q, k, k, indptr, idx, scale=1.0, num_splits=0, backend="torch")
+    with pytest.raises(ValueError, match="window must be ≥ 0"):
+        decode_attention(q, k, k, indptr, idx, scale=1.0, window=-1, backend="torch")
+    with pytest.raises(ValueError, match="share one dtype"):
+        decode_attention(q, k.double(), k.double(), indptr, idx, scale=1.0, backend="torch")
+    with pytest.raises(ValueError, match="kv_indices must be 1-D"):
+        decode_attention(q, k, k, indptr, idx[None], scale=1.0, backend="torch")
+    with pytest.raises(ValueError, match="must be ≥ 1"):
+        decode_num_splits(0, 8, 132)
     assert decode_num_splits(1, 8, 132) == 64
     assert decode_num_splits(8, 8, 132) == 8
     assert decode_num_splits(64, 8, 132) == 1
