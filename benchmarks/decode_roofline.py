@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _gpu_common import HERE, copy_bandwidth, run_meta, write_results
 
 from structgen.attention import ForwardBatch
+from structgen.flashinfer_backend import DECODE_KERNELS
 from structgen.memory import MemoryConfig, kv_bytes_per_token
 from structgen.model_runner import ModelRunner
 from structgen.models import write_preset_folder
@@ -82,7 +83,7 @@ def main() -> None:
     ap.add_argument(
         "--host-profile", action="store_true", help="add a cProfile of the first configuration's forwards (host side) to the notes"
     )
-    ap.add_argument("--decode-kernel", default="auto", help="decode graphs' attention: auto | flashinfer | triton")
+    ap.add_argument("--decode-kernel", default="auto", choices=DECODE_KERNELS, help="decode graphs' attention")
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args()
     if args.extend_graph_tokens < 0:
