@@ -135,7 +135,11 @@ class CompilerConfig:
     eagerly, breadth-first (:meth:`TokenFSM.precompute_rows`), within what is left of
     ``timeout_s``: rows not reached stay lazy, and running out of time or states never fails
     the compile.  0 (default): only the initial state's row, the rest on first visit (the
-    lowest time to first mask).
+    lowest time to first mask).  ``precompute_budget_s`` (s, or None): stop that eager
+    precompute once this long has passed since the compile began, even with ``timeout_s``
+    left, so a grammar of tens of thousands of states (long counted strings, large enums)
+    delays its first mask by at most about this much; its remaining rows are computed on first
+    visit.  None: bounded by ``timeout_s`` only.
     """
 
     timeout_s: float = 10.0
@@ -144,6 +148,7 @@ class CompilerConfig:
     cache_dir: str | None = None
     workers: int = 1
     precompute_states: int = 0
+    precompute_budget_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.timeout_s <= 0:
@@ -154,6 +159,8 @@ class CompilerConfig:
             raise ValueError("cache_size must be >= 0 and workers >= 1")
         if self.precompute_states < 0:
             raise ValueError(f"precompute_states must be >= 0, got {self.precompute_states}")
+        if self.precompute_budget_s is not None and not self.precompute_budget_s > 0:
+            raise ValueError(f"precompute_budget_s must be > 0 or None, got {self.precompute_budget_s}")
 
 
 class CompileStats(NamedTuple):
@@ -215,7 +222,8 @@ class GrammarCompiler:
             if not isinstance(fsm_or_err, BaseException):
                 self._store_disk(key, fsm_or_err)
         else:
-            self._precompute(from_disk, time.perf_counter() + self.config.timeout_s)
+            now = time.perf_counter()
+            self._precompute(from_disk, self._precompute_deadline(now, now + self.config.timeout_s))
             with self._lock:
                 self._counts["disk_hits"] += 1
         assert fsm_or_err is not None
@@ -226,6 +234,7 @@ class GrammarCompiler:
         return fsm_or_err
 
     def _compile_uncached(self, constraint: Constraint) -> TokenFSM:
+        t0 = time.perf_counter()
         budget = Budget(timeout_s=self.config.timeout_s, max_states=self.config.max_states)
         node = constraint.to_ir(check=budget.check_time)
         dfa = compile_lazy(node, budget)
@@ -233,8 +242,14 @@ class GrammarCompiler:
             raise GrammarCompileError("the constraint matches nothing (empty language): no output can satisfy it")
         fsm = TokenFSM(dfa, self.vocab)
         fsm.mask_row_index(fsm.initial)
-        self._precompute(fsm, budget.deadline)
+        self._precompute(fsm, self._precompute_deadline(t0, budget.deadline))
         return fsm
+
+    def _precompute_deadline(self, start: float, deadline: float) -> float:
+        """When an eager precompute begun by a compile started at ``start`` (``perf_counter``
+        seconds) must stop: ``deadline``, or earlier per ``config.precompute_budget_s``."""
+        b = self.config.precompute_budget_s
+        return deadline if b is None else min(deadline, start + b)
 
     def _precompute(self, fsm: TokenFSM, deadline: float) -> None:
         """Eager rows per ``config.precompute_states`` (a no-op when 0 or already complete)."""

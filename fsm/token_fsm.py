@@ -350,7 +350,8 @@ class TokenFSM:
         any of these states costs a row lookup, never a trie walk).
 
         Stops early, keeping every row computed so far, once ``max_states`` states are done or
-        ``time.perf_counter()`` passes ``deadline`` (seconds); rows not computed stay lazy.
+        ``time.perf_counter()`` passes ``deadline`` (seconds); rows not computed stay lazy (after
+        a deadline stop, so do the automaton's distances to acceptance: the time is spent).
         Returns ``(states done, complete)``: ``complete`` is True when every token-reachable
         state has its row.  Thread-safe; the language is unchanged.  Raises ``ValueError`` for a
         negative ``max_states``.
@@ -373,10 +374,10 @@ class TokenFSM:
         while frontier:
             nxt: list[int] = []
             for s in frontier:
-                if (
-                    (max_states is not None and done >= max_states)
-                    or (deadline is not None and time.perf_counter() > deadline)
-                    or (shared and dfa.num_states + dfa.num_classes > PRECOMPUTE_CAP_SHARE * dfa.max_states)
+                if deadline is not None and time.perf_counter() > deadline:
+                    return done, False  # out of time: distances too are left to first use
+                if (max_states is not None and done >= max_states) or (
+                    shared and dfa.num_states + dfa.num_classes > PRECOMPUTE_CAP_SHARE * dfa.max_states
                 ):
                     with self._lock:
                         dfa.prepare_distances()

@@ -122,6 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="mask rows computed during each compile (CompilerConfig.precompute_states; 0: lazy, on first visit)",
     )
+    conf.add_argument(
+        "--precompute-budget-s",
+        type=float,
+        default=None,
+        help="stop each compile's eager rows this many seconds after it began (CompilerConfig.precompute_budget_s)",
+    )
     conf.add_argument("--out", default="benchmarks/results")
     return parser
 
@@ -406,6 +412,7 @@ def main(argv: list[str] | None = None) -> int:
                 samples=args.samples,
                 workers=args.workers,
                 precompute_states=args.precompute_states,
+                precompute_budget_s=args.precompute_budget_s,
                 command="structgen " + shlex.join(argv),
             )
         except (FileNotFoundError, ValueError) as e:

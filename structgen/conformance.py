@@ -72,6 +72,7 @@ class ItemResult:
     states: int = 0
     states_after: int = 0
     rows: int = 0
+    rows_complete: bool = False  # every token-reachable state's row computed by the compile
     token_ns_cold: list[int] = field(default_factory=list)
     token_ns_warm: list[int] = field(default_factory=list)
 
@@ -249,7 +250,9 @@ _STATE: dict[str, Any] = {}
 TIMED_TOKENS = 64  # per schema: the first accepted instance's first 64 tokens are timed
 
 
-def _init_worker(tokenizer: str, timeout_s: float, max_states: int, samples: int, precompute_states: int = 0) -> None:
+def _init_worker(
+    tokenizer: str, timeout_s: float, max_states: int, samples: int, precompute_states: int = 0, precompute_budget_s: float | None = None
+) -> None:
     import jsonschema  # noqa: F401 - its format checkers take seconds to import; not per schema
 
     vocab = Vocabulary.from_tokenizer(tokenizer)
@@ -258,7 +261,13 @@ def _init_worker(tokenizer: str, timeout_s: float, max_states: int, samples: int
         vocab=vocab,
         compiler=GrammarCompiler(
             vocab,
-            CompilerConfig(timeout_s=timeout_s, max_states=max_states, cache_size=2, precompute_states=precompute_states),
+            CompilerConfig(
+                timeout_s=timeout_s,
+                max_states=max_states,
+                cache_size=2,
+                precompute_states=precompute_states,
+                precompute_budget_s=precompute_budget_s,
+            ),
         ),
         samples=samples,
         timeout_s=timeout_s,
@@ -304,6 +313,7 @@ def run_item(item: Item) -> ItemResult:
         res.cache_hit_ms = (time.perf_counter() - t1) * 1000
         res.outcome = "compiled"
         res.states = fsm.num_states
+        res.rows_complete = fsm.rows_complete
         try:
             check(item, fsm, options, res)
         except GrammarCompileError as e:  # a cap reached while walking (lazy expansion)
@@ -446,6 +456,7 @@ def summarize(results: list[ItemResult]) -> dict[str, Any]:
             "max": max((r.states_after for r in compiled), default=0),
         },
         "mask_rows": {"p50": _pct([r.rows for r in compiled], 50), "max": max((r.rows for r in compiled), default=0)},
+        "rows_complete": sum(r.rows_complete for r in compiled),
         "token_us_cold": {
             "p50": _pct(cold, 50),
             "p99": _pct(cold, 99),
@@ -477,7 +488,8 @@ def render_markdown(meta: dict[str, Any], suites: dict[str, dict[str, Any]]) -> 
         f"- machine: {meta['machine']}",
         f"- commit: {meta['commit']}, date: {meta['date']}",
         f"- limits: timeout_s={meta['timeout_s']}, max_states={meta['max_states']}, "
-        f"precompute_states={meta.get('precompute_states', 0)}; {meta['samples']} random samples per compiled schema",
+        f"precompute_states={meta.get('precompute_states', 0)}, precompute_budget_s={meta.get('precompute_budget_s')}; "
+        f"{meta['samples']} random samples per compiled schema",
         "",
         "| suite | schemas | compiled | passing | unsupported | errors | unsound (instances) | unsound (samples) "
         "| first mask p50 / p90 / p99 / max (ms) | cache hit p50 (ms) | token µs cold p50 / mean | token µs warm p50 / p99 / mean |",
@@ -502,7 +514,8 @@ def render_markdown(meta: dict[str, Any], suites: dict[str, dict[str, Any]]) -> 
             f"- errors by kind: {s['errors_by_kind']}",
             f"- automaton states built by the first mask p50 {s['states']['p50']:.0f}, max {s['states']['max']}; "
             f"after the walks p50 {s['states_after']['p50']:.0f}, max {s['states_after']['max']}; "
-            f"mask rows per schema p50 {s['mask_rows']['p50']:.0f}, max {s['mask_rows']['max']}",
+            f"mask rows per schema p50 {s['mask_rows']['p50']:.0f}, max {s['mask_rows']['max']}; "
+            f"every reachable row computed by the compile in {s.get('rows_complete', 0)} of {s['compiled']} compiled schemas",
             f"- valid instances accepted: {s['valid_accepted']} / {s['valid_instances']}",
         ]
         if s["violation_examples"]:
@@ -533,15 +546,19 @@ def run(
     samples: int = 5,
     workers: int = 2,
     precompute_states: int = 0,
+    precompute_budget_s: float | None = None,
     command: str = "",
     progress: bool = True,
 ) -> dict[str, Any]:
     """Run the suites and write ``conformance-<tokenizer>.{json,md}`` under ``out_dir``.
     ``precompute_states``: :class:`~structgen.fsm.compiler.CompilerConfig`'s (rows computed
     in the compile, so within the first-mask time; 0 = lazy rows, computed on the first
-    walk).  Raises ``ValueError`` for bad limits (before any worker starts) and
+    walk); ``precompute_budget_s``: its time limit per compile (s, None: ``timeout_s``).
+    Raises ``ValueError`` for bad limits (before any worker starts) and
     ``FileNotFoundError`` when no suite folder holds schemas."""
-    CompilerConfig(timeout_s=timeout_s, max_states=max_states, precompute_states=precompute_states)  # validates the limits
+    CompilerConfig(
+        timeout_s=timeout_s, max_states=max_states, precompute_states=precompute_states, precompute_budget_s=precompute_budget_s
+    )  # validates the limits
     if workers < 1 or samples < 0:
         raise ValueError(f"workers must be >= 1 and samples >= 0, got workers={workers}, samples={samples}")
     items: list[Item] = []
@@ -556,7 +573,10 @@ def run(
     from tqdm import tqdm
 
     with ctx.Pool(
-        workers, initializer=_init_worker, initargs=(tokenizer, timeout_s, max_states, samples, precompute_states), maxtasksperchild=500
+        workers,
+        initializer=_init_worker,
+        initargs=(tokenizer, timeout_s, max_states, samples, precompute_states, precompute_budget_s),
+        maxtasksperchild=500,
     ) as pool:
         for r in tqdm(pool.imap_unordered(run_item, items, chunksize=4), total=len(items), disable=not progress, desc="schemas"):
             results.append(r)
@@ -575,6 +595,7 @@ def run(
         "timeout_s": timeout_s,
         "max_states": max_states,
         "precompute_states": precompute_states,
+        "precompute_budget_s": precompute_budget_s,
         "samples": samples,
         "maskbench_limit": maskbench_limit,
     }

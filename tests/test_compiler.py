@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
 import pytest
 from structgen.fsm.compiler import CompilerConfig, Constraint, GrammarCompiler
 from structgen.fsm.errors import GrammarCompileError, GrammarTimeoutError
@@ -103,6 +104,9 @@ def test_config_validation() -> None:
         SchemaOptions(whitespace="loose")
     with pytest.raises(ValueError, match="precompute_states"):
         CompilerConfig(precompute_states=-1)
+    for bad in (0.0, -1.0):
+        with pytest.raises(ValueError, match="precompute_budget_s"):
+            CompilerConfig(precompute_budget_s=bad)
 
 
 def test_precompute_states_makes_rows_eager(tiny_vocab: Vocabulary) -> None:
@@ -112,6 +116,28 @@ def test_precompute_states_makes_rows_eager(tiny_vocab: Vocabulary) -> None:
     assert eager.rows_complete and not lazy.rows_complete and eager.num_rows > lazy.num_rows == 1
     capped = GrammarCompiler(tiny_vocab, CompilerConfig(precompute_states=2)).compile(c)
     assert not capped.rows_complete and capped.num_rows <= 2
+
+
+def test_precompute_budget_stops_eager_rows_and_the_rest_stay_lazy(tiny_vocab: Vocabulary) -> None:
+    """A spent ``precompute_budget_s`` stops the eager rows (the compile still returns its
+    FSM, with the initial row); rows past it are computed on first visit and equal the eager
+    ones."""
+    c = Constraint.regex(r'"[abé]{0,4}"')
+    eager = GrammarCompiler(tiny_vocab, CompilerConfig(precompute_states=10_000, precompute_budget_s=60.0)).compile(c)
+    assert eager.rows_complete
+    cut = GrammarCompiler(tiny_vocab, CompilerConfig(precompute_states=10_000, precompute_budget_s=1e-9)).compile(c)
+    assert not cut.rows_complete and cut.num_rows == 1
+    stack, seen = [(eager.initial, cut.initial)], set()
+    while stack:  # every token-reachable state, in lockstep (state ids agree: same construction)
+        a, b = stack.pop()
+        if a in seen:
+            continue
+        seen.add(a)
+        assert np.array_equal(eager.mask_row(a), cut.mask_row(b))
+        for t in eager.allowed_token_ids(a).tolist():
+            if t not in tiny_vocab.eos_token_ids:
+                stack.append((eager.next_state(a, t), cut.next_state(b, t)))
+    assert cut.rows_complete is False and cut.num_rows == eager.num_rows and len(seen) > 5
 
 
 def test_eager_compiler_completes_a_lazy_disk_entry(tiny_vocab: Vocabulary, tmp_path: object) -> None:
