@@ -222,8 +222,7 @@ class GrammarCompiler:
             if not isinstance(fsm_or_err, BaseException):
                 self._store_disk(key, fsm_or_err)
         else:
-            now = time.perf_counter()
-            self._precompute(from_disk, self._precompute_deadline(now, now + self.config.timeout_s))
+            self._precompute(from_disk, time.perf_counter())
             with self._lock:
                 self._counts["disk_hits"] += 1
         assert fsm_or_err is not None
@@ -234,7 +233,7 @@ class GrammarCompiler:
         return fsm_or_err
 
     def _compile_uncached(self, constraint: Constraint) -> TokenFSM:
-        t0 = time.perf_counter()
+        started = time.perf_counter()
         budget = Budget(timeout_s=self.config.timeout_s, max_states=self.config.max_states)
         node = constraint.to_ir(check=budget.check_time)
         dfa = compile_lazy(node, budget)
@@ -242,19 +241,17 @@ class GrammarCompiler:
             raise GrammarCompileError("the constraint matches nothing (empty language): no output can satisfy it")
         fsm = TokenFSM(dfa, self.vocab)
         fsm.mask_row_index(fsm.initial)
-        self._precompute(fsm, self._precompute_deadline(t0, budget.deadline))
+        self._precompute(fsm, started)
         return fsm
 
-    def _precompute_deadline(self, start: float, deadline: float) -> float:
-        """When an eager precompute begun by a compile started at ``start`` (``perf_counter``
-        seconds) must stop: ``deadline``, or earlier per ``config.precompute_budget_s``."""
-        b = self.config.precompute_budget_s
-        return deadline if b is None else min(deadline, start + b)
-
-    def _precompute(self, fsm: TokenFSM, deadline: float) -> None:
-        """Eager rows per ``config.precompute_states`` (a no-op when 0 or already complete)."""
+    def _precompute(self, fsm: TokenFSM, started: float) -> None:
+        """Eager rows per ``config.precompute_states`` (a no-op when 0 or already complete),
+        stopping ``timeout_s`` or ``precompute_budget_s``, whichever is shorter, after
+        ``started`` (``perf_counter`` seconds: when the compile or the disk load began)."""
         if not self.config.precompute_states or fsm.rows_complete:
             return
+        budget_s = self.config.precompute_budget_s
+        deadline = started + (self.config.timeout_s if budget_s is None else min(self.config.timeout_s, budget_s))
         try:
             fsm.precompute_rows(max_states=self.config.precompute_states, deadline=deadline)
         except GrammarCompileError:

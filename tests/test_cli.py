@@ -42,6 +42,7 @@ def test_missing_tokenizer_folder_is_a_clear_error(capsys: pytest.CaptureFixture
     ("args", "message"),
     [
         (["--precompute-states", "-1"], "precompute_states must be >= 0"),
+        (["--precompute-budget-s", "0"], "precompute_budget_s must be > 0"),
         (["--timeout-s", "0"], "timeout_s must be > 0"),
         (["--workers", "0"], "workers must be >= 1"),
     ],
