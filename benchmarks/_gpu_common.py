@@ -56,6 +56,20 @@ def copy_bandwidth(device: torch.device, nbytes: int = 4 << 30, iters: int = 20)
     return 2 * nbytes / times[len(times) // 2]
 
 
+def decode_bytes_read(runner: Any, batch: int, kv_tokens: int) -> int:
+    """HBM bytes one decode step of ``batch`` requests reads, each over ``kv_tokens`` tokens of
+    KV: every parameter except the embedding table, ``batch`` embedding rows, and the KV
+    (``runner``: a :class:`~structgen.model_runner.ModelRunner`)."""
+    from structgen.memory import kv_bytes_per_token
+
+    model = runner.model
+    m = model.args
+    elt = model.lm_head.weight.element_size()
+    weights = sum(p.numel() * p.element_size() for p in model.parameters()) - model.model.embed_tokens.weight.numel() * elt
+    per_token_kv = kv_bytes_per_token(m.num_layers, m.num_kv_heads, m.head_dim, runner.dtype)
+    return int(weights + batch * m.hidden_size * elt + batch * kv_tokens * per_token_kv)
+
+
 def write_results(
     out_dir: str, stem: str, title: str, meta: dict[str, Any], header: list[str], rows: list[list[Any]], notes: list[str]
 ) -> None:

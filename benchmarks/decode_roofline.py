@@ -24,11 +24,11 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _gpu_common import HERE, copy_bandwidth, run_meta, write_results
+from _gpu_common import HERE, copy_bandwidth, decode_bytes_read, run_meta, write_results
 
 from structgen.attention import ForwardBatch
 from structgen.flashinfer_backend import DECODE_KERNELS
-from structgen.memory import MemoryConfig, kv_bytes_per_token
+from structgen.memory import MemoryConfig
 from structgen.model_runner import ModelRunner
 from structgen.models import write_preset_folder
 
@@ -109,7 +109,6 @@ def main() -> None:
     elt = 2
     weight_bytes_all = sum(p.numel() * p.element_size() for p in model.parameters())
     weight_bytes_read = weight_bytes_all - model.model.embed_tokens.weight.numel() * elt
-    per_token_kv = kv_bytes_per_token(m.num_layers, m.num_kv_heads, m.head_dim, runner.dtype)
     for kb, vb in zip(runner.kv_pool.k_buffers, runner.kv_pool.v_buffers):
         kb.normal_()
         vb.normal_()
@@ -180,8 +179,7 @@ def main() -> None:
                 gpu_s = ev0.elapsed_time(ev1) / 1e3 / 10
                 if args.profile and b == batches[0] and ctx == contexts[0]:
                     profile_rows = _profile(graph)
-            kv_read = b * (ctx + args.warmup + args.steps // 2) * per_token_kv
-            bytes_read = weight_bytes_read + b * m.hidden_size * elt + kv_read
+            bytes_read = decode_bytes_read(runner, b, ctx + args.warmup + args.steps // 2)
             mbu = bytes_read / step / bw
             rows_out.append([
                 b, ctx, round(step * 1e3, 3), round(gpu_s * 1e3, 3), round(bytes_read / 1e9, 2), round(bytes_read / step / 1e12, 3),

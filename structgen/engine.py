@@ -162,7 +162,12 @@ class Engine:
         radix = RadixCache(self.runner.allocator) if cfg.scheduler.radix_cache else None
         self.cache = CacheManager(self.runner.req_to_token, self.runner.allocator, radix)
         sampler = Sampler(
-            self.runner.vocab_size, self.vocab.size, device=device, mask_backend=cfg.mask_backend, pool_rows=cfg.mask_pool_rows
+            self.runner.vocab_size,
+            self.vocab.size,
+            device=device,
+            mask_backend=cfg.mask_backend,
+            pool_rows=cfg.mask_pool_rows,
+            future=self.runner.future_ids,
         )
         self.scheduler = Scheduler(
             cfg.scheduler,
@@ -285,13 +290,14 @@ class Engine:
 
     @torch.inference_mode()
     def step(self) -> list[StreamChunk]:
-        """One engine step: schedule → run batch → process results."""
+        """One engine step: schedule → run batch → process results (with the overlap
+        scheduler, the results processed are the previous step's, while this one runs)."""
         batch = self.scheduler.schedule()
-        if batch is None:
+        if batch is None and self.scheduler.inflight is None:
             if len(self.scheduler.grammar):
                 self.scheduler.grammar.wait(0.05)
             return self.scheduler.process_idle()
-        logits = self.runner.forward(batch.forward)
+        logits = self.runner.forward(batch.forward) if batch is not None else None
         return self.scheduler.process_results(batch, logits)
 
     def has_unfinished(self) -> bool:

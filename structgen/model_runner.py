@@ -11,6 +11,7 @@ from .attention import AttentionBackend, ForwardBatch, TorchAttentionBackend
 from .flashinfer_backend import check_decode_kernel
 from .memory import KVAllocator, KVPool, MemoryConfig, ReqToTokenPool, capacity_from_memory, kv_bytes_per_token, to_device
 from .models import LlamaForCausalLM, load_model
+from .sampling import FutureIds
 
 ATTENTION_BACKENDS = ("auto", "torch", "flashinfer")
 
@@ -50,6 +51,8 @@ class ModelRunner:
     tokens (padded to captured sizes; 0 turns extend graphs off).  ``decode_kernel`` picks the
     decode graphs' attention (:data:`~structgen.flashinfer_backend.DECODE_KERNELS`).
     :meth:`forward` returns float32 logits ``[S, vocab_size]`` for the batch's sample rows.
+    Input ids may be placeholders of :attr:`future_ids` (ids sampled on the device, not yet
+    seen by the host: the overlap scheduler's next step).
     """
 
     def __init__(
@@ -83,6 +86,7 @@ class ModelRunner:
         self.req_to_token = ReqToTokenPool(memory.max_running_requests, self.max_context)
         self.allocator = KVAllocator(capacity)
         self.kv_pool = KVPool(capacity, args.num_layers, args.num_kv_heads, args.head_dim, self.dtype, device)
+        self.future_ids = FutureIds(memory.max_running_requests, device)  # read by every forward (and graph) for placeholder ids
         self.attention_backend = resolve_attention_backend(attention_backend, device, self.dtype)
         self.backend: AttentionBackend
         self.graph_runner = None
@@ -128,10 +132,12 @@ class ModelRunner:
         )
 
     def _decode_logits(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        return self.model.compute_logits(self.model(input_ids, positions, self.backend))  # [B, V]
+        ids = self.future_ids.resolve(input_ids)  # [B]
+        return self.model.compute_logits(self.model(ids, positions, self.backend))  # [B, V]
 
     def _extend_logits(self, input_ids: torch.Tensor, positions: torch.Tensor, sample_rows: torch.Tensor) -> torch.Tensor:
-        hidden = self.model(input_ids, positions, self.backend)  # [T, H]
+        ids = self.future_ids.resolve(input_ids)  # [T]
+        hidden = self.model(ids, positions, self.backend)  # [T, H]
         return self.model.compute_logits(hidden[sample_rows])  # [bs, V]
 
     @torch.inference_mode()
@@ -149,7 +155,7 @@ class ModelRunner:
                 self.forward_counts["extend graph"] += 1
                 return self.extend_graph_runner.replay(batch, key)
         self.forward_counts["eager"] += 1
-        input_ids = to_device(batch.input_ids_cpu, self.device)  # [T]
+        input_ids = self.future_ids.resolve(to_device(batch.input_ids_cpu, self.device))  # [T]
         positions = to_device(batch.positions_cpu, self.device)  # [T]
         self.backend.plan(batch)
         hidden = self.model(input_ids, positions, self.backend)  # [T, H]

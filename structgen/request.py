@@ -139,6 +139,9 @@ class Req:
     Token positions: ``prompt_ids + output_ids`` is the request's sequence; the first ``kv_len``
     have KV slots (row ``req_pool_idx`` of the req-to-token pool); the first
     ``cache_protected_len`` of those belong to the radix cache (pinned through ``last_node``).
+    With the overlap scheduler, ``kv_len`` counts tokens whose forward was launched, and may
+    exceed the sequence by the one sampled token still on the device (``sample_ref``) or by a
+    launched one whose sample went stale.
     """
 
     rid: int
@@ -174,6 +177,8 @@ class Req:
     text_cache: bytearray = field(default_factory=bytearray)  # bytes of output_ids[:text_tokens]
     text_tokens: int = 0
     stop_scanned: int = 0  # bytes of text_cache already searched for stop strings
+    sample_ref: int | None = None  # placeholder id of this request's sampled token still on the device (overlap)
+    version: int = 0  # bumped when the sequence changes other than by its sampled token (a launched sample goes stale)
 
     @property
     def seq_len(self) -> int:
@@ -181,8 +186,9 @@ class Req:
 
     @property
     def pending(self) -> int:
-        """Tokens of the sequence without KV yet (what the next forward must extend)."""
-        return self.seq_len - self.kv_len
+        """Tokens of the sequence without KV yet (what the next forward must extend), counting
+        a sampled token the host has not seen yet (:attr:`sample_ref`)."""
+        return self.seq_len + (self.sample_ref is not None) - self.kv_len
 
     def tokens_left(self) -> int | None:
         """Output tokens this request may still emit (≥ 1 while it runs), or None when its

@@ -8,12 +8,15 @@ sends only ``B`` int32 row indices host → device; one kernel applies masks and
 is greedy (:func:`structgen.kernels.masked_argmax`).  Unconstrained rows allow every id the
 tokenizer defines.  Random draws use one uniform number per row from the request's own host
 generator and inverse-CDF selection on the device, so a seeded request samples the same tokens
-whatever else is in the batch.  The only device → host transfer is the sampled ids.
+whatever else is in the batch.  The only device → host transfer is the sampled ids, and it is
+asynchronous (:meth:`Sampler.launch`): the ids also stay on the device (:class:`FutureIds`), so
+an overlapped scheduler launches the next forward on them before the host has read them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -27,43 +30,139 @@ DEAD_END = -1
 """Sampled id of a request whose grammar state allows no token (the scheduler ends it with an error)."""
 
 
+class FutureIds:
+    """The device buffer holding the ids of the last sample launched, so the next forward can
+    take them as input before the host has seen them (SGLang's future token map for its
+    overlap scheduler).
+
+    ``ids_gpu``: int64 ``[size]`` on ``device``.  A forward's input id ``placeholder(j) = −1 − j``
+    (always negative) stands for ``ids_gpu[j]``: the ``j``-th sampled row of the last sample
+    launched before that forward (stream order makes the read see it).  :meth:`resolve` replaces
+    placeholders on the device; it is captured into the CUDA graphs, so ``ids_gpu`` never moves.
+    """
+
+    def __init__(self, size: int, device: torch.device) -> None:
+        if size < 1:
+            raise ValueError(f"FutureIds needs size ≥ 1, got {size}")
+        self.size = size
+        self.ids_gpu = torch.zeros(size, dtype=torch.int64, device=device)  # [size]
+
+    @staticmethod
+    def placeholder(row: int) -> int:
+        """The input id standing for sampled row ``row`` (``−1 − row``)."""
+        return -1 - row
+
+    def resolve(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """``input_ids`` int64 ``[T]`` on the device with placeholders replaced by the ids they
+        stand for (no host sync; five small kernels)."""
+        rows = torch.bitwise_not(input_ids).clamp_(min=0)  # [T]: -1 - id, the row a placeholder names
+        return torch.where(input_ids < 0, self.ids_gpu.index_select(0, rows), input_ids)  # [T]
+
+
+class SampledIds:
+    """The ids of one launched sample, copied to pinned host memory asynchronously.
+
+    :meth:`result` waits for the copy (the only device → host sync of a step) and returns the
+    ``n`` ids as a list, ``DEAD_END`` at the rows in ``dead``; computed once, then cached."""
+
+    def __init__(self, ids_cpu: torch.Tensor, event: Any, n: int, dead: list[int]) -> None:
+        self._ids_cpu = ids_cpu
+        self._event = event
+        self._n = n
+        self._dead = dead
+        self._out: list[int] | None = None
+
+    def result(self) -> list[int]:
+        if self._out is None:
+            if self._event is not None:
+                self._event.synchronize()
+            out: list[int] = self._ids_cpu[: self._n].tolist()
+            for i in self._dead:
+                out[i] = DEAD_END
+            self._out = out
+        return self._out
+
+
 class Sampler:
     """Samples one token per row of a logits batch.
 
     ``vocab_size``: the model's logits width V; ``tokenizer_size``: ids the tokenizer defines
     (≤ V; higher ids are padding and never sampled); ``device``: where logits live (the mask
-    pool is kept there, ``pool_rows`` rows); ``mask_backend`` goes to the kernel dispatcher.
+    pool is kept there, ``pool_rows`` rows); ``mask_backend`` goes to the kernel dispatcher;
+    ``future``: the buffer every launch writes its ids into (the model runner's, whose graphs
+    read it; default: one of the sampler's own, grown as needed).
     """
 
     def __init__(
-        self, vocab_size: int, tokenizer_size: int, *, device: torch.device | None = None, mask_backend: str = "auto", pool_rows: int = 4096
+        self,
+        vocab_size: int,
+        tokenizer_size: int,
+        *,
+        device: torch.device | None = None,
+        mask_backend: str = "auto",
+        pool_rows: int = 4096,
+        future: FutureIds | None = None,
     ) -> None:
         self.vocab_size = vocab_size
         self.vocab_limit = min(tokenizer_size, vocab_size)
         self.mask_backend = mask_backend
-        self.pool = MaskRowPool(pool_rows, vocab_size, device or torch.device("cpu"))
+        self.device = device or torch.device("cpu")
+        self.pool = MaskRowPool(pool_rows, vocab_size, self.device)
+        self.future = future
+        self._own_future = future is None
+        self._host: list[torch.Tensor] = []  # two pinned int64 buffers used in turn (CUDA)
+        self._events: list[Any] = []  # and their copy events
+        self._turn = 0
 
     def sample(self, logits: torch.Tensor, reqs: Sequence[Req]) -> list[int]:
-        """``logits``: float32 ``[S, V]`` on the pool's device (modified in place); returns S ids,
-        ``DEAD_END`` (−1) for a request whose grammar state allows no token at all.
+        """:meth:`launch` every row and wait for the ids."""
+        return self.launch(logits, reqs).result()
+
+    def launch(self, logits: torch.Tensor, reqs: Sequence[Req], active: Sequence[bool] | None = None) -> SampledIds:
+        """Sample from ``logits`` (float32 ``[S, V]`` on the pool's device, modified in place)
+        without waiting for the device: the ids land in ``future.ids_gpu[:S]`` and are copied to
+        the host asynchronously; the handle's ``result()`` gives S ids, ``DEAD_END`` (−1) for a
+        request whose grammar state allows no token at all.  Rows with ``active[i]`` False are
+        drawn greedily without mask or random draw, and their ids mean nothing (a request whose
+        sample an overlapped step made stale).
 
         The mask rows are looked up (and computed on first visit) here, after the forward was
         launched, so on CUDA that host work overlaps the GPU's forward."""
-        assert logits.shape == (len(reqs), self.vocab_size), (tuple(logits.shape), len(reqs), self.vocab_size)
+        n = len(reqs)
+        assert logits.shape == (n, self.vocab_size), (tuple(logits.shape), n, self.vocab_size)
         device = logits.device
+        on = [True] * n if active is None else list(active)
         dead: list[int] = []
-        row_idx = to_device(self.pool.row_indices([r.cursor for r in reqs], dead, [r.tokens_left() for r in reqs]), device)  # [S] int32
-        out = self._draw(logits, reqs, row_idx, device)
-        for i in dead:
-            out[i] = DEAD_END
-        return out
+        cursors = [r.cursor if a else None for r, a in zip(reqs, on)]
+        lefts = [r.tokens_left() if a else None for r, a in zip(reqs, on)]
+        row_idx = to_device(self.pool.row_indices(cursors, dead, lefts), device)  # [S] int32
+        ids = self._draw(logits, reqs, on, row_idx, device)  # [S] int64 on the device
+        future = self._future(n, device)
+        future.ids_gpu[:n].copy_(ids)
+        if device.type != "cuda":
+            return SampledIds(future.ids_gpu[:n].clone(), None, n, dead)
+        if not self._host or self._host[0].numel() < n:
+            size = max(n, future.size)
+            self._host = [torch.empty(size, dtype=torch.int64, pin_memory=True) for _ in range(2)]
+            self._events = [torch.cuda.Event() for _ in range(2)]
+        host, event = self._host[self._turn], self._events[self._turn]  # the other pair may belong to an unresolved handle
+        self._turn ^= 1
+        host[:n].copy_(future.ids_gpu[:n], non_blocking=True)
+        event.record(torch.cuda.current_stream(device))
+        return SampledIds(host, event, n, dead)
 
-    def _draw(self, logits: torch.Tensor, reqs: Sequence[Req], row_idx: torch.Tensor, device: torch.device) -> list[int]:
+    def _future(self, n: int, device: torch.device) -> FutureIds:
+        if self.future is None or (self._own_future and self.future.size < n):
+            self.future = FutureIds(max(n, 256), device)
+        if n > self.future.size:
+            raise RuntimeError(f"{n} sampled rows do not fit the future-ids buffer of {self.future.size}")
+        return self.future
+
+    def _draw(self, logits: torch.Tensor, reqs: Sequence[Req], on: list[bool], row_idx: torch.Tensor, device: torch.device) -> torch.Tensor:
         pool = self.pool.rows_gpu
-        temps = [r.params.temperature for r in reqs]
+        temps = [r.params.temperature if a else 0.0 for r, a in zip(reqs, on)]
         if all(t <= 0 for t in temps):
-            out = masked_argmax(logits, row_idx, pool, vocab_limit=self.vocab_limit, backend=self.mask_backend)  # [S]
-            return out.tolist()  # type: ignore[no-any-return]
+            return masked_argmax(logits, row_idx, pool, vocab_limit=self.vocab_limit, backend=self.mask_backend)  # [S]
         temp_gpu = to_device(torch.tensor(temps, dtype=torch.float32), device)  # [S]
         apply_mask_rows(logits, row_idx, pool, temperature=temp_gpu, vocab_limit=self.vocab_limit, backend=self.mask_backend)
         out = logits.argmax(dim=-1)  # [S]; greedy rows keep this
@@ -78,7 +177,7 @@ class Sampler:
         target = to_device(u, device)[:, None] * cdf[:, -1:]
         picked = torch.searchsorted(cdf, target, right=True).clamp_(max=self.vocab_limit - 1).squeeze(1)  # [R]
         out[dev_idx] = picked
-        return out.tolist()  # type: ignore[no-any-return]
+        return out
 
 
 def _top_k(logits: torch.Tensor, ks: list[int]) -> torch.Tensor:

@@ -10,6 +10,14 @@
 
 Every forward is one mixed extend batch: each scheduled request contributes the tokens of its
 sequence that have no KV yet (1 for a decode, n for a forced chain or a prefill chunk).
+
+With ``overlap_schedule`` (SGLang's overlap scheduler, vLLM's async scheduling) a step
+launches its forward before the host has read the previous step's sampled ids: a decode's
+input is a placeholder the device resolves from the ids it sampled (:class:`~.sampling.FutureIds`),
+and the previous step's tokens are processed (cursors, jump-forward, stop rules) while the new
+forward runs.  A launched sample goes stale when its request's sequence changes before the host
+sees it (a jump-forward, a finish, a retraction: :attr:`Req.version`); its id is dropped and the
+KV it computed is freed.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from .attention import ForwardBatch
 from .memory import KVAllocator, ReqToTokenPool
 from .radix_cache import RadixCache
 from .request import Req, Status, StreamChunk
-from .sampling import DEAD_END, Sampler
+from .sampling import DEAD_END, FutureIds, SampledIds, Sampler
 
 
 @dataclass(frozen=True)
@@ -45,7 +53,12 @@ class SchedulerConfig:
     switches; ``max_rollback``: tokens jump-forward may re-tokenize; ``in_batch_prefix_min``:
     a waiting request sharing at least this many uncached tokens with one admitted in the same
     step waits one step so it can reuse that prefix; ``aging_tokens_per_step``: priority a
-    waiting request gains per step (starvation guard for the longest-prefix-first order).
+    waiting request gains per step (starvation guard for the longest-prefix-first order);
+    ``overlap_schedule``: launch each step's forward before processing the previous step's
+    sampled tokens (hides the host's scheduling and result processing behind the GPU; every
+    token is reported one step later; a request that finishes wastes the one decode launched
+    for it meanwhile, and a jump-forward costs one more forward: the decode launched meanwhile
+    is for a position the forced tokens take, so they extend in the step after).
     """
 
     max_batch_tokens: int = 4096
@@ -56,8 +69,11 @@ class SchedulerConfig:
     max_rollback: int = 3
     in_batch_prefix_min: int = 32
     aging_tokens_per_step: int = 16
+    overlap_schedule: bool = True
 
     def __post_init__(self) -> None:
+        if not isinstance(self.overlap_schedule, bool):
+            raise ValueError(f"overlap_schedule must be a bool, got {self.overlap_schedule!r}")
         if self.max_batch_tokens < 1:
             raise ValueError(f"max_batch_tokens must be ≥ 1, got {self.max_batch_tokens}")
         if self.max_running_requests < 1:
@@ -69,11 +85,14 @@ class SchedulerConfig:
 class ScheduledBatch(NamedTuple):
     """One step's work: ``forward`` and the requests in it with their token counts
     (``items[b] = (req, extend_len)``), in the forward's order; ``samplers``: the requests whose
-    next token is sampled from this forward (same order as ``forward.sample_rows``)."""
+    next token is sampled from this forward (same order as ``forward.sample_rows``);
+    ``versions``: each sampler's :attr:`Req.version` when the batch was built (its sample is
+    used only while the version is unchanged)."""
 
     forward: ForwardBatch
     items: list[tuple[Req, int]]
     samplers: list[Req]
+    versions: list[int]
 
 
 class CacheManager:
@@ -174,6 +193,8 @@ class CacheManager:
         (unpinned) or, without one, their slots to the allocator; its row is freed."""
         if req.req_pool_idx is None:
             return
+        if req.kv_len > req.seq_len:  # a launched token the host dropped (EOS, stale sample): its KV is freed
+            self.free_tail(req, req.seq_len)
         if self.radix is not None:
             assert req.last_node is not None
             self._insert(req)
@@ -361,6 +382,8 @@ class DecodeManager:
     def retract(self, req: Req) -> None:
         """Free ``req``'s KV (its tokens stay in the radix cache, unpinned, so re-admission may
         reuse them) and requeue it at the front of the waiting queue; output and cursor are kept."""
+        req.sample_ref = None  # a sampled token still on the device is dropped (re-sampled after re-prefill)
+        req.version += 1
         self.cache.release(req)
         self.running.remove(req)
         req.retractions += 1
@@ -399,6 +422,8 @@ class Scheduler:
         self.eos_ids = eos_ids
         self.finished: list[Req] = []
         self.num_forwards = 0
+        self.overlap = config.overlap_schedule  # the step profiler turns it off while attached
+        self.inflight: tuple[ScheduledBatch, SampledIds] | None = None  # launched, sampled ids not yet read (overlap)
 
     # ------------------------------------------------------------------ queue management
 
@@ -410,7 +435,7 @@ class Scheduler:
 
     def has_work(self) -> bool:
         """True while a request is queued, running, or finished but not yet reported."""
-        return bool(len(self.grammar) or len(self.prefill) or len(self.decode) or self.finished)
+        return bool(len(self.grammar) or len(self.prefill) or len(self.decode) or self.finished or self.inflight)
 
     def abort(self, rid: int) -> Req | None:
         """Remove request ``rid`` wherever it is; returns it finished with reason "abort"."""
@@ -445,12 +470,15 @@ class Scheduler:
         samplers: list[Req] = []
         table = self.cache.req_to_token.req_to_token_cpu
         for req, n in items:
-            start = req.kv_len
-            ids.extend(req.token_at(start, start + n))
+            start, known = req.kv_len, req.seq_len
+            ids.extend(req.token_at(start, min(start + n, known)))
+            if start + n > known:  # the sampled token the host has not seen: the device fills it in
+                assert req.sample_ref is not None and start + n == known + 1, (req.rid, start, n, known)
+                ids.append(req.sample_ref)
             positions.extend(range(start, start + n))
             assert req.req_pool_idx is not None
             locs.append(table[req.req_pool_idx, start : start + n])
-            if start + n == req.seq_len:
+            if start + n == known + (req.sample_ref is not None):
                 sample_rows.append(len(ids) - 1)
                 samplers.append(req)
         fb = ForwardBatch(
@@ -462,14 +490,44 @@ class Scheduler:
             extend_lens=[n for _r, n in items],
             sample_rows=sample_rows,
         )
-        return ScheduledBatch(fb, items, samplers)
+        return ScheduledBatch(fb, items, samplers, [r.version for r in samplers])
 
     # ------------------------------------------------------------------ results
 
-    def process_results(self, batch: ScheduledBatch, logits: torch.Tensor) -> list[StreamChunk]:
-        """Advance KV lengths, sample, apply grammar / jump-forward / stop rules, finish."""
+    def process_results(self, batch: ScheduledBatch | None, logits: torch.Tensor | None) -> list[StreamChunk]:
+        """After ``batch``'s forward was launched (``logits`` its output; both None for a step
+        that only drains the overlap): advance KV lengths, then process the previous step's
+        sampled tokens if they are in flight (overlap), launch ``batch``'s sample, and without
+        overlap process it at once.  Processing a token advances its cursor and applies
+        jump-forward and the stop rules.  Returns the stream chunks of the processed requests
+        and of those finished meanwhile (aborts, grammar failures)."""
+        out: list[StreamChunk | None] = []
+        reported: set[int] = set()
+        if batch is not None:
+            self._on_launch(batch)
+        if self.inflight is not None:
+            out += self._process_sampled(*self.inflight, reported)
+            self.inflight = None
+        if batch is not None and batch.samplers:
+            assert logits is not None
+            active = [r.version == v for r, v in zip(batch.samplers, batch.versions)]
+            handle = self.sampler.launch(logits, batch.samplers, active)
+            for i, (req, on) in enumerate(zip(batch.samplers, active)):
+                if on:
+                    req.sample_ref = FutureIds.placeholder(i)
+            if self.overlap:
+                self.inflight = (batch, handle)
+            else:
+                out += self._process_sampled(batch, handle, reported)
+        out.extend(self._stream_chunk(r) for r in self.finished if r.rid not in reported)
+        self.finished = []
+        return [c for c in out if c is not None]
+
+    def _on_launch(self, batch: ScheduledBatch) -> None:
+        """The forward of ``batch`` is launched: its tokens count as computed (later launches
+        read their KV in stream order), prompts are shared through the radix cache, and its
+        samplers have finished prefill."""
         self.num_forwards += 1
-        now = time.perf_counter()
         for req, n in batch.items:
             was_prefill = not req.prefill_done
             req.kv_len += n
@@ -477,21 +535,30 @@ class Scheduler:
             if was_prefill:
                 self.cache.prefill_tokens_computed += n
                 self.cache.cache_prefix(req)
-        tokens = self.sampler.sample(logits, batch.samplers) if batch.samplers else []
-        for req, tok in zip(batch.samplers, tokens):
+        for req in batch.samplers:
             req.prefill_done = True
+
+    def _process_sampled(self, batch: ScheduledBatch, handle: SampledIds, reported: set[int]) -> list[StreamChunk | None]:
+        """Wait for ``batch``'s sampled ids and process those still current (``reported`` gets
+        their rids); stale ones are dropped."""
+        tokens = handle.result()
+        now = time.perf_counter()
+        out: list[StreamChunk | None] = []
+        for req, tok, version in zip(batch.samplers, tokens, batch.versions):
+            if req.version != version:
+                continue  # finished, jumped forward or retracted since the launch
+            req.sample_ref = None
             if req.first_token_s is None:
                 req.first_token_s = now
             if tok == DEAD_END:
                 assert req.cursor is not None
                 req.error = RuntimeError(f"grammar dead end: no token of the vocabulary continues FSM state {req.cursor.state}")
                 self._finish(req, "error")
-                continue
-            self._on_token(req, tok)
-        out = [self._stream_chunk(r) for r in batch.samplers]
-        out.extend(self._stream_chunk(r) for r in self.finished if r not in batch.samplers)
-        self.finished = []
-        return [c for c in out if c is not None]
+            else:
+                self._on_token(req, tok)
+            out.append(self._stream_chunk(req))
+            reported.add(req.rid)
+        return out
 
     def process_idle(self) -> list[StreamChunk]:
         """Report requests finished outside a forward (grammar failures, aborts)."""
@@ -519,6 +586,7 @@ class Scheduler:
             plan = cur.peek_jump_forward(max_rollback=max_rollback)
             if plan is not None and self._jump_fits(req, plan):
                 cur.apply_jump_forward(plan)
+                req.version += 1  # a sample launched after this token (overlap) is for a position the forced tokens take
                 if plan.rollback:
                     req.rollback(plan.rollback, self.vocab_bytes)
                     if req.kv_len > req.seq_len:
@@ -574,6 +642,8 @@ class Scheduler:
         return False
 
     def _finish(self, req: Req, reason: str) -> None:
+        req.sample_ref = None
+        req.version += 1  # a sample still in flight is dropped
         if req.status is Status.RUNNING:
             self.cache.release(req)
             if req in self.decode.running:

@@ -3,9 +3,10 @@
 :class:`StepProfiler` wraps one engine's scheduler, model runner and sampler for the span of a
 benchmark run (``structgen bench json --profile``), synchronising the device after each forward
 so that the forward's GPU time is not charged to the sampler's wait for the sampled ids, and
-records the garbage collector's pauses (``gc.callbacks``).  The
-synchronisation removes the overlap of host mask-row work with the forward, so a profiled run is
-a little slower than an unprofiled one: its throughput is for the breakdown, not for the tables.
+records the garbage collector's pauses (``gc.callbacks``).  While attached, the scheduler runs
+without overlap (each step's tokens are processed in that step).  The synchronisation removes
+the overlap of host work with the forward, so a profiled run is slower than an unprofiled
+one: its throughput is for the breakdown, not for the tables.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class StepProfiler:
         self.idle_schedule_s = 0.0  # schedule calls that found nothing to run
         self.gc_pauses: list[tuple[int, float]] = []  # (generation, seconds) of each collection while attached
         self._restore: list[tuple[Any, str]] = []
+        self._overlap: tuple[Any, bool] | None = None  # (scheduler, its overlap setting) while attached
         self._gc_start = 0.0
 
     def _on_gc(self, phase: str, info: dict[str, int]) -> None:
@@ -51,15 +53,16 @@ class StepProfiler:
             self.gc_pauses.append((info["generation"], time.perf_counter() - self._gc_start))
 
     def attach(self, engine: Any) -> None:
-        """Wrap ``engine``'s ``scheduler.schedule``, ``runner.forward``, ``scheduler.sampler.sample``
-        and ``scheduler.process_results`` (instance attributes that shadow the methods).  Raises
-        ``RuntimeError`` when already attached."""
+        """Wrap ``engine``'s ``scheduler.schedule``, ``runner.forward``, ``scheduler.sampler.launch``
+        and ``scheduler.process_results`` (instance attributes that shadow the methods) and turn
+        the overlap scheduler off until :meth:`detach`.  Raises ``RuntimeError`` when already
+        attached."""
         if self._restore:
             raise RuntimeError("the profiler is already attached")
         sched, runner, sampler = engine.scheduler, engine.runner, engine.scheduler.sampler
         cuda = runner.device.type == "cuda"
         pending: dict[str, Any] = {}
-        schedule, forward, sample, process = sched.schedule, runner.forward, sampler.sample, sched.process_results
+        schedule, forward, launch, process = sched.schedule, runner.forward, sampler.launch, sched.process_results
 
         def timed_schedule() -> Any:
             t0 = time.perf_counter()
@@ -81,16 +84,19 @@ class StepProfiler:
             pending["kind"] = kinds[0] if kinds else "?"
             return logits
 
-        def timed_sample(logits: torch.Tensor, reqs: Any) -> list[int]:
+        def timed_launch(logits: torch.Tensor, reqs: Any, active: Any = None) -> Any:
             t0 = time.perf_counter()
-            out = sample(logits, reqs)
+            handle = launch(logits, reqs, active)
+            handle.result()  # the wait for the ids belongs to sampling (cached for the scheduler)
             pending["sample_s"] = time.perf_counter() - t0
-            return out
+            return handle
 
-        def timed_process(batch: Any, logits: torch.Tensor) -> Any:
+        def timed_process(batch: Any, logits: torch.Tensor | None) -> Any:
             t0 = time.perf_counter()
             out = process(batch, logits)
             total = time.perf_counter() - t0
+            if batch is None:  # drained a step launched before attach
+                return out
             self.steps.append(
                 StepRecord(
                     pending.get("kind", "?"),
@@ -107,11 +113,13 @@ class StepProfiler:
         for obj, name, fn in (
             (sched, "schedule", timed_schedule),
             (runner, "forward", timed_forward),
-            (sampler, "sample", timed_sample),
+            (sampler, "launch", timed_launch),
             (sched, "process_results", timed_process),
         ):
             setattr(obj, name, fn)
             self._restore.append((obj, name))
+        self._overlap = (sched, sched.overlap)
+        sched.overlap = False
         gc.callbacks.append(self._on_gc)
 
     def detach(self) -> None:
@@ -119,6 +127,10 @@ class StepProfiler:
         for obj, name in self._restore:
             delattr(obj, name)
         self._restore = []
+        if self._overlap is not None:
+            sched, overlap = self._overlap
+            sched.overlap = overlap
+            self._overlap = None
         if self._on_gc in gc.callbacks:
             gc.callbacks.remove(self._on_gc)
 

@@ -1,0 +1,140 @@
+"""Engine decode steps vs the HBM roofline, with and without the overlap scheduler (H200, issue 4).
+
+``decode_roofline.py`` times ``ModelRunner.forward`` alone, synchronized, so the host's
+staging work sits on every step.  Here whole engine steps run (schedule → forward → sampling
+and result processing) on the Llama-3-8B configuration (random bf16 weights, the real Llama-3
+tokenizer): B requests with prompts of ``--context`` random token ids decode greedily, and the
+wall time of each engine step in the steady decode phase is recorded.  Modes, alternated on
+one engine (same runner, graphs and mask pool; the scheduler's ``overlap`` switch flipped
+between runs), each run ``--repeats`` times after one unmeasured warm run:
+
+- *sync*: every step processes its own sampled ids (``overlap_schedule=False``);
+- *overlap*: a step launches its forward before processing the previous step's ids;
+- *overlap, constrained*: the same with each request under a regex of 40–400 letters and
+  spaces (jump-forward off, so every token is sampled under a mask row).
+
+MBU = (weight bytes read + KV bytes read) / step / copy bandwidth measured in the same run, as
+``decode_roofline.py`` counts them (KV at the run's mean context).
+
+    python benchmarks/engine_decode_mbu.py --tokenizer .carry/llama3 [--batches 1] [--context 512] [--steps 64] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _gpu_common import HERE, ROOT, copy_bandwidth, decode_bytes_read, run_meta, write_results
+
+from structgen import Constraint, Engine, EngineConfig, GenerateRequest, SamplingParams
+from structgen.memory import MemoryConfig
+from structgen.models import write_preset_folder
+
+MODES = [("sync", False, False), ("overlap", True, False), ("overlap, constrained", True, True)]
+
+
+def run_mode(engine: Engine, batch: int, context: int, steps: int, constrained: bool, seed: int) -> dict[str, float]:
+    """One run of ``batch`` requests decoding ``steps`` tokens; returns the median steady-step
+    seconds (the steps after the first quarter, while every request still decodes), the mean
+    TPOT, and how many requests ended early (EOS)."""
+    gen = torch.Generator().manual_seed(seed)
+    eos = set(engine.eos_token_ids)
+    constraint = Constraint.regex("[a-z ]{40,400}") if constrained else None
+    rids = []
+    for _ in range(batch):
+        ids = [t for t in torch.randint(0, engine.vocab.size, (context + 16,), generator=gen).tolist() if t not in eos][:context]
+        params = SamplingParams(max_tokens=steps, jump_forward=False)
+        rids.append(engine.submit(GenerateRequest(ids, params, constraint)))
+    times: list[float] = []
+    live: list[int] = []
+    while engine.has_unfinished():
+        t = time.perf_counter()
+        engine.step()
+        times.append(time.perf_counter() - t)
+        live.append(len(engine.scheduler.decode.running))
+    outs = [engine.output(r) for r in rids]
+    for r in rids:
+        engine.forget(r)
+    full = [i for i, n in enumerate(live) if n == batch]  # steps while every request was running
+    steady = [times[i] for i in full[len(full) // 4 :]]
+    tpots = [(o.usage.latency_s - o.usage.ttft_s) / (o.usage.completion_tokens - 1) for o in outs if o.usage.completion_tokens > 1]
+    return {
+        "step_s": statistics.median(steady),
+        "steady_steps": len(steady),
+        "tpot_s": statistics.mean(tpots),
+        "early": sum(o.finish_reason != "length" for o in outs),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default="llama3-8b")
+    ap.add_argument("--tokenizer", default=str(ROOT / ".carry" / "llama3"))
+    ap.add_argument("--batches", default="1")
+    ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--steps", type=int, default=64, help="tokens each request decodes per run")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--out", default=str(HERE / "results"))
+    args = ap.parse_args()
+    if args.repeats < 1 or args.steps < 8 or args.context < 1:
+        ap.error("--repeats must be ≥ 1, --steps ≥ 8 and --context ≥ 1")
+    batches = [int(b) for b in args.batches.split(",")]
+    device = torch.device("cuda")
+    bw = copy_bandwidth(device)
+    top = max(batches)
+    with tempfile.TemporaryDirectory() as tmp:
+        write_preset_folder(args.config, tmp, tokenizer_dir=args.tokenizer)
+        cfg = EngineConfig(
+            device="cuda", dtype="bfloat16", random_weights_seed=0, cuda_graph_max_bs=top,
+            memory=MemoryConfig(max_total_tokens=top * (args.context + args.steps + 64), max_running_requests=top,
+                                max_context=args.context + args.steps + 64),
+        )  # fmt: skip
+        engine = Engine(tmp, cfg)
+    rows: list[list[object]] = []
+    for b in batches:
+        runs: dict[str, list[dict[str, float]]] = {name: [] for name, _o, _c in MODES}
+        for rep in range(args.repeats + 1):  # the first round warms graphs, mask rows and the grammar
+            for name, overlap, constrained in MODES:
+                engine.scheduler.overlap = overlap
+                torch.cuda.synchronize()
+                r = run_mode(engine, b, args.context, args.steps, constrained, seed=rep)
+                if rep:
+                    runs[name].append(r)
+        kv_tokens = args.context + args.steps // 2
+        bytes_read = decode_bytes_read(engine.runner, b, kv_tokens)
+        for name, _o, _c in MODES:
+            step = statistics.median(r["step_s"] for r in runs[name])
+            lo, hi = min(r["step_s"] for r in runs[name]), max(r["step_s"] for r in runs[name])
+            rows.append([
+                b, name, round(step * 1e3, 3), f"{lo * 1e3:.3f}–{hi * 1e3:.3f}", round(100 * bytes_read / step / bw, 1),
+                round(100 * bytes_read / hi / bw, 1), round(statistics.median(r["tpot_s"] for r in runs[name]) * 1e3, 3),
+                int(statistics.median(r["steady_steps"] for r in runs[name])), sum(int(r["early"]) for r in runs[name]),
+            ])  # fmt: skip
+            print(rows[-1], flush=True)
+    meta = run_meta()
+    meta.update({
+        "model": f"{args.config} random bf16 weights, Llama-3 tokenizer", "attention": engine.runner.attention_backend,
+        "cuda_graph": engine.runner.graph_runner is not None, "context": args.context, "steps": args.steps,
+        "repeats": args.repeats, "copy_bandwidth_TBps": round(bw / 1e12, 3), "GB_read_per_step_b1": round(decode_bytes_read(engine.runner, 1, args.context + args.steps // 2) / 1e9, 2),
+    })  # fmt: skip
+    notes = [
+        "Step ms: median over the runs of each run's median steady engine step (wall time of `Engine.step()` while every request "
+        "decodes, the first quarter of those steps skipped); range: min–max of the runs' medians.",
+        "MBU %: bytes read / step / copy bandwidth; worst-run MBU uses the slowest run's step.  TPOT ms: (latency − TTFT) / "
+        "(completion tokens − 1), median of the runs' means.  Early: requests (all runs) that ended before `--steps` tokens (EOS).",
+    ]
+    write_results(
+        args.out, "engine-decode-mbu", "Engine decode steps vs HBM roofline (overlap scheduler)", meta,
+        ["batch", "mode", "step ms", "range ms", "MBU %", "worst-run MBU %", "TPOT ms", "steady steps", "early"], rows, notes,
+    )  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
