@@ -16,7 +16,7 @@ between runs), each run ``--repeats`` times after one unmeasured warm run:
 MBU = (weight bytes read + KV bytes read) / step / copy bandwidth measured in the same run, as
 ``decode_roofline.py`` counts them (KV at the run's mean context).
 
-    python benchmarks/engine_decode_mbu.py --tokenizer .carry/llama3 [--batches 1] [--context 512] [--steps 64] [--repeats 5]
+    python benchmarks/engine_decode_mbu.py --tokenizer .carry/llama3 [--batches 1] [--context 512] [--steps 64] [--repeats 5] [--profile]
 """
 
 from __future__ import annotations
@@ -73,6 +73,52 @@ def run_mode(engine: Engine, batch: int, context: int, steps: int, constrained: 
     }
 
 
+def graph_gpu_s(engine: Engine, batch: int) -> float:
+    """GPU seconds of one replay of the decode graph of ``batch``'s bucket (10 back to back)."""
+    gr = engine.runner.graph_runner
+    if gr is None:
+        return float("nan")
+    graph = gr.graphs[next(x for x in gr.buckets if x >= batch)]
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    e0.record()
+    for _ in range(10):
+        graph.replay()
+    e1.record()
+    e1.synchronize()
+    return e0.elapsed_time(e1) / 1e3 / 10
+
+
+def profile_steps(engine: Engine, batch: int, context: int, steps: int = 16) -> list[str]:
+    """Per-kernel GPU µs per step over ``steps`` steady overlapped decode steps (torch.profiler),
+    as note lines: what the GPU runs between two graph replays."""
+    from torch.profiler import ProfilerActivity, profile
+
+    engine.scheduler.overlap = True
+    rids = [engine.submit(GenerateRequest(list(range(1000, 1000 + context)), SamplingParams(max_tokens=3 * steps))) for _ in range(batch)]
+    for _ in range(steps):
+        engine.step()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            engine.step()
+        torch.cuda.synchronize()
+    while engine.has_unfinished():
+        engine.step()
+    for r in rids:
+        engine.forget(r)
+    totals: dict[str, list[float]] = {}
+    for ev in prof.events():
+        if ev.device_type.name == "CUDA":
+            t = totals.setdefault(ev.name[:80], [0.0, 0])
+            t[0] += ev.device_time_total
+            t[1] += 1
+    rows = sorted(totals.items(), key=lambda kv: -kv[1][0])
+    lines = ["", f"GPU work of {steps} steady overlapped steps at batch {batch} (torch.profiler; PDL overlaps graph kernels), per step:", "",
+             "| kernel / copy | calls per step | µs per step |", "|---|---|---|"]  # fmt: skip
+    lines += [f"| `{name}` | {c / steps:.2f} | {us / steps:.1f} |" for name, (us, c) in rows[:30]]
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default="llama3-8b")
@@ -81,6 +127,7 @@ def main() -> None:
     ap.add_argument("--context", type=int, default=512)
     ap.add_argument("--steps", type=int, default=64, help="tokens each request decodes per run")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--profile", action="store_true", help="add the per-kernel GPU time of steady overlapped steps (first batch size)")
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args()
     if args.repeats < 1 or args.steps < 8 or args.context < 1:
@@ -107,6 +154,7 @@ def main() -> None:
                 r = run_mode(engine, b, args.context, args.steps, constrained, seed=rep)
                 if rep:
                     runs[name].append(r)
+        graph_s = graph_gpu_s(engine, b)
         kv_tokens = args.context + args.steps // 2
         bytes_read = decode_bytes_read(engine.runner, b, kv_tokens)
         for name, _o, _c in MODES:
@@ -116,8 +164,10 @@ def main() -> None:
                 b, name, round(step * 1e3, 3), f"{lo * 1e3:.3f}–{hi * 1e3:.3f}", round(100 * bytes_read / step / bw, 1),
                 round(100 * bytes_read / hi / bw, 1), round(statistics.median(r["tpot_s"] for r in runs[name]) * 1e3, 3),
                 int(statistics.median(r["steady_steps"] for r in runs[name])), sum(int(r["early"]) for r in runs[name]),
+                round(graph_s * 1e3, 3), round(100 * bytes_read / graph_s / bw, 1),
             ])  # fmt: skip
             print(rows[-1], flush=True)
+    prof_rows = profile_steps(engine, batches[0], args.context) if args.profile else []
     meta = run_meta()
     meta.update({
         "model": f"{args.config} random bf16 weights, Llama-3 tokenizer", "attention": engine.runner.attention_backend,
@@ -129,10 +179,12 @@ def main() -> None:
         "decodes, the first quarter of those steps skipped); range: min–max of the runs' medians.",
         "MBU %: bytes read / step / copy bandwidth; worst-run MBU uses the slowest run's step.  TPOT ms: (latency − TTFT) / "
         "(completion tokens − 1), median of the runs' means.  Early: requests (all runs) that ended before `--steps` tokens (EOS).",
+        "Graph GPU ms: the batch's decode graph replayed alone, 10 back to back (CUDA events); its MBU is the ceiling of a step.",
+        *prof_rows,
     ]
     write_results(
         args.out, "engine-decode-mbu", "Engine decode steps vs HBM roofline (overlap scheduler)", meta,
-        ["batch", "mode", "step ms", "range ms", "MBU %", "worst-run MBU %", "TPOT ms", "steady steps", "early"], rows, notes,
+        ["batch", "mode", "step ms", "range ms", "MBU %", "worst-run MBU %", "TPOT ms", "steady steps", "early", "graph GPU ms", "graph-only MBU %"], rows, notes,
     )  # fmt: skip
 
 

@@ -21,7 +21,14 @@ import torch.nn.functional as F
 
 from .decode_attention_torch import decode_attention_torch
 from .mask_rows_torch import apply_mask_rows_torch, masked_argmax_torch
-from .model_ops_torch import fused_add_rms_norm_torch, rms_norm_torch, rope_qkv_inplace_torch, rope_store_kv_torch, silu_and_mul_torch
+from .model_ops_torch import (
+    fused_add_rms_norm_torch,
+    resolve_placeholders_torch,
+    rms_norm_torch,
+    rope_qkv_inplace_torch,
+    rope_store_kv_torch,
+    silu_and_mul_torch,
+)
 
 BACKENDS = ("auto", "torch", "triton")
 
@@ -88,13 +95,27 @@ def apply_mask_rows(
 
 
 def masked_argmax(
-    logits: torch.Tensor, row_idx: torch.Tensor, pool: torch.Tensor, *, vocab_limit: int | None = None, backend: str = "auto"
+    logits: torch.Tensor,
+    row_idx: torch.Tensor,
+    pool: torch.Tensor,
+    *,
+    vocab_limit: int | None = None,
+    out: torch.Tensor | None = None,
+    backend: str = "auto",
 ) -> torch.Tensor:
-    """Greedy ids (int64 ``[B]``) under the mask rows, ``logits`` unchanged.  Contract:
-    :func:`~structgen.kernels.mask_rows_torch.masked_argmax_torch`."""
+    """Greedy ids (int64 ``[B]``, into ``out`` when given) under the mask rows, ``logits``
+    unchanged.  Contract: :func:`~structgen.kernels.mask_rows_torch.masked_argmax_torch`."""
     if resolve_backend(backend, logits.device) == "triton":
-        return _mask_triton().masked_argmax_triton(logits, row_idx, pool, vocab_limit=vocab_limit)  # type: ignore[no-any-return]
-    return masked_argmax_torch(logits, row_idx, pool, vocab_limit=vocab_limit)
+        return _mask_triton().masked_argmax_triton(logits, row_idx, pool, vocab_limit=vocab_limit, out=out)  # type: ignore[no-any-return]
+    return masked_argmax_torch(logits, row_idx, pool, vocab_limit=vocab_limit, out=out)
+
+
+def resolve_placeholders(ids: torch.Tensor, table: torch.Tensor, *, backend: str = "auto") -> torch.Tensor:
+    """``ids`` (int64 ``[T]``) with each negative id ``−1 − j`` replaced by ``table[j]`` (int64
+    ``[J]``, same device); see :func:`~structgen.kernels.model_ops_torch.resolve_placeholders_torch`."""
+    if resolve_backend(backend, ids.device) == "triton":
+        return _ops_triton().resolve_placeholders_triton(ids, table)  # type: ignore[no-any-return]
+    return resolve_placeholders_torch(ids, table)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, *, backend: str = "auto") -> torch.Tensor:
@@ -229,6 +250,7 @@ __all__ = [
     "linear",
     "masked_argmax",
     "resolve_backend",
+    "resolve_placeholders",
     "rms_norm",
     "rope_qkv_inplace",
     "rope_store_kv",

@@ -65,9 +65,22 @@ def apply_mask_rows_torch(
     logits.copy_(work.masked_fill(~allowed, float("-inf")))
 
 
-def masked_argmax_torch(logits: torch.Tensor, row_idx: torch.Tensor, pool: torch.Tensor, *, vocab_limit: int | None = None) -> torch.Tensor:
+def masked_argmax_torch(
+    logits: torch.Tensor, row_idx: torch.Tensor, pool: torch.Tensor, *, vocab_limit: int | None = None, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """Greedy pick under the mask without modifying ``logits``: int64 ``[B]``, the first index of
-    the largest allowed logit per row.  Arguments as in :func:`apply_mask_rows_torch`."""
+    the largest allowed logit per row, written into ``out`` (int64 ``[B]`` on the logits'
+    device) when given.  Arguments as in :func:`apply_mask_rows_torch`; ``ValueError`` for an
+    ``out`` of another shape, dtype or device."""
     _check(logits, row_idx, pool)
+    _check_out(out, logits)
     allowed = allowed_mask_torch(row_idx, pool, logits.shape[1], vocab_limit)
-    return logits.float().masked_fill(~allowed, float("-inf")).argmax(dim=-1)
+    ids = logits.float().masked_fill(~allowed, float("-inf")).argmax(dim=-1)  # [B]
+    if out is None:
+        return ids
+    return out.copy_(ids)
+
+
+def _check_out(out: torch.Tensor | None, logits: torch.Tensor) -> None:
+    if out is not None and (out.shape != (logits.shape[0],) or out.dtype != torch.int64 or out.device != logits.device):
+        raise ValueError(f"out must be int64 [{logits.shape[0]}] on {logits.device}, got {out.dtype} {list(out.shape)} on {out.device}")

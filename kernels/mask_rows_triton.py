@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .mask_rows_torch import _check
+from .mask_rows_torch import _check, _check_out
 
 BLOCK_V = 2048
 
@@ -119,31 +119,45 @@ def apply_mask_rows_triton(
     )
 
 
+@triton.jit
+def _argmax_reduce_kernel(best_val_ptr, best_idx_ptr, out_ptr, num_blocks, BLOCK_B: tl.constexpr):
+    """Row ``b``: the index of the first block holding the row's maximum, as int64."""
+    b = tl.program_id(0)
+    offs = tl.arange(0, BLOCK_B)
+    vals = tl.load(best_val_ptr + b * num_blocks + offs, mask=offs < num_blocks, other=float("-inf"))
+    _best, blk = tl.max(vals, axis=0, return_indices=True, return_indices_tie_break_left=True)
+    tl.store(out_ptr + b, tl.load(best_idx_ptr + b * num_blocks + blk).to(tl.int64))
+
+
 def masked_argmax_triton(
-    logits: torch.Tensor, row_idx: torch.Tensor, pool: torch.Tensor, *, vocab_limit: int | None = None
+    logits: torch.Tensor, row_idx: torch.Tensor, pool: torch.Tensor, *, vocab_limit: int | None = None, out: torch.Tensor | None = None
 ) -> torch.Tensor:
     """Triton version of :func:`~structgen.kernels.mask_rows_torch.masked_argmax_torch`: a
-    per-block max/argmax kernel (grid ``(B, ceil(V / 2048))``) then a ``[B, blocks]`` reduction.
-    Reads each logit once and writes none."""
+    per-block max/argmax kernel (grid ``(B, ceil(V / 2048))``) then a one-program-per-row
+    reduction writing int64 ids (into ``out`` when given).  Reads each logit once and writes
+    none."""
     _check_triton(logits, row_idx, pool)
+    _check_out(out, logits)
     batch, vocab = logits.shape
     blocks = triton.cdiv(vocab, BLOCK_V)
+    ids = out if out is not None else torch.empty(batch, dtype=torch.int64, device=logits.device)  # [B]
+    if batch == 0:
+        return ids
     best_val = torch.empty((batch, blocks), dtype=torch.float32, device=logits.device)  # [B, NB]
     best_idx = torch.empty((batch, blocks), dtype=torch.int32, device=logits.device)  # [B, NB]
-    if batch:
-        _masked_argmax_partial_kernel[(batch, blocks)](
-            logits,
-            logits.stride(0),
-            row_idx,
-            pool,
-            pool.stride(0),
-            vocab,
-            vocab if vocab_limit is None else vocab_limit,
-            best_val,
-            best_idx,
-            blocks,
-            BLOCK=BLOCK_V,
-            num_warps=8,
-        )
-    pick = best_val.argmax(dim=1, keepdim=True)  # [B, 1]: first block holding the maximum
-    return best_idx.gather(1, pick).squeeze(1).long()  # [B]
+    _masked_argmax_partial_kernel[(batch, blocks)](
+        logits,
+        logits.stride(0),
+        row_idx,
+        pool,
+        pool.stride(0),
+        vocab,
+        vocab if vocab_limit is None else vocab_limit,
+        best_val,
+        best_idx,
+        blocks,
+        BLOCK=BLOCK_V,
+        num_warps=8,
+    )
+    _argmax_reduce_kernel[(batch,)](best_val, best_idx, ids, blocks, BLOCK_B=triton.next_power_of_2(blocks), num_warps=1)
+    return ids

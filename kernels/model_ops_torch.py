@@ -72,3 +72,17 @@ def rope_store_kv_torch(
     v = qkv[:, (num_heads + num_kv_heads) * head_dim :].view(t, num_kv_heads, head_dim)  # [T, KH, D]
     k_cache[slots] = k.to(k_cache.dtype)
     v_cache[slots] = v.to(v_cache.dtype)
+
+
+def resolve_placeholders_torch(ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """``ids`` (int64 ``[T]``) with every negative id ``−1 − j`` replaced by ``table[j]`` (int64
+    ``[J]``, same device; ``j < J`` is the caller's promise, not checked on the device), others
+    unchanged; a new tensor.  The overlap scheduler's forwards take ids sampled on the device
+    this way (SGLang's future token map).  ``ValueError`` for other dtypes or devices."""
+    if ids.dtype != torch.int64 or table.dtype != torch.int64 or ids.device != table.device or ids.dim() != 1:
+        raise ValueError(
+            f"ids and table must be 1-D int64 tensors on one device, got {ids.dtype} {list(ids.shape)} on {ids.device} "
+            f"and {table.dtype} on {table.device}"
+        )
+    rows = torch.bitwise_not(ids).clamp_(min=0)  # [T]: -1 - id, the row a placeholder names
+    return torch.where(ids < 0, table.index_select(0, rows), ids)

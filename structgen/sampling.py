@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from structgen.kernels import apply_mask_rows, masked_argmax
+from structgen.kernels import apply_mask_rows, masked_argmax, resolve_placeholders
 
 from .mask_pool import MaskRowPool
 from .memory import to_device
@@ -54,9 +54,8 @@ class FutureIds:
 
     def resolve(self, input_ids: torch.Tensor) -> torch.Tensor:
         """``input_ids`` int64 ``[T]`` on the device with placeholders replaced by the ids they
-        stand for (no host sync; five small kernels)."""
-        rows = torch.bitwise_not(input_ids).clamp_(min=0)  # [T]: -1 - id, the row a placeholder names
-        return torch.where(input_ids < 0, self.ids_gpu.index_select(0, rows), input_ids)  # [T]
+        stand for (no host sync; one kernel on CUDA)."""
+        return resolve_placeholders(input_ids, self.ids_gpu)  # [T]
 
 
 class SampledIds:
@@ -112,6 +111,7 @@ class Sampler:
         self._own_future = future is None
         self._host: list[torch.Tensor] = []  # two pinned int64 buffers used in turn (CUDA)
         self._events: list[Any] = []  # and their copy events
+        self._free_rows: torch.Tensor | None = None  # int32 −1 row indices on the device (all-unconstrained steps)
         self._turn = 0
 
     def sample(self, logits: torch.Tensor, reqs: Sequence[Req]) -> list[int]:
@@ -134,11 +134,13 @@ class Sampler:
         on = [True] * n if active is None else list(active)
         dead: list[int] = []
         cursors = [r.cursor if a else None for r, a in zip(reqs, on)]
-        lefts = [r.tokens_left() if a else None for r, a in zip(reqs, on)]
-        row_idx = to_device(self.pool.row_indices(cursors, dead, lefts), device)  # [S] int32
-        ids = self._draw(logits, reqs, on, row_idx, device)  # [S] int64 on the device
+        if any(c is not None for c in cursors):
+            lefts = [r.tokens_left() if a else None for r, a in zip(reqs, on)]
+            row_idx = to_device(self.pool.row_indices(cursors, dead, lefts), device)  # [S] int32
+        else:
+            row_idx = self._unconstrained_rows(n, device)  # [S] int32, all −1: no copy
         future = self._future(n, device)
-        future.ids_gpu[:n].copy_(ids)
+        self._draw(logits, reqs, on, row_idx, device, future.ids_gpu[:n])  # [S] int64 on the device
         if device.type != "cuda":
             return SampledIds(future.ids_gpu[:n].clone(), None, n, dead)
         if not self._host or self._host[0].numel() < n:
@@ -151,6 +153,11 @@ class Sampler:
         event.record(torch.cuda.current_stream(device))
         return SampledIds(host, event, n, dead)
 
+    def _unconstrained_rows(self, n: int, device: torch.device) -> torch.Tensor:
+        if self._free_rows is None or self._free_rows.numel() < n:
+            self._free_rows = torch.full((max(n, 256),), -1, dtype=torch.int32, device=device)
+        return self._free_rows[:n]
+
     def _future(self, n: int, device: torch.device) -> FutureIds:
         if self.future is None or (self._own_future and self.future.size < n):
             self.future = FutureIds(max(n, 256), device)
@@ -158,14 +165,18 @@ class Sampler:
             raise RuntimeError(f"{n} sampled rows do not fit the future-ids buffer of {self.future.size}")
         return self.future
 
-    def _draw(self, logits: torch.Tensor, reqs: Sequence[Req], on: list[bool], row_idx: torch.Tensor, device: torch.device) -> torch.Tensor:
+    def _draw(
+        self, logits: torch.Tensor, reqs: Sequence[Req], on: list[bool], row_idx: torch.Tensor, device: torch.device, out: torch.Tensor
+    ) -> None:
+        """Write the sampled ids into ``out`` (int64 ``[S]`` on ``device``)."""
         pool = self.pool.rows_gpu
         temps = [r.params.temperature if a else 0.0 for r, a in zip(reqs, on)]
         if all(t <= 0 for t in temps):
-            return masked_argmax(logits, row_idx, pool, vocab_limit=self.vocab_limit, backend=self.mask_backend)  # [S]
+            masked_argmax(logits, row_idx, pool, vocab_limit=self.vocab_limit, out=out, backend=self.mask_backend)
+            return
         temp_gpu = to_device(torch.tensor(temps, dtype=torch.float32), device)  # [S]
         apply_mask_rows(logits, row_idx, pool, temperature=temp_gpu, vocab_limit=self.vocab_limit, backend=self.mask_backend)
-        out = logits.argmax(dim=-1)  # [S]; greedy rows keep this
+        greedy = logits.argmax(dim=-1)  # [S]; greedy rows keep this
         rand_rows = [i for i, t in enumerate(temps) if t > 0]
         dev_idx = to_device(torch.tensor(rand_rows, dtype=torch.int64), device)  # [R]
         sub = logits[dev_idx]  # [R, V], already divided by temperature
@@ -176,8 +187,8 @@ class Sampler:
         cdf = probs.double().cumsum(dim=-1)  # [R, V]
         target = to_device(u, device)[:, None] * cdf[:, -1:]
         picked = torch.searchsorted(cdf, target, right=True).clamp_(max=self.vocab_limit - 1).squeeze(1)  # [R]
-        out[dev_idx] = picked
-        return out
+        greedy[dev_idx] = picked
+        out.copy_(greedy)
 
 
 def _top_k(logits: torch.Tensor, ks: list[int]) -> torch.Tensor:

@@ -13,6 +13,7 @@ from structgen.kernels import (
     linear,
     masked_argmax,
     resolve_backend,
+    resolve_placeholders,
     rms_norm,
     rope_qkv_inplace,
     rope_store_kv,
@@ -77,6 +78,35 @@ def test_masked_argmax_ties_pick_first() -> None:
     logits = torch.zeros(1, 5000, device=DEVICE)
     logits[0, [2100, 4000]] = 3.0
     assert int(masked_argmax(logits, torch.tensor([0], dtype=torch.int32, device=DEVICE), pool, backend="triton")[0]) == 2100
+
+
+@pytest.mark.parametrize("backend", ["torch", pytest.param("triton", marks=needs_triton)])
+def test_masked_argmax_writes_into_out(backend: str) -> None:
+    vocab = 70_000  # 35 blocks of 2048: the final reduction spans many partial maxima
+    pool, _ = _pool(2, vocab, 0.3, 5)
+    logits = torch.randn(3, vocab, device=DEVICE)
+    logits[2, [9000, 60000]] = 50.0  # an unconstrained tie across blocks: the first wins
+    row_idx = torch.tensor([1, 0, -1], dtype=torch.int32, device=DEVICE)
+    out = torch.full((5,), 7, dtype=torch.int64, device=DEVICE)
+    got = masked_argmax(logits, row_idx, pool, out=out[1:4], backend=backend)
+    assert got.data_ptr() == out[1:4].data_ptr()
+    assert torch.equal(out[1:4], masked_argmax(logits, row_idx, pool, backend="torch")) and int(out[3]) == 9000
+    assert int(out[0]) == 7 and int(out[4]) == 7  # nothing outside out was written
+    with pytest.raises(ValueError, match="out must be int64"):
+        masked_argmax(logits, row_idx, pool, out=torch.zeros(3, dtype=torch.int32, device=DEVICE), backend=backend)
+
+
+@pytest.mark.parametrize("backend", ["torch", pytest.param("triton", marks=needs_triton)])
+@pytest.mark.parametrize("n", [0, 1, 5, 1500])
+def test_resolve_placeholders(backend: str, n: int) -> None:
+    gen = torch.Generator().manual_seed(n)
+    table = torch.randint(0, 1000, (8,), generator=gen).to(DEVICE)
+    ids = torch.randint(-8, 1000, (n,), generator=gen).to(DEVICE)
+    got = resolve_placeholders(ids, table, backend=backend)
+    expected = [int(table[-1 - i]) if i < 0 else int(i) for i in ids.tolist()]
+    assert got.tolist() == expected and got.dtype == torch.int64
+    with pytest.raises(ValueError, match="int64"):
+        resolve_placeholders(ids.int(), table, backend=backend)
 
 
 def test_mask_rows_errors() -> None:
