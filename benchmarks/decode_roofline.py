@@ -83,6 +83,7 @@ def main() -> None:
     ap.add_argument(
         "--host-profile", action="store_true", help="add a cProfile of the first configuration's forwards (host side) to the notes"
     )
+    ap.add_argument("--cuda-graph-max-bs", type=int, default=0, help="largest captured decode batch (0: the largest of --batches)")
     ap.add_argument("--decode-kernel", default="auto", choices=DECODE_KERNELS, help="decode graphs' attention")
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args()
@@ -93,14 +94,17 @@ def main() -> None:
     device = torch.device("cuda")
     bw = copy_bandwidth(device)
     max_b, max_l = max(batches), max(contexts)
+    graph_bs = args.cuda_graph_max_bs or max_b
+    if graph_bs < max_b:
+        ap.error(f"--cuda-graph-max-bs {graph_bs} is below the largest batch {max_b}")
     extra = 2 * args.steps + args.warmup + 1  # the timed steps, then as many profiled ones
     with tempfile.TemporaryDirectory() as tmp:
         write_preset_folder(args.config, tmp)
-        mem = MemoryConfig(max_total_tokens=max_b * (max_l + extra) + 16, max_running_requests=max_b, max_context=max_l + extra)
+        mem = MemoryConfig(max_total_tokens=max_b * (max_l + extra) + 16, max_running_requests=graph_bs, max_context=max_l + extra)
         t0 = time.perf_counter()
         runner = ModelRunner(
             tmp, mem, device=device, dtype="bfloat16", attention_backend="flashinfer", cuda_graph=not args.no_cuda_graph,
-            cuda_graph_max_bs=max_b, cuda_graph_max_extend_tokens=args.extend_graph_tokens, random_weights_seed=0,
+            cuda_graph_max_bs=graph_bs, cuda_graph_max_extend_tokens=args.extend_graph_tokens, random_weights_seed=0,
             decode_kernel=args.decode_kernel,
         )  # fmt: skip
         load_s = time.perf_counter() - t0
@@ -197,6 +201,7 @@ def main() -> None:
             "attention": runner.attention_backend,
             "cuda_graph": runner.graph_runner is not None,
             "decode_kernel": args.decode_kernel,
+            "cuda_graph_max_bs": graph_bs,
             "copy_bandwidth_TBps": round(bw / 1e12, 3),
             "model_build_s": round(load_s, 1),
         }

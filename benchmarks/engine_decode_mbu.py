@@ -16,7 +16,8 @@ between runs), each run ``--repeats`` times after one unmeasured warm run:
 MBU = (weight bytes read + KV bytes read) / step / copy bandwidth measured in the same run, as
 ``decode_roofline.py`` counts them (KV at the run's mean context).
 
-    python benchmarks/engine_decode_mbu.py --tokenizer .carry/llama3 [--batches 1] [--context 512] [--steps 64] [--repeats 5] [--profile]
+    python benchmarks/engine_decode_mbu.py --tokenizer .carry/llama3 [--batches 1] [--context 512] [--steps 64] [--repeats 5]
+        [--cuda-graph-max-bs N] [--profile]
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -40,10 +42,11 @@ from structgen.models import write_preset_folder
 MODES = [("sync", False, False), ("overlap", True, False), ("overlap, constrained", True, True)]
 
 
-def run_mode(engine: Engine, batch: int, context: int, steps: int, constrained: bool, seed: int) -> dict[str, float]:
+def run_mode(engine: Engine, timer: ForwardTimer, batch: int, context: int, steps: int, constrained: bool, seed: int) -> dict[str, float]:
     """One run of ``batch`` requests decoding ``steps`` tokens; returns the median steady-step
-    seconds (the steps after the first quarter, while every request still decodes), the mean
-    TPOT, and how many requests ended early (EOS)."""
+    seconds (the steps after the first quarter, while every request still decodes) and the
+    median GPU seconds of those steps' decode-graph forwards, the mean TPOT, and how many
+    requests ended early (EOS)."""
     gen = torch.Generator().manual_seed(seed)
     eos = set(engine.eos_token_ids)
     constraint = Constraint.regex("[a-z ]{40,400}") if constrained else None
@@ -54,39 +57,59 @@ def run_mode(engine: Engine, batch: int, context: int, steps: int, constrained: 
         rids.append(engine.submit(GenerateRequest(ids, params, constraint)))
     times: list[float] = []
     live: list[int] = []
+    replay_step: list[int] = []  # the step index of each decode-graph forward timed
+    timer.take()
     while engine.has_unfinished():
         t = time.perf_counter()
+        before = len(timer.pairs)
         engine.step()
         times.append(time.perf_counter() - t)
         live.append(len(engine.scheduler.decode.running))
+        replay_step += [len(times) - 1] * (len(timer.pairs) - before)
+    gpu_by_step = dict(zip(replay_step, timer.take()))
     outs = [engine.output(r) for r in rids]
     for r in rids:
         engine.forget(r)
     full = [i for i, n in enumerate(live) if n == batch]  # steps while every request was running
-    steady = [times[i] for i in full[len(full) // 4 :]]
+    steady_idx = full[len(full) // 4 :]
+    steady = [times[i] for i in steady_idx]
+    graph = [gpu_by_step[i] for i in steady_idx if i in gpu_by_step]
     tpots = [(o.usage.latency_s - o.usage.ttft_s) / (o.usage.completion_tokens - 1) for o in outs if o.usage.completion_tokens > 1]
     return {
         "step_s": statistics.median(steady),
+        "graph_s": statistics.median(graph) if graph else float("nan"),
         "steady_steps": len(steady),
         "tpot_s": statistics.mean(tpots),
         "early": sum(o.finish_reason != "length" for o in outs),
     }
 
 
-def graph_gpu_s(engine: Engine, batch: int) -> float:
-    """GPU seconds of one replay of the decode graph of ``batch``'s bucket (10 back to back)."""
-    gr = engine.runner.graph_runner
-    if gr is None:
-        return float("nan")
-    graph = gr.graphs[next(x for x in gr.buckets if x >= batch)]
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    e0.record()
-    for _ in range(10):
-        graph.replay()
-    e1.record()
-    e1.synchronize()
-    return e0.elapsed_time(e1) / 1e3 / 10
+class ForwardTimer:
+    """CUDA events around every decode-graph forward (``DecodeGraphRunner.replay``: the input
+    copy and the graph) of an engine; :meth:`take` returns their GPU seconds since the last
+    call (synchronizing first)."""
+
+    def __init__(self, engine: Engine) -> None:
+        gr = engine.runner.graph_runner
+        assert gr is not None, "engine_decode_mbu needs CUDA graphs"
+        self.pairs: list[tuple[Any, Any]] = []
+        replay = gr.replay
+
+        def timed(batch: Any) -> torch.Tensor:
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            out = replay(batch)
+            e1.record()
+            self.pairs.append((e0, e1))
+            return out
+
+        gr.replay = timed  # type: ignore[method-assign]
+
+    def take(self) -> list[float]:
+        torch.cuda.synchronize()
+        out = [a.elapsed_time(b) / 1e3 for a, b in self.pairs]
+        self.pairs = []
+        return out
 
 
 def profile_steps(engine: Engine, batch: int, context: int, steps: int = 16) -> list[str]:
@@ -127,6 +150,7 @@ def main() -> None:
     ap.add_argument("--context", type=int, default=512)
     ap.add_argument("--steps", type=int, default=64, help="tokens each request decodes per run")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--cuda-graph-max-bs", type=int, default=0, help="largest captured decode batch (0: the largest of --batches)")
     ap.add_argument("--profile", action="store_true", help="add the per-kernel GPU time of steady overlapped steps (first batch size)")
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args()
@@ -136,14 +160,18 @@ def main() -> None:
     device = torch.device("cuda")
     bw = copy_bandwidth(device)
     top = max(batches)
+    max_bs = args.cuda_graph_max_bs or top
+    if max_bs < top:
+        ap.error(f"--cuda-graph-max-bs {max_bs} is below the largest batch {top}")
     with tempfile.TemporaryDirectory() as tmp:
         write_preset_folder(args.config, tmp, tokenizer_dir=args.tokenizer)
         cfg = EngineConfig(
-            device="cuda", dtype="bfloat16", random_weights_seed=0, cuda_graph_max_bs=top,
-            memory=MemoryConfig(max_total_tokens=top * (args.context + args.steps + 64), max_running_requests=top,
+            device="cuda", dtype="bfloat16", random_weights_seed=0, cuda_graph_max_bs=max_bs,
+            memory=MemoryConfig(max_total_tokens=top * (args.context + args.steps + 64), max_running_requests=max_bs,
                                 max_context=args.context + args.steps + 64),
         )  # fmt: skip
         engine = Engine(tmp, cfg)
+    timer = ForwardTimer(engine)
     rows: list[list[object]] = []
     for b in batches:
         runs: dict[str, list[dict[str, float]]] = {name: [] for name, _o, _c in MODES}
@@ -151,15 +179,15 @@ def main() -> None:
             for name, overlap, constrained in MODES:
                 engine.scheduler.overlap = overlap
                 torch.cuda.synchronize()
-                r = run_mode(engine, b, args.context, args.steps, constrained, seed=rep)
+                r = run_mode(engine, timer, b, args.context, args.steps, constrained, seed=rep)
                 if rep:
                     runs[name].append(r)
-        graph_s = graph_gpu_s(engine, b)
         kv_tokens = args.context + args.steps // 2
         bytes_read = decode_bytes_read(engine.runner, b, kv_tokens)
         for name, _o, _c in MODES:
             step = statistics.median(r["step_s"] for r in runs[name])
             lo, hi = min(r["step_s"] for r in runs[name]), max(r["step_s"] for r in runs[name])
+            graph_s = statistics.median(r["graph_s"] for r in runs[name])
             rows.append([
                 b, name, round(step * 1e3, 3), f"{lo * 1e3:.3f}–{hi * 1e3:.3f}", round(100 * bytes_read / step / bw, 1),
                 round(100 * bytes_read / hi / bw, 1), round(statistics.median(r["tpot_s"] for r in runs[name]) * 1e3, 3),
@@ -171,7 +199,7 @@ def main() -> None:
     meta = run_meta()
     meta.update({
         "model": f"{args.config} random bf16 weights, Llama-3 tokenizer", "attention": engine.runner.attention_backend,
-        "cuda_graph": engine.runner.graph_runner is not None, "context": args.context, "steps": args.steps,
+        "cuda_graph_max_bs": max_bs, "context": args.context, "steps": args.steps,
         "repeats": args.repeats, "copy_bandwidth_TBps": round(bw / 1e12, 3), "GB_read_per_step_b1": round(decode_bytes_read(engine.runner, 1, args.context + args.steps // 2) / 1e9, 2),
     })  # fmt: skip
     notes = [
@@ -179,12 +207,13 @@ def main() -> None:
         "decodes, the first quarter of those steps skipped); range: min–max of the runs' medians.",
         "MBU %: bytes read / step / copy bandwidth; worst-run MBU uses the slowest run's step.  TPOT ms: (latency − TTFT) / "
         "(completion tokens − 1), median of the runs' means.  Early: requests (all runs) that ended before `--steps` tokens (EOS).",
-        "Graph GPU ms: the batch's decode graph replayed alone, 10 back to back (CUDA events); its MBU is the ceiling of a step.",
+        "Forward GPU ms: CUDA events around each steady step's decode forward (input copy + graph replay), median per run, median "
+        "of the runs; its MBU is the ceiling of a step.",
         *prof_rows,
     ]
     write_results(
         args.out, "engine-decode-mbu", "Engine decode steps vs HBM roofline (overlap scheduler)", meta,
-        ["batch", "mode", "step ms", "range ms", "MBU %", "worst-run MBU %", "TPOT ms", "steady steps", "early", "graph GPU ms", "graph-only MBU %"], rows, notes,
+        ["batch", "mode", "step ms", "range ms", "MBU %", "worst-run MBU %", "TPOT ms", "steady steps", "early", "forward GPU ms", "forward-only MBU %"], rows, notes,
     )  # fmt: skip
 
 
