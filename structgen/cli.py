@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--no-radix-cache", action="store_true")
     srv.add_argument("--no-jump-forward", action="store_true", help="engine default for requests that do not say")
     srv.add_argument("--no-cuda-graph", action="store_true")
+    srv.add_argument(
+        "--no-overlap-schedule", action="store_true", help="process each step's sampled tokens before launching the next forward"
+    )
     srv.add_argument("--random-weights-seed", type=int, default=None, help="draw random weights (benchmarks of a config-only folder)")
     srv.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     bench = sub.add_parser("bench", help="benchmarks")
@@ -303,7 +306,10 @@ def _serve_command(args: argparse.Namespace) -> int:
                 max_context=args.max_context,
             ),
             scheduler=SchedulerConfig(
-                max_running_requests=args.max_running_requests, radix_cache=not args.no_radix_cache, jump_forward=not args.no_jump_forward
+                max_running_requests=args.max_running_requests,
+                radix_cache=not args.no_radix_cache,
+                jump_forward=not args.no_jump_forward,
+                overlap_schedule=not args.no_overlap_schedule,
             ),
             compiler=CompilerConfig(timeout_s=args.compile_timeout_s, max_states=args.max_states, workers=args.compile_workers),
         )

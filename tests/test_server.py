@@ -555,3 +555,16 @@ def test_structured_wraps_text_in_the_demo_extraction_prompt() -> None:
         r = httpx.post(f"{st.url}/v1/structured", json={"prompt": e.text, "max_tokens": 2}, timeout=120)
         assert r.status_code == 200, r.text
         assert r.json()["usage"]["prompt_tokens"] == len(tok(e.text, add_special_tokens=False)["input_ids"])
+
+
+def test_serve_flags_reach_the_scheduler_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    import structgen.server as server_pkg
+    from structgen.cli import main
+
+    seen: list[ServerConfig] = []
+    monkeypatch.setattr(server_pkg, "serve", lambda config, log_level="info": seen.append(config))
+    assert main(["serve", "--no-overlap-schedule", "--no-jump-forward"]) == 0
+    assert main(["serve"]) == 0
+    off, on = (c.engine.scheduler for c in seen)  # type: ignore[union-attr]
+    assert not off.overlap_schedule and not off.jump_forward
+    assert on.overlap_schedule and on.jump_forward
