@@ -74,15 +74,20 @@ def rope_store_kv_torch(
     v_cache[slots] = v.to(v_cache.dtype)
 
 
+def check_placeholders(ids: torch.Tensor, table: torch.Tensor) -> None:
+    """Raises ``ValueError`` unless ``ids`` and ``table`` are 1-D int64 tensors on one device."""
+    if ids.dtype != torch.int64 or table.dtype != torch.int64 or ids.device != table.device or ids.dim() != 1 or table.dim() != 1:
+        raise ValueError(
+            f"ids and table must be 1-D int64 tensors on one device, got {ids.dtype} {list(ids.shape)} on {ids.device} "
+            f"and {table.dtype} {list(table.shape)} on {table.device}"
+        )
+
+
 def resolve_placeholders_torch(ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     """``ids`` (int64 ``[T]``) with every negative id ``−1 − j`` replaced by ``table[j]`` (int64
     ``[J]``, same device; ``j < J`` is the caller's promise, not checked on the device), others
     unchanged; a new tensor.  The overlap scheduler's forwards take ids sampled on the device
     this way (SGLang's future token map).  ``ValueError`` for other dtypes or devices."""
-    if ids.dtype != torch.int64 or table.dtype != torch.int64 or ids.device != table.device or ids.dim() != 1:
-        raise ValueError(
-            f"ids and table must be 1-D int64 tensors on one device, got {ids.dtype} {list(ids.shape)} on {ids.device} "
-            f"and {table.dtype} on {table.device}"
-        )
+    check_placeholders(ids, table)
     rows = torch.bitwise_not(ids).clamp_(min=0)  # [T]: -1 - id, the row a placeholder names
     return torch.where(ids < 0, table.index_select(0, rows), ids)

@@ -10,7 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .model_ops_torch import resolve_placeholders_torch
+from .model_ops_torch import check_placeholders
 from .pdl import gdc_launch_dependents, gdc_wait, use_pdl
 
 
@@ -237,8 +237,7 @@ def _resolve_placeholders_kernel(ids_ptr, table_ptr, out_ptr, n, BLOCK: tl.const
 def resolve_placeholders_triton(ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     """Triton version of :func:`~structgen.kernels.model_ops_torch.resolve_placeholders_torch`
     (same arguments, errors and result): one launch instead of five elementwise kernels."""
-    if ids.dtype != torch.int64 or table.dtype != torch.int64 or ids.device != table.device or ids.dim() != 1:
-        return resolve_placeholders_torch(ids, table)  # raises the reference's ValueError
+    check_placeholders(ids, table)
     out = torch.empty_like(ids)  # [T]
     n = ids.numel()
     if n:

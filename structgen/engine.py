@@ -293,10 +293,8 @@ class Engine:
         """One engine step: schedule → run batch → process results (with the overlap
         scheduler, the results processed are the previous step's, while this one runs)."""
         batch = self.scheduler.schedule()
-        if batch is None and self.scheduler.inflight is None:
-            if len(self.scheduler.grammar):
-                self.scheduler.grammar.wait(0.05)
-            return self.scheduler.process_idle()
+        if batch is None and self.scheduler.inflight is None and len(self.scheduler.grammar):
+            self.scheduler.grammar.wait(0.05)  # nothing to run until a compile finishes
         logits = self.runner.forward(batch.forward) if batch is not None else None
         return self.scheduler.process_results(batch, logits)
 

@@ -124,7 +124,8 @@ class Sampler:
         the host asynchronously; the handle's ``result()`` gives S ids, ``DEAD_END`` (−1) for a
         request whose grammar state allows no token at all.  Rows with ``active[i]`` False are
         drawn greedily without mask or random draw, and their ids mean nothing (a request whose
-        sample an overlapped step made stale).
+        sample an overlapped step made stale).  ``ValueError`` when ``active`` has not S entries;
+        ``RuntimeError`` when S exceeds a given ``future`` buffer.
 
         The mask rows are looked up (and computed on first visit) here, after the forward was
         launched, so on CUDA that host work overlaps the GPU's forward."""
@@ -132,6 +133,8 @@ class Sampler:
         assert logits.shape == (n, self.vocab_size), (tuple(logits.shape), n, self.vocab_size)
         device = logits.device
         on = [True] * n if active is None else list(active)
+        if len(on) != n:
+            raise ValueError(f"active has {len(on)} entries for {n} sampled rows")
         dead: list[int] = []
         cursors = [r.cursor if a else None for r, a in zip(reqs, on)]
         if any(c is not None for c in cursors):
@@ -176,7 +179,7 @@ class Sampler:
             return
         temp_gpu = to_device(torch.tensor(temps, dtype=torch.float32), device)  # [S]
         apply_mask_rows(logits, row_idx, pool, temperature=temp_gpu, vocab_limit=self.vocab_limit, backend=self.mask_backend)
-        greedy = logits.argmax(dim=-1)  # [S]; greedy rows keep this
+        torch.argmax(logits, dim=-1, out=out)  # [S]; greedy rows keep this
         rand_rows = [i for i, t in enumerate(temps) if t > 0]
         dev_idx = to_device(torch.tensor(rand_rows, dtype=torch.int64), device)  # [R]
         sub = logits[dev_idx]  # [R, V], already divided by temperature
@@ -187,8 +190,7 @@ class Sampler:
         cdf = probs.double().cumsum(dim=-1)  # [R, V]
         target = to_device(u, device)[:, None] * cdf[:, -1:]
         picked = torch.searchsorted(cdf, target, right=True).clamp_(max=self.vocab_limit - 1).squeeze(1)  # [R]
-        greedy[dev_idx] = picked
-        out.copy_(greedy)
+        out[dev_idx] = picked
 
 
 def _top_k(logits: torch.Tensor, ks: list[int]) -> torch.Tensor:

@@ -496,7 +496,8 @@ class Scheduler:
 
     def process_results(self, batch: ScheduledBatch | None, logits: torch.Tensor | None) -> list[StreamChunk]:
         """After ``batch``'s forward was launched (``logits`` its output; both None for a step
-        that only drains the overlap): advance KV lengths, then process the previous step's
+        with nothing to run, which drains the overlap and reports requests finished outside a
+        forward): advance KV lengths, then process the previous step's
         sampled tokens if they are in flight (overlap), launch ``batch``'s sample, and without
         overlap process it at once.  Processing a token advances its cursor and applies
         jump-forward and the stop rules.  Returns the stream chunks of the processed requests
@@ -559,12 +560,6 @@ class Scheduler:
             out.append(self._stream_chunk(req))
             reported.add(req.rid)
         return out
-
-    def process_idle(self) -> list[StreamChunk]:
-        """Report requests finished outside a forward (grammar failures, aborts)."""
-        out = [self._stream_chunk(r) for r in self.finished]
-        self.finished = []
-        return [c for c in out if c is not None]
 
     def _on_token(self, req: Req, tok: int) -> None:
         req.sampled_tokens += 1

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from structgen.request import SamplingParams
-from structgen.sampling import DEAD_END, Sampler, _top_k, _top_p
+from structgen.sampling import DEAD_END, FutureIds, Sampler, _top_k, _top_p
 
 
 def test_top_k_top_p() -> None:
@@ -55,3 +56,25 @@ def test_dead_end_state_is_reported_not_sampled(tiny_vocab) -> None:  # type: ig
     s = Sampler(vocab_size=tiny_vocab.size, tokenizer_size=tiny_vocab.size)
     out = s.sample(torch.zeros(2, tiny_vocab.size), [r, free])  # type: ignore[list-item]
     assert out[0] == DEAD_END and 0 <= out[1] < tiny_vocab.size
+
+
+def test_launch_checks_active_and_drops_inactive_rows(tiny_vocab) -> None:  # type: ignore[no-untyped-def]
+    from structgen.fsm import Constraint, GrammarCompiler
+
+    s = Sampler(vocab_size=tiny_vocab.size, tokenizer_size=tiny_vocab.size, future=FutureIds(2, torch.device("cpu")))
+    reqs = [_R(SamplingParams(), 0), _R(SamplingParams(temperature=1.0), 1)]
+    with pytest.raises(ValueError, match="active has 1 entries for 2"):
+        s.launch(torch.zeros(2, tiny_vocab.size), reqs, [True])  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="future-ids buffer of 2"):
+        s.launch(torch.zeros(3, tiny_vocab.size), [*reqs, reqs[0]])  # type: ignore[list-item]
+    fsm = GrammarCompiler(tiny_vocab).compile(Constraint.regex("aq"))
+    cur = fsm.cursor()
+    cur.advance(tiny_vocab.token_bytes.index(b"a"))  # a dead end: reported only while active
+    reqs[0].cursor = cur  # type: ignore[assignment]
+    before = reqs[1].generator.get_state()
+    logits = torch.zeros(2, tiny_vocab.size)
+    logits[:, 3] = 5.0
+    out = s.launch(logits, reqs, [False, False]).result()  # type: ignore[arg-type]
+    assert out == [3, 3] and torch.equal(reqs[1].generator.get_state(), before)  # greedy, unmasked, no random draw
+    assert s.future is not None and s.future.ids_gpu.tolist() == [3, 3]
+    assert s.launch(torch.zeros(2, tiny_vocab.size), reqs, [True, False]).result()[0] == DEAD_END  # type: ignore[arg-type]
