@@ -82,3 +82,42 @@ def write_results(
     md += ["", *notes]
     Path(out_dir, f"{stem}.md").write_text("\n".join(md) + "\n")
     print("\n".join(md), flush=True)
+
+
+def apply_gemv_overrides(spec: str, config: str) -> list[str]:
+    """Benchmark knob: replace entries of ``linear_triton.TUNED`` (the Triton-vs-cuBLAS choice per
+    projection shape) before a model is built, to A/B projection kernels in one process.
+
+    ``spec``: comma-separated ``NAME=kind:block_n:block_k:warps:stages`` or ``NAME=cublas``, NAME in
+    qkv, o, gate_up, down, lm_head (shapes from preset ``config``); the configuration serves
+    M = 1 only (the M ≤ 8 choice is kept).  Returns the applied items as text; raises
+    ``ValueError`` for a bad item."""
+    from structgen.kernels import linear_triton as lt
+
+    from structgen.models import ModelArgs
+    from structgen.models.presets import preset_config
+
+    if not spec:
+        return []
+    a = ModelArgs.from_hf_config(preset_config(config))
+    q, kv = a.num_heads * a.head_dim, a.num_kv_heads * a.head_dim
+    shapes = {
+        "qkv": (q + 2 * kv, a.hidden_size), "o": (a.hidden_size, q), "gate_up": (2 * a.intermediate_size, a.hidden_size),
+        "down": (a.hidden_size, a.intermediate_size), "lm_head": (a.vocab_size, a.hidden_size),
+    }  # fmt: skip
+    applied = []
+    for item in spec.split(","):
+        name, _, value = item.partition("=")
+        if name not in shapes:
+            raise ValueError(f"--gemv: unknown projection {name!r}; known: {', '.join(shapes)}")
+        key = shapes[name]
+        multi = lt.TUNED.get(key, (None, None))[1]
+        if value == "cublas":
+            lt.TUNED[key] = (None, multi)
+        else:
+            kind, *nums = value.split(":")
+            if kind not in ("fma", "dot") or len(nums) != 4:
+                raise ValueError(f"--gemv: {item!r} is not NAME=kind:block_n:block_k:warps:stages or NAME=cublas")
+            lt.TUNED[key] = (lt.GemvConfig(kind, *(int(v) for v in nums)), multi)
+        applied.append(f"{name} {key}: {value}")
+    return applied

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _gpu_common import HERE, copy_bandwidth, decode_bytes_read, run_meta, write_results
+from _gpu_common import HERE, apply_gemv_overrides, copy_bandwidth, decode_bytes_read, run_meta, write_results
 
 from structgen.attention import ForwardBatch
 from structgen.flashinfer_backend import DECODE_KERNELS
@@ -85,8 +85,12 @@ def main() -> None:
     )
     ap.add_argument("--cuda-graph-max-bs", type=int, default=0, help="largest captured decode batch (0: the largest of --batches)")
     ap.add_argument("--decode-kernel", default="auto", choices=DECODE_KERNELS, help="decode graphs' attention")
+    ap.add_argument(
+        "--gemv", default="", help="projection kernels at M = 1, e.g. qkv=dot:32:256:4:4,down=cublas (default: the tuned table)"
+    )
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args()
+    gemv_applied = apply_gemv_overrides(args.gemv, args.config)
     if args.extend_graph_tokens < 0:
         ap.error(f"--extend-graph-tokens must be ≥ 0, got {args.extend_graph_tokens}")
     batches = [int(b) for b in args.batches.split(",")]
@@ -204,6 +208,7 @@ def main() -> None:
             "cuda_graph_max_bs": graph_bs,
             "copy_bandwidth_TBps": round(bw / 1e12, 3),
             "model_build_s": round(load_s, 1),
+            "gemv_overrides": "; ".join(gemv_applied) or "none",
         }
     )
     notes = [

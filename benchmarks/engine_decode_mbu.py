@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _gpu_common import HERE, ROOT, copy_bandwidth, decode_bytes_read, run_meta, write_results
+from _gpu_common import HERE, ROOT, apply_gemv_overrides, copy_bandwidth, decode_bytes_read, run_meta, write_results
 
 from structgen import Constraint, Engine, EngineConfig, GenerateRequest, SamplingParams
 from structgen.memory import MemoryConfig
@@ -152,8 +152,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--cuda-graph-max-bs", type=int, default=0, help="largest captured decode batch (0: the largest of --batches)")
     ap.add_argument("--profile", action="store_true", help="add the per-kernel GPU time of steady overlapped steps (first batch size)")
+    ap.add_argument(
+        "--gemv", default="", help="projection kernels at M = 1, e.g. qkv=dot:32:256:4:4,down=cublas (default: the tuned table)"
+    )
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args()
+    gemv_applied = apply_gemv_overrides(args.gemv, args.config)
     if args.repeats < 1 or args.steps < 8 or args.context < 1:
         ap.error("--repeats must be ≥ 1, --steps ≥ 8 and --context ≥ 1")
     batches = [int(b) for b in args.batches.split(",")]
@@ -200,7 +204,7 @@ def main() -> None:
     meta.update({
         "model": f"{args.config} random bf16 weights, Llama-3 tokenizer", "attention": engine.runner.attention_backend,
         "cuda_graph_max_bs": max_bs, "context": args.context, "steps": args.steps,
-        "repeats": args.repeats, "copy_bandwidth_TBps": round(bw / 1e12, 3), "GB_read_per_step_b1": round(decode_bytes_read(engine.runner, 1, args.context + args.steps // 2) / 1e9, 2),
+        "repeats": args.repeats, "gemv_overrides": "; ".join(gemv_applied) or "none", "copy_bandwidth_TBps": round(bw / 1e12, 3), "GB_read_per_step_b1": round(decode_bytes_read(engine.runner, 1, args.context + args.steps // 2) / 1e9, 2),
     })  # fmt: skip
     notes = [
         "Step ms: median over the runs of each run's median steady engine step (wall time of `Engine.step()` while every request "

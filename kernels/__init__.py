@@ -221,24 +221,58 @@ def decode_attention(
     return decode_attention_torch(q, k_cache, v_cache, kv_indptr, kv_indices, scale=scale, window=window, num_splits=num_splits)
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *, backend: str = "auto") -> torch.Tensor:
-    """``x [M, K] @ weight [N, K]ᵀ + bias [N]`` → ``[M, N]``.
+def linear(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    *,
+    norm_weight: torch.Tensor | None = None,
+    eps: float = 0.0,
+    gated: bool = False,
+    residual: torch.Tensor | None = None,
+    backend: str = "auto",
+) -> torch.Tensor:
+    """``act(x) [M, K] @ weight [N, K]ᵀ + bias [N]`` → ``[M, N]``, optionally added into ``residual``.
 
-    ``"auto"`` on CUDA runs the Triton GEMV (:mod:`structgen.kernels.linear_triton`) for
-    decode-sized M (≤ 8) on the shapes where its measured configuration beats cuBLAS
-    (``linear_triton.TUNED``), and ``torch.nn.functional.linear`` (cuBLAS) otherwise;
-    ``"triton"`` forces the GEMV for M ≤ 8 (a default configuration where none is tuned);
-    ``"torch"`` always takes F.linear."""
+    - ``norm_weight`` (γ ``[K]``, with ``eps``): ``act(x) = rms_norm(x) · γ``;
+    - ``gated``: ``x`` is ``[M, 2K]`` = ``[gate | up]`` and ``act(x) = silu(gate) · up``;
+    - ``residual`` ``[M, N]``: the result is added into it in place and ``residual`` is returned
+      (the decoder's residual stream).
+
+    ``"auto"`` on CUDA runs the Triton GEMV (:mod:`structgen.kernels.linear_triton`), with the
+    norm / gate / residual fused into its one launch, for decode-sized M (≤ 8) on the shapes
+    where its measured configuration beats cuBLAS (``linear_triton.TUNED``); otherwise the ops
+    run unfused (``rms_norm`` / ``silu_and_mul``, then ``F.linear`` (cuBLAS); on CUDA the residual
+    add is cuBLAS's own ``beta = 1`` accumulation).  ``"triton"`` forces the GEMV for M ≤ 8 (a
+    default configuration where none is tuned); ``"torch"`` always runs unfused on torch.
+    Raises ``ValueError`` for shapes that do not chain."""
     chosen = resolve_backend(backend, x.device)  # an unknown backend is an error whatever the shape
+    k = weight.shape[-1]
+    if x.shape[-1] != (2 * k if gated else k):
+        raise ValueError(f"linear: x {tuple(x.shape)} and weight {tuple(weight.shape)} do not chain (gated={gated})")
+    if norm_weight is not None and gated:
+        raise ValueError("linear: norm_weight and gated exclude each other")
     if x.dim() == 2 and 1 <= x.shape[0] <= 8 and x.dtype == weight.dtype and x.stride(1) == 1 and weight.stride(1) == 1:
         if chosen == "triton":
             lt = _linear_triton()
-            cfg = lt.tuned_config(weight.shape[0], weight.shape[1], x.shape[0])
+            cfg = lt.tuned_config(weight.shape[0], k, x.shape[0])
             if cfg is None and backend == "triton":
                 cfg = lt.DEFAULT
             if cfg is not None:
-                return lt.gemv_triton(x, weight, bias, cfg)  # type: ignore[no-any-return]
-    return F.linear(x, weight, bias)
+                return lt.gemv_triton(x, weight, bias, cfg, norm_weight=norm_weight, eps=eps, gated=gated, residual=residual)  # type: ignore[no-any-return]
+    if norm_weight is not None:
+        x = rms_norm(x, norm_weight, eps, backend=backend)
+    elif gated:
+        x = silu_and_mul(x, backend=backend)
+    if residual is None:
+        return F.linear(x, weight, bias)
+    if residual.is_cuda and x.dim() == 2:
+        residual.addmm_(x, weight.t())  # cuBLAS C = A·Bᵀ + C: the add rides on the GEMM (split-K reduce included)
+        if bias is not None:
+            residual.add_(bias)
+    else:
+        residual.add_(F.linear(x, weight, bias))
+    return residual
 
 
 __all__ = [

@@ -50,35 +50,58 @@ def _prefetch_then_wait(w_ptr, rn, N, K, stride_w, PF_LINES: tl.constexpr):  # t
 
 
 @triton.jit
+def _load_act(x_ptr, offs, mask, K, PROLOGUE: tl.constexpr, nw_ptr, kk, km):  # type: ignore[no-untyped-def]
+    """One chunk of the GEMV's input in float32 and, for the norm prologue, its squares' source:
+    returns ``(a, x)`` where ``a`` multiplies the weights and ``x`` is the raw input (PROLOGUE 0:
+    ``a = x``; 1: ``a = x · γ`` (γ from ``nw_ptr``); 2: ``a = silu(x[:, :K]) · x[:, K:]``)."""
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    if PROLOGUE == 1:
+        a = x * tl.load(nw_ptr + kk, mask=km, other=0.0).to(tl.float32)
+    elif PROLOGUE == 2:
+        up = tl.load(x_ptr + offs + K, mask=mask, other=0.0).to(tl.float32)
+        a = x / (1.0 + tl.exp(-x)) * up
+    else:
+        a = x
+    return a, x
+
+
+@triton.jit
 def _gemv_fma_kernel(
-    x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_w, HAS_BIAS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    USE_PDL: tl.constexpr, PF_LINES: tl.constexpr,
+    x_ptr, w_ptr, b_ptr, y_ptr, nw_ptr, N, K, stride_w, eps, HAS_BIAS: tl.constexpr, PROLOGUE: tl.constexpr,
+    RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, USE_PDL: tl.constexpr, PF_LINES: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
     rn = pid * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN]
     nm = rn < N
     rk = tl.arange(0, BLOCK_K)  # [BK]
     acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+    ss = tl.zeros((BLOCK_K,), dtype=tl.float32)
     w_rows = w_ptr + rn.to(tl.int64)[:, None] * stride_w  # [BN, 1]
     if USE_PDL:
         _prefetch_then_wait(w_ptr, rn, N, K, stride_w, PF_LINES)
     for k0 in range(0, K, BLOCK_K):
         kk = k0 + rk
         km = kk < K
-        x = tl.load(x_ptr + kk, mask=km, other=0.0).to(tl.float32)  # [BK]
+        a, x = _load_act(x_ptr, kk, km, K, PROLOGUE, nw_ptr, kk, km)  # [BK]
+        if PROLOGUE == 1:
+            ss += x * x
         w = tl.load(w_rows + kk[None, :], mask=nm[:, None] & km[None, :], other=0.0)  # [BN, BK]
-        acc += w.to(tl.float32) * x[None, :]
+        acc += w.to(tl.float32) * a[None, :]
     y = tl.sum(acc, axis=1)  # [BN]
+    if PROLOGUE == 1:
+        y *= tl.rsqrt(tl.sum(ss, axis=0) / K + eps)
     if HAS_BIAS:
         y += tl.load(b_ptr + rn, mask=nm, other=0.0).to(tl.float32)
+    if RESIDUAL:  # y_ptr is the residual stream: each program adds into its own columns only
+        y += tl.load(y_ptr + rn, mask=nm, other=0.0).to(tl.float32)
     tl.store(y_ptr + rn, y.to(y_ptr.dtype.element_ty), mask=nm)
 
 
 @triton.jit
 def _gemv_dot_kernel(
-    x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_x, stride_w, stride_y,
-    HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    USE_PDL: tl.constexpr, PF_LINES: tl.constexpr,
+    x_ptr, w_ptr, b_ptr, y_ptr, nw_ptr, M, N, K, stride_x, stride_w, stride_y, eps,
+    HAS_BIAS: tl.constexpr, PROLOGUE: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr, USE_PDL: tl.constexpr, PF_LINES: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
     rm = tl.arange(0, BLOCK_M)  # [BM]
@@ -87,58 +110,98 @@ def _gemv_dot_kernel(
     nm = rn < N
     rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    x_rows = x_ptr + rm.to(tl.int64)[:, None] * stride_x  # [BM, 1]
+    ss = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    x_rows = rm.to(tl.int64)[:, None] * stride_x  # [BM, 1]
     w_rows = w_ptr + rn.to(tl.int64)[:, None] * stride_w  # [BN, 1]
     if USE_PDL:
         _prefetch_then_wait(w_ptr, rn, N, K, stride_w, PF_LINES)
     for k0 in range(0, K, BLOCK_K):
         kk = k0 + rk
         km = kk < K
-        x = tl.load(x_rows + kk[None, :], mask=mm[:, None] & km[None, :], other=0.0)  # [BM, BK]
+        a, x = _load_act(x_ptr, x_rows + kk[None, :], mm[:, None] & km[None, :], K, PROLOGUE, nw_ptr, kk[None, :], km[None, :])
+        if PROLOGUE == 1:
+            ss += tl.sum(x * x, axis=1)
         w = tl.load(w_rows + kk[None, :], mask=nm[:, None] & km[None, :], other=0.0)  # [BN, BK]
-        acc = tl.dot(x.to(w.dtype), tl.trans(w), acc)  # [BM, BN]
+        acc = tl.dot(a.to(w.dtype), tl.trans(w), acc)  # [BM, BN]
+    if PROLOGUE == 1:
+        acc *= tl.rsqrt(ss / K + eps)[:, None]
     if HAS_BIAS:
         acc += tl.load(b_ptr + rn, mask=nm, other=0.0).to(tl.float32)[None, :]
     out = y_ptr + rm.to(tl.int64)[:, None] * stride_y + rn[None, :]
-    tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=mm[:, None] & nm[None, :])
+    om = mm[:, None] & nm[None, :]
+    if RESIDUAL:  # y_ptr is the residual stream: each program adds into its own columns only
+        acc += tl.load(out, mask=om, other=0.0).to(tl.float32)
+    tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=om)
 
 
 DOT_BLOCK_M = 16
 
 
-def gemv_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, config: GemvConfig) -> torch.Tensor:
-    """``x [M, K] @ weight [N, K]ᵀ + bias [N]`` → ``[M, N]`` in x's dtype.
+def gemv_triton(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    config: GemvConfig,
+    *,
+    norm_weight: torch.Tensor | None = None,
+    eps: float = 0.0,
+    gated: bool = False,
+    residual: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``act(x) [M, K] @ weight [N, K]ᵀ + bias [N]`` → ``[M, N]`` in x's dtype, with the decode
+    layer's neighbours fused in:
 
+    - ``norm_weight`` (γ ``[K]``): ``act(x) = rms_norm(x) · γ`` (RMSNorm, eps ``eps``).  γ is
+      applied to each input chunk in the K loop and the row's ``1 / rms`` — accumulated from the
+      same chunks — scales the output once in the epilogue, so the weight stream is untouched (no
+      second pass over x; this is what made the two-pass prologue of b37b008 slow).
+    - ``gated``: ``x`` is ``[M, 2K]`` = ``[gate | up]`` and ``act(x) = silu(gate) · up`` (SwiGLU).
+    - ``residual`` (``[M, N]``, x's dtype, rows contiguous): the result is added into it in
+      place (each program owns its output columns, so reading and writing them is race-free)
+      and ``residual`` is returned.
+
+    Products and the norm run in float32 without the unfused path's intermediate bf16 roundings.
     ``weight`` and ``x`` must be contiguous along K; ``config.kind == "fma"`` needs M = 1,
     ``"dot"`` M ≤ 16.  Raises ``ValueError`` otherwise."""
-    if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != weight.shape[1]:
-        raise ValueError(f"gemv: x {tuple(x.shape)} and weight {tuple(weight.shape)} do not chain")
+    k = weight.shape[1] if weight.dim() == 2 else -1
+    if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != (2 * k if gated else k):
+        raise ValueError(f"gemv: x {tuple(x.shape)} and weight {tuple(weight.shape)} do not chain (gated={gated})")
     if x.stride(1) != 1 or weight.stride(1) != 1:
         raise ValueError("gemv: x and weight must be contiguous along K")
-    m, k = x.shape
+    if norm_weight is not None and (gated or norm_weight.shape != (k,)):
+        raise ValueError(f"gemv: norm_weight must be [{k}] and excludes gated, got {tuple(norm_weight.shape)}, gated={gated}")
+    m = x.shape[0]
     n = weight.shape[0]
-    y = torch.empty((m, n), dtype=x.dtype, device=x.device)  # [M, N]
+    if residual is not None:
+        if residual.shape != (m, n) or residual.dtype != x.dtype or residual.stride(1) != 1:
+            got = f"{tuple(residual.shape)} {residual.dtype}"
+            raise ValueError(f"gemv: residual must be [{m}, {n}] {x.dtype} with contiguous rows, got {got}")
+        y = residual
+    else:
+        y = torch.empty((m, n), dtype=x.dtype, device=x.device)  # [M, N]
     if m == 0:
         return y
     grid = (triton.cdiv(n, config.block_n),)
     b = bias if bias is not None else weight
+    nw = norm_weight if norm_weight is not None else weight
+    prologue = 1 if norm_weight is not None else 2 if gated else 0
     pdl = use_pdl(x)
     pf_lines = max(1, 2 * config.block_k // 64)  # the first two K chunks of each row, in 128-byte lines of 64 bf16
+    flags = {"HAS_BIAS": bias is not None, "PROLOGUE": prologue, "RESIDUAL": residual is not None}
     if config.kind == "fma":
         if m != 1:
             raise ValueError(f"gemv 'fma' takes one row, got M={m}")
         _gemv_fma_kernel[grid](
-            x, weight, b, y, n, k, weight.stride(0), HAS_BIAS=bias is not None, BLOCK_N=config.block_n,
-            BLOCK_K=config.block_k, USE_PDL=pdl, PF_LINES=pf_lines, num_warps=config.num_warps, num_stages=config.num_stages,
-            launch_pdl=pdl,
+            x, weight, b, y, nw, n, k, weight.stride(0), eps, **flags, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
+            USE_PDL=pdl, PF_LINES=pf_lines, num_warps=config.num_warps, num_stages=config.num_stages, launch_pdl=pdl,
         )  # fmt: skip
     elif config.kind == "dot":
         if m > DOT_BLOCK_M:
             raise ValueError(f"gemv 'dot' takes at most {DOT_BLOCK_M} rows, got M={m}")
         _gemv_dot_kernel[grid](
-            x, weight, b, y, m, n, k, x.stride(0), weight.stride(0), y.stride(0), HAS_BIAS=bias is not None,
-            BLOCK_M=DOT_BLOCK_M, BLOCK_N=config.block_n, BLOCK_K=config.block_k, USE_PDL=pdl, PF_LINES=pf_lines,
-            num_warps=config.num_warps, num_stages=config.num_stages, launch_pdl=pdl,
+            x, weight, b, y, nw, m, n, k, x.stride(0), weight.stride(0), y.stride(0), eps, **flags, BLOCK_M=DOT_BLOCK_M,
+            BLOCK_N=config.block_n, BLOCK_K=config.block_k, USE_PDL=pdl, PF_LINES=pf_lines, num_warps=config.num_warps,
+            num_stages=config.num_stages, launch_pdl=pdl,
         )  # fmt: skip
     else:
         raise ValueError(f"gemv kind must be 'fma' or 'dot', got {config.kind!r}")

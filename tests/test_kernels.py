@@ -286,6 +286,62 @@ def test_gemv_triton_matches_torch(kind: str, m: int, with_bias: bool) -> None:
     torch.testing.assert_close(y, torch.nn.functional.linear(x, w, b), **tol)
 
 
+@needs_triton
+@pytest.mark.parametrize("kind", ["fma", "dot"])
+@pytest.mark.parametrize("fusion", ["norm", "gated", "residual", "norm+residual"])
+def test_gemv_fusions_match_unfused(kind: str, fusion: str) -> None:
+    """The norm prologue (γ in the K loop, 1/rms in the epilogue), the SwiGLU prologue and the
+    in-place residual epilogue equal the unfused ops."""
+    from structgen.kernels.linear_triton import GemvConfig, gemv_triton
+
+    g = torch.Generator().manual_seed(5)
+    m = 1 if kind == "fma" else 3
+    n, k, eps = 37, 100, 1e-5
+    x = torch.randn(m, 2 * k if fusion == "gated" else k, generator=g).to(DEVICE)
+    w = torch.randn(n, k, generator=g).to(DEVICE)
+    b = torch.randn(n, generator=g).to(DEVICE)
+    gamma = torch.rand(k, generator=g).to(DEVICE) + 0.5
+    residual = torch.randn(m, n, generator=g).to(DEVICE)
+    act = rms_norm(x, gamma, eps, backend="torch") if "norm" in fusion else silu_and_mul(x, backend="torch") if fusion == "gated" else x
+    want = torch.nn.functional.linear(act, w, b) + (residual if "residual" in fusion else 0)
+    res = residual.clone() if "residual" in fusion else None
+    y = gemv_triton(
+        x, w, b, GemvConfig(kind, 16, 32, 4, 2), norm_weight=gamma if "norm" in fusion else None, eps=eps,
+        gated=fusion == "gated", residual=res,
+    )  # fmt: skip
+    if res is not None:
+        assert y is res  # added in place
+    tol = {"rtol": 1e-2, "atol": 5e-2} if DEVICE.type == "cuda" and kind == "dot" else {"rtol": 1e-4, "atol": 1e-4}
+    torch.testing.assert_close(y, want, **tol)
+    # the dispatcher's unfused path (torch) gives the same, residual included
+    res2 = residual.clone() if "residual" in fusion else None
+    y2 = linear(
+        x, w, b, norm_weight=gamma if "norm" in fusion else None, eps=eps, gated=fusion == "gated", residual=res2, backend="torch"
+    )  # fmt: skip
+    torch.testing.assert_close(y2, want, rtol=1e-4, atol=1e-4)
+    if res2 is not None:
+        assert y2 is res2
+
+
+def test_linear_fusion_errors() -> None:
+    x = torch.randn(1, 8)
+    w = torch.randn(4, 8)
+    with pytest.raises(ValueError, match="do not chain"):
+        linear(x, w, gated=True)  # gated needs [M, 2K]
+    with pytest.raises(ValueError, match="exclude each other"):
+        linear(torch.randn(1, 16), w, norm_weight=torch.ones(8), gated=True)
+    if triton_available():
+        from structgen.kernels.linear_triton import GemvConfig, gemv_triton
+
+        cfg = GemvConfig("fma", 4, 8, 1, 1)
+        with pytest.raises(ValueError, match="norm_weight must be"):
+            gemv_triton(x, w, None, cfg, norm_weight=torch.ones(7))
+        with pytest.raises(ValueError, match="residual must be"):
+            gemv_triton(x, w, None, cfg, residual=torch.zeros(1, 4, dtype=torch.float64))
+        with pytest.raises(ValueError, match="residual must be"):
+            gemv_triton(x, w, None, cfg, residual=torch.zeros(2, 4))
+
+
 def test_gemv_errors_and_dispatch() -> None:
     from structgen.kernels.linear_triton import GemvConfig, gemv_triton, tuned_config
 

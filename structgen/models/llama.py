@@ -163,18 +163,17 @@ def rope_inv_freq(args: ModelArgs) -> torch.Tensor:
 
 
 class RMSNorm(nn.Module):
-    """Root-mean-square layer norm (Zhang & Sennrich 2019), computed in float32; with
-    ``residual`` the residual add is fused in and ``(normed, x + residual)`` is returned."""
+    """Root-mean-square layer norm (Zhang & Sennrich 2019), computed in float32.  Inside the
+    decoder layers the projections apply it (``kernels.linear(norm_weight=…)``); ``forward`` is
+    the final norm."""
 
     def __init__(self, dim: int, eps: float) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.ones(dim))
         self.eps = eps
 
-    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> Any:  # [T, H] -> [T, H] (, [T, H])
-        if residual is None:
-            return kernels.rms_norm(x, self.weight, self.eps)
-        return kernels.fused_add_rms_norm(x, residual, self.weight, self.eps)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [T, H] -> [T, H]
+        return kernels.rms_norm(x, self.weight, self.eps)
 
 
 class RotaryEmbedding(nn.Module):
@@ -207,13 +206,14 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(self.q_size, args.hidden_size, bias=args.o_bias)
         self.scale = args.head_dim**-0.5
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, rotary: RotaryEmbedding, backend: AttentionBackend) -> torch.Tensor:
-        qkv = kernels.linear(x, self.qkv_proj.weight, self.qkv_proj.bias)  # [T, q + 2kv]
+    def forward(self, h: torch.Tensor, norm: RMSNorm, positions: torch.Tensor, rotary: RotaryEmbedding, backend: AttentionBackend) -> None:
+        """``h += o_proj(attention(qkv_proj(norm(h))))`` in place on the residual stream ``h [T, hidden]``."""
+        qkv = kernels.linear(h, self.qkv_proj.weight, self.qkv_proj.bias, norm_weight=norm.weight, eps=norm.eps)  # [T, q + 2kv]
         out = backend.forward_qkv(
             self.layer_id, qkv, positions, rotary.inv_freq, num_heads=self.num_heads, num_kv_heads=self.num_kv_heads,
             head_dim=self.head_dim, scale=self.scale, window=self.window,
         )  # fmt: skip  # [T, H, D]
-        return kernels.linear(out.reshape(-1, self.q_size), self.o_proj.weight, self.o_proj.bias)  # [T, hidden]
+        kernels.linear(out.reshape(-1, self.q_size), self.o_proj.weight, self.o_proj.bias, residual=h)  # [T, hidden]
 
 
 class MLP(nn.Module):
@@ -222,9 +222,10 @@ class MLP(nn.Module):
         self.gate_up_proj = nn.Linear(args.hidden_size, 2 * args.intermediate_size, bias=args.mlp_bias)
         self.down_proj = nn.Linear(args.intermediate_size, args.hidden_size, bias=args.mlp_bias)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate_up = kernels.linear(x, self.gate_up_proj.weight, self.gate_up_proj.bias)  # [T, 2I]
-        return kernels.linear(kernels.silu_and_mul(gate_up), self.down_proj.weight, self.down_proj.bias)  # [T, I] -> [T, H]
+    def forward(self, h: torch.Tensor, norm: RMSNorm) -> None:
+        """``h += down_proj(silu(gate) · up)`` of ``gate_up_proj(norm(h))``, in place on ``h [T, hidden]``."""
+        gate_up = kernels.linear(h, self.gate_up_proj.weight, self.gate_up_proj.bias, norm_weight=norm.weight, eps=norm.eps)  # [T, 2I]
+        kernels.linear(gate_up, self.down_proj.weight, self.down_proj.bias, gated=True, residual=h)  # [T, 2I] -> [T, H]
 
 
 class DecoderLayer(nn.Module):
@@ -235,18 +236,13 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
 
-    def forward(
-        self, x: torch.Tensor, residual: torch.Tensor | None, positions: torch.Tensor, rotary: RotaryEmbedding, backend: AttentionBackend
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``x``: the previous sublayer's output ``[T, H]``; ``residual``: the stream before it
-        (None for the first layer).  Returns this layer's MLP output and the residual stream."""
-        if residual is None:
-            h, residual = self.input_layernorm(x), x
-        else:
-            h, residual = self.input_layernorm(x, residual)
-        x = self.self_attn(h, positions, rotary, backend)
-        h, residual = self.post_attention_layernorm(x, residual)
-        return self.mlp(h), residual
+    def forward(self, h: torch.Tensor, positions: torch.Tensor, rotary: RotaryEmbedding, backend: AttentionBackend) -> None:
+        """One pre-norm decoder layer on the residual stream ``h [T, H]``, updated in place.
+        Each norm rides in the projection after it and each residual add in the projection
+        before it (:func:`structgen.kernels.linear`): at decode sizes on CUDA a layer is
+        qkv · rope/KV store · attention · o_proj · gate_up · down, with no separate norm or add."""
+        self.self_attn(h, self.input_layernorm, positions, rotary, backend)
+        self.mlp(h, self.post_attention_layernorm)
 
 
 class LlamaModel(nn.Module):
@@ -258,13 +254,10 @@ class LlamaModel(nn.Module):
         self.rotary_emb = RotaryEmbedding(args)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, backend: AttentionBackend) -> torch.Tensor:
-        x = self.embed_tokens(input_ids)  # [T, H]
-        residual: torch.Tensor | None = None
+        h = self.embed_tokens(input_ids)  # [T, H]: a fresh tensor, the residual stream the layers add into
         for layer in self.layers:
-            x, residual = layer(x, residual, positions, self.rotary_emb, backend)
-        if residual is None:
-            return self.norm(x)  # type: ignore[no-any-return]
-        return self.norm(x, residual)[0]  # type: ignore[no-any-return]
+            layer(h, positions, self.rotary_emb, backend)
+        return self.norm(h)  # type: ignore[no-any-return]
 
 
 class LlamaForCausalLM(nn.Module):
