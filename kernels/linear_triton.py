@@ -50,50 +50,40 @@ def _prefetch_then_wait(w_ptr, rn, N, K, stride_w, PF_LINES: tl.constexpr):  # t
 
 
 @triton.jit
-def _load_act(x_ptr, offs, mask, K, PROLOGUE: tl.constexpr, nw_ptr, kk, km):  # type: ignore[no-untyped-def]
-    """One chunk of the GEMV's input in float32 and, for the norm prologue, its squares' source:
-    returns ``(a, x)`` where ``a`` multiplies the weights and ``x`` is the raw input (PROLOGUE 0:
-    ``a = x``; 1: ``a = x · γ`` (γ from ``nw_ptr``); 2: ``a = silu(x[:, :K]) · x[:, K:]``)."""
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    if PROLOGUE == 1:
-        a = x * tl.load(nw_ptr + kk, mask=km, other=0.0).to(tl.float32)
-    elif PROLOGUE == 2:
-        up = tl.load(x_ptr + offs + K, mask=mask, other=0.0).to(tl.float32)
-        a = x / (1.0 + tl.exp(-x)) * up
-    else:
-        a = x
-    return a, x
-
-
-@triton.jit
 def _gemv_fma_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr, nw_ptr, N, K, stride_w, eps, HAS_BIAS: tl.constexpr, PROLOGUE: tl.constexpr,
     RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, USE_PDL: tl.constexpr, PF_LINES: tl.constexpr,
 ):  # fmt: skip
+    # PROLOGUE 0: the input as is; 1: x · γ (γ at nw_ptr), 1/rms(x) applied in the epilogue; 2: silu(x[:K]) · x[K:]
     pid = tl.program_id(0)
     rn = pid * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN]
     nm = rn < N
     rk = tl.arange(0, BLOCK_K)  # [BK]
     acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
-    ss = tl.zeros((BLOCK_K,), dtype=tl.float32)
+    ss = tl.zeros((BLOCK_K,), dtype=tl.float32)  # squares summed elementwise: one reduction, after the loop
     w_rows = w_ptr + rn.to(tl.int64)[:, None] * stride_w  # [BN, 1]
     if USE_PDL:
         _prefetch_then_wait(w_ptr, rn, N, K, stride_w, PF_LINES)
+    if RESIDUAL:  # issued before the weight stream so its latency hides behind it
+        r = tl.load(y_ptr + rn, mask=nm, other=0.0).to(tl.float32)  # [BN]
     for k0 in range(0, K, BLOCK_K):
         kk = k0 + rk
         km = kk < K
-        a, x = _load_act(x_ptr, kk, km, K, PROLOGUE, nw_ptr, kk, km)  # [BK]
+        x = tl.load(x_ptr + kk, mask=km, other=0.0).to(tl.float32)  # [BK]
         if PROLOGUE == 1:
             ss += x * x
+            x = x * tl.load(nw_ptr + kk, mask=km, other=0.0).to(tl.float32)
+        elif PROLOGUE == 2:
+            x = x / (1.0 + tl.exp(-x)) * tl.load(x_ptr + K + kk, mask=km, other=0.0).to(tl.float32)
         w = tl.load(w_rows + kk[None, :], mask=nm[:, None] & km[None, :], other=0.0)  # [BN, BK]
-        acc += w.to(tl.float32) * a[None, :]
+        acc += w.to(tl.float32) * x[None, :]
     y = tl.sum(acc, axis=1)  # [BN]
     if PROLOGUE == 1:
         y *= tl.rsqrt(tl.sum(ss, axis=0) / K + eps)
     if HAS_BIAS:
         y += tl.load(b_ptr + rn, mask=nm, other=0.0).to(tl.float32)
     if RESIDUAL:  # y_ptr is the residual stream: each program adds into its own columns only
-        y += tl.load(y_ptr + rn, mask=nm, other=0.0).to(tl.float32)
+        y += r
     tl.store(y_ptr + rn, y.to(y_ptr.dtype.element_ty), mask=nm)
 
 
@@ -103,6 +93,7 @@ def _gemv_dot_kernel(
     HAS_BIAS: tl.constexpr, PROLOGUE: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr, USE_PDL: tl.constexpr, PF_LINES: tl.constexpr,
 ):  # fmt: skip
+    # PROLOGUE as in _gemv_fma_kernel, per row
     pid = tl.program_id(0)
     rm = tl.arange(0, BLOCK_M)  # [BM]
     mm = rm < M
@@ -110,27 +101,37 @@ def _gemv_dot_kernel(
     nm = rn < N
     rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    ss = tl.zeros((BLOCK_M,), dtype=tl.float32)
-    x_rows = rm.to(tl.int64)[:, None] * stride_x  # [BM, 1]
+    ss = tl.zeros((BLOCK_M, BLOCK_K), dtype=tl.float32)  # elementwise in the loop: a per-chunk row sum would sync the warps
+    x_rows = x_ptr + rm.to(tl.int64)[:, None] * stride_x  # [BM, 1]
     w_rows = w_ptr + rn.to(tl.int64)[:, None] * stride_w  # [BN, 1]
+    out = y_ptr + rm.to(tl.int64)[:, None] * stride_y + rn[None, :]  # [BM, BN]
+    om = mm[:, None] & nm[None, :]
     if USE_PDL:
         _prefetch_then_wait(w_ptr, rn, N, K, stride_w, PF_LINES)
+    if RESIDUAL:  # issued before the weight stream so its latency hides behind it
+        r = tl.load(out, mask=om, other=0.0).to(tl.float32)  # [BM, BN]
     for k0 in range(0, K, BLOCK_K):
         kk = k0 + rk
         km = kk < K
-        a, x = _load_act(x_ptr, x_rows + kk[None, :], mm[:, None] & km[None, :], K, PROLOGUE, nw_ptr, kk[None, :], km[None, :])
-        if PROLOGUE == 1:
-            ss += tl.sum(x * x, axis=1)
+        xm = mm[:, None] & km[None, :]
         w = tl.load(w_rows + kk[None, :], mask=nm[:, None] & km[None, :], other=0.0)  # [BN, BK]
-        acc = tl.dot(a.to(w.dtype), tl.trans(w), acc)  # [BM, BN]
+        if PROLOGUE == 1:
+            xf = tl.load(x_rows + kk[None, :], mask=xm, other=0.0).to(tl.float32)  # [BM, BK]
+            ss += xf * xf
+            x = (xf * tl.load(nw_ptr + kk, mask=km, other=0.0).to(tl.float32)[None, :]).to(w.dtype)
+        elif PROLOGUE == 2:
+            g = tl.load(x_rows + kk[None, :], mask=xm, other=0.0).to(tl.float32)
+            u = tl.load(x_rows + K + kk[None, :], mask=xm, other=0.0).to(tl.float32)
+            x = (g / (1.0 + tl.exp(-g)) * u).to(w.dtype)  # [BM, BK]
+        else:
+            x = tl.load(x_rows + kk[None, :], mask=xm, other=0.0).to(w.dtype)  # [BM, BK]
+        acc = tl.dot(x, tl.trans(w), acc)  # [BM, BN]
     if PROLOGUE == 1:
-        acc *= tl.rsqrt(ss / K + eps)[:, None]
+        acc *= tl.rsqrt(tl.sum(ss, axis=1) / K + eps)[:, None]
     if HAS_BIAS:
         acc += tl.load(b_ptr + rn, mask=nm, other=0.0).to(tl.float32)[None, :]
-    out = y_ptr + rm.to(tl.int64)[:, None] * stride_y + rn[None, :]
-    om = mm[:, None] & nm[None, :]
     if RESIDUAL:  # y_ptr is the residual stream: each program adds into its own columns only
-        acc += tl.load(out, mask=om, other=0.0).to(tl.float32)
+        acc += r
     tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=om)
 
 
