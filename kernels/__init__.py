@@ -221,6 +221,12 @@ def decode_attention(
     return decode_attention_torch(q, k_cache, v_cache, kv_indptr, kv_indices, scale=scale, window=window, num_splits=num_splits)
 
 
+def _prologue(x: torch.Tensor, norm_weight: torch.Tensor | None, eps: float, gated: bool, backend: str) -> torch.Tensor:
+    if norm_weight is not None:
+        return rms_norm(x, norm_weight, eps, backend=backend)
+    return silu_and_mul(x, backend=backend) if gated else x
+
+
 def linear(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -240,7 +246,8 @@ def linear(
       (the decoder's residual stream).
 
     ``"auto"`` on CUDA runs the Triton GEMV (:mod:`structgen.kernels.linear_triton`), with the
-    norm / gate / residual fused into its one launch, for decode-sized M (≤ 8) on the shapes
+    residual add fused into its one launch (and the norm / gate too with the one-row ``fma``
+    kernel; before a ``dot`` kernel they run as their own kernels), for decode-sized M (≤ 8) on the shapes
     where its measured configuration beats cuBLAS (``linear_triton.TUNED``); otherwise the ops
     run unfused (``rms_norm`` / ``silu_and_mul``, then ``F.linear`` (cuBLAS); on CUDA the residual
     add is cuBLAS's own ``beta = 1`` accumulation).  ``"triton"`` forces the GEMV for M ≤ 8 (a
@@ -259,11 +266,11 @@ def linear(
             if cfg is None and backend == "triton":
                 cfg = lt.DEFAULT
             if cfg is not None:
+                if cfg.kind != "fma":  # prologue math before tl.dot slowed the decode step (benchmarks/results/decode-s18)
+                    x = _prologue(x, norm_weight, eps, gated, backend)
+                    norm_weight, gated = None, False
                 return lt.gemv_triton(x, weight, bias, cfg, norm_weight=norm_weight, eps=eps, gated=gated, residual=residual)  # type: ignore[no-any-return]
-    if norm_weight is not None:
-        x = rms_norm(x, norm_weight, eps, backend=backend)
-    elif gated:
-        x = silu_and_mul(x, backend=backend)
+    x = _prologue(x, norm_weight, eps, gated, backend)
     if residual is None:
         return F.linear(x, weight, bias)
     if residual.is_cuda and x.dim() == 2:

@@ -101,7 +101,7 @@ def _gemv_dot_kernel(
     nm = rn < N
     rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    ss = tl.zeros((BLOCK_M, BLOCK_K), dtype=tl.float32)  # elementwise in the loop: a per-chunk row sum would sync the warps
+    ss = tl.zeros((BLOCK_M,), dtype=tl.float32)  # (a [BM, BK] accumulator spilled: 2.9x slower in the step)
     x_rows = x_ptr + rm.to(tl.int64)[:, None] * stride_x  # [BM, 1]
     w_rows = w_ptr + rn.to(tl.int64)[:, None] * stride_w  # [BN, 1]
     out = y_ptr + rm.to(tl.int64)[:, None] * stride_y + rn[None, :]  # [BM, BN]
@@ -117,7 +117,7 @@ def _gemv_dot_kernel(
         w = tl.load(w_rows + kk[None, :], mask=nm[:, None] & km[None, :], other=0.0)  # [BN, BK]
         if PROLOGUE == 1:
             xf = tl.load(x_rows + kk[None, :], mask=xm, other=0.0).to(tl.float32)  # [BM, BK]
-            ss += xf * xf
+            ss += tl.sum(xf * xf, axis=1)
             x = (xf * tl.load(nw_ptr + kk, mask=km, other=0.0).to(tl.float32)[None, :]).to(w.dtype)
         elif PROLOGUE == 2:
             g = tl.load(x_rows + kk[None, :], mask=xm, other=0.0).to(tl.float32)
@@ -127,7 +127,7 @@ def _gemv_dot_kernel(
             x = tl.load(x_rows + kk[None, :], mask=xm, other=0.0).to(w.dtype)  # [BM, BK]
         acc = tl.dot(x, tl.trans(w), acc)  # [BM, BN]
     if PROLOGUE == 1:
-        acc *= tl.rsqrt(tl.sum(ss, axis=1) / K + eps)[:, None]
+        acc *= tl.rsqrt(ss / K + eps)[:, None]
     if HAS_BIAS:
         acc += tl.load(b_ptr + rn, mask=nm, other=0.0).to(tl.float32)[None, :]
     if RESIDUAL:  # y_ptr is the residual stream: each program adds into its own columns only
