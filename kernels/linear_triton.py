@@ -212,7 +212,11 @@ def gemv_triton(
 # Configurations measured faster than cuBLAS (by ≥ 2%) on an H200 for Llama-3-8B projection
 # shapes (N, K), from ``python benchmarks/decode_micro.py`` (benchmarks/results/decode-micro.md):
 # the M = 1 choice and the 2 ≤ M ≤ 8 choice (measured at M = 8); other shapes stay on cuBLAS.
+# qkv (M = 1): the fma kernel with the input RMSNorm fused in, chosen inside the decode graph
+# (``decode_roofline.py --gemv``, benchmarks/results/decode-s18): 4.236 ms per step against
+# 4.353 ms with the norm kernel + cuBLAS.
 TUNED: dict[tuple[int, int], tuple[GemvConfig | None, GemvConfig | None]] = {
+    (6144, 4096): (GemvConfig("fma", 16, 512, 4, 3), None),  # qkv
     (4096, 4096): (GemvConfig("fma", 4, 1024, 4, 3), GemvConfig("dot", 32, 256, 4, 4)),  # o_proj
     (28672, 4096): (GemvConfig("dot", 64, 256, 8, 3), None),  # gate_up
     (128256, 4096): (GemvConfig("dot", 64, 128, 4, 4), GemvConfig("dot", 64, 128, 4, 4)),  # lm_head

@@ -348,7 +348,8 @@ def test_gemv_errors_and_dispatch() -> None:
     x = torch.randn(2, 8)
     w = torch.randn(4, 8)
     assert tuned_config(4096, 4096, 1) is not None and tuned_config(4096, 4096, 9) is None
-    assert tuned_config(6144, 4096, 1) is None  # qkv: cuBLAS measured as fast
+    assert tuned_config(6144, 4096, 1) == GemvConfig("fma", 16, 512, 4, 3)  # qkv: fma, its norm fused
+    assert tuned_config(6144, 4096, 2) is None  # cuBLAS for 2 ≤ M ≤ 8
     torch.testing.assert_close(linear(x, w), x @ w.T)  # auto on CPU: torch
     with pytest.raises(ValueError, match="unknown kernel backend"):
         linear(torch.randn(20, 8), w, backend="cuda")  # checked for every shape, not only decode-sized ones
