@@ -17,7 +17,7 @@ case $cmd in
       mv "$dir/$rev/fsm" "$dir/$rev/kernels" "$dir/$rev/schemas" "$dir/$rev/structgen/"
     done ;;
   run)
-    out=${1:?OUT}; shift
+    out=${1:?OUT}; shift; mkdir -p "$out"
     for tree in "$dir"/*/; do
       rev=$(basename "$tree")
       STRUCTGEN_COMMIT=$rev PYTHONPATH="$tree${PYTHONPATH:+:$PYTHONPATH}" \
