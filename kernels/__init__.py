@@ -227,6 +227,15 @@ def _prologue(x: torch.Tensor, norm_weight: torch.Tensor | None, eps: float, gat
     return silu_and_mul(x, backend=backend) if gated else x
 
 
+def adds_in_place(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether ``linear(x, weight, residual=r)`` adds into ``r`` without a kernel of its own:
+    on CUDA at decode-sized M (≤ 8), through the Triton GEMV's epilogue or cuBLAS's ``beta = 1``.
+    Elsewhere a caller does better to keep the product and fuse the add into the next norm
+    (``fused_add_rms_norm``): at M = 16 and 32 cuBLAS's ``beta = 1`` kernels slowed the decode
+    step by 1.3–2.5% (benchmarks/results/decode-s18).  A query: changes nothing."""
+    return x.is_cuda and x.dim() == 2 and 1 <= x.shape[0] <= 8 and x.dtype == weight.dtype
+
+
 def linear(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -284,6 +293,7 @@ def linear(
 
 __all__ = [
     "BACKENDS",
+    "adds_in_place",
     "apply_mask_rows",
     "decode_attention",
     "decode_num_splits",

@@ -330,6 +330,11 @@ def test_linear_fusion_errors() -> None:
         linear(x, w, gated=True)  # gated needs [M, 2K]
     with pytest.raises(ValueError, match="exclude each other"):
         linear(torch.randn(1, 16), w, norm_weight=torch.ones(8), gated=True)
+    from structgen.kernels import adds_in_place
+
+    assert not adds_in_place(x, w)  # CPU: the add is left to the next norm (fused_add_rms_norm)
+    if torch.cuda.is_available():
+        assert adds_in_place(x.cuda(), w.cuda()) and not adds_in_place(torch.randn(9, 8, device="cuda"), w.cuda())
     if triton_available():
         from structgen.kernels.linear_triton import GemvConfig, gemv_triton
 

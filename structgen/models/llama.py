@@ -192,6 +192,27 @@ class RotaryEmbedding(nn.Module):
         kernels.rope_qkv_inplace(qkv, positions, self.inv_freq, self.num_rot_heads, self.head_dim)
 
 
+def norm_project(h: torch.Tensor, pending: torch.Tensor | None, norm: RMSNorm, proj: nn.Linear) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(proj(norm(h + pending)) [T, out], h + pending [T, H])``.  Without ``pending`` the norm
+    goes into ``kernels.linear`` (fused into the GEMV where that is the fma kernel) and ``h`` is
+    returned as is; with it the add and the norm run as one ``fused_add_rms_norm`` (HF's
+    rounding), whose sum is the new stream."""
+    if pending is None:
+        return kernels.linear(h, proj.weight, proj.bias, norm_weight=norm.weight, eps=norm.eps), h
+    normed, summed = kernels.fused_add_rms_norm(pending, h, norm.weight, norm.eps)
+    return kernels.linear(normed, proj.weight, proj.bias), summed
+
+
+def residual_project(x: torch.Tensor, proj: nn.Linear, h: torch.Tensor, *, gated: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``h + proj(x)`` (``x`` SwiGLU-gated when ``gated``) as ``(h, pending)``: added into ``h``
+    in place by the projection itself where that costs no kernel (``kernels.adds_in_place``:
+    CUDA, M ≤ 8), giving ``(h, None)``; otherwise ``(h, proj(x))``, the add left to the next
+    norm."""
+    if kernels.adds_in_place(x, proj.weight):
+        return kernels.linear(x, proj.weight, proj.bias, gated=gated, residual=h), None
+    return h, kernels.linear(x, proj.weight, proj.bias, gated=gated)
+
+
 class Attention(nn.Module):
     def __init__(self, args: ModelArgs, layer_id: int) -> None:
         super().__init__()
@@ -206,14 +227,24 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(self.q_size, args.hidden_size, bias=args.o_bias)
         self.scale = args.head_dim**-0.5
 
-    def forward(self, h: torch.Tensor, norm: RMSNorm, positions: torch.Tensor, rotary: RotaryEmbedding, backend: AttentionBackend) -> None:
-        """``h += o_proj(attention(qkv_proj(norm(h))))`` in place on the residual stream ``h [T, hidden]``."""
-        qkv = kernels.linear(h, self.qkv_proj.weight, self.qkv_proj.bias, norm_weight=norm.weight, eps=norm.eps)  # [T, q + 2kv]
+    def forward(
+        self,
+        h: torch.Tensor,
+        pending: torch.Tensor | None,
+        norm: RMSNorm,
+        positions: torch.Tensor,
+        rotary: RotaryEmbedding,
+        backend: AttentionBackend,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``h + o_proj(attention(qkv_proj(norm(h))))`` on the residual stream ``h [T, hidden]``
+        (with ``pending``, the previous projection not yet added, added first); see
+        :func:`residual_project` for the returned pair."""
+        qkv, h = norm_project(h, pending, norm, self.qkv_proj)  # [T, q + 2kv]
         out = backend.forward_qkv(
             self.layer_id, qkv, positions, rotary.inv_freq, num_heads=self.num_heads, num_kv_heads=self.num_kv_heads,
             head_dim=self.head_dim, scale=self.scale, window=self.window,
         )  # fmt: skip  # [T, H, D]
-        kernels.linear(out.reshape(-1, self.q_size), self.o_proj.weight, self.o_proj.bias, residual=h)  # [T, hidden]
+        return residual_project(out.reshape(-1, self.q_size), self.o_proj, h)
 
 
 class MLP(nn.Module):
@@ -222,10 +253,10 @@ class MLP(nn.Module):
         self.gate_up_proj = nn.Linear(args.hidden_size, 2 * args.intermediate_size, bias=args.mlp_bias)
         self.down_proj = nn.Linear(args.intermediate_size, args.hidden_size, bias=args.mlp_bias)
 
-    def forward(self, h: torch.Tensor, norm: RMSNorm) -> None:
-        """``h += down_proj(silu(gate) · up)`` of ``gate_up_proj(norm(h))``, in place on ``h [T, hidden]``."""
-        gate_up = kernels.linear(h, self.gate_up_proj.weight, self.gate_up_proj.bias, norm_weight=norm.weight, eps=norm.eps)  # [T, 2I]
-        kernels.linear(gate_up, self.down_proj.weight, self.down_proj.bias, gated=True, residual=h)  # [T, 2I] -> [T, H]
+    def forward(self, h: torch.Tensor, pending: torch.Tensor | None, norm: RMSNorm) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``h + down_proj(silu(gate) · up)`` of ``gate_up_proj(norm(h))``, as :meth:`Attention.forward`."""
+        gate_up, h = norm_project(h, pending, norm, self.gate_up_proj)  # [T, 2I]
+        return residual_project(gate_up, self.down_proj, h, gated=True)
 
 
 class DecoderLayer(nn.Module):
@@ -236,13 +267,15 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
 
-    def forward(self, h: torch.Tensor, positions: torch.Tensor, rotary: RotaryEmbedding, backend: AttentionBackend) -> None:
-        """One pre-norm decoder layer on the residual stream ``h [T, H]``, updated in place.
-        Each norm rides in the projection after it and each residual add in the projection
-        before it (:func:`structgen.kernels.linear`): at decode sizes on CUDA a layer is
-        qkv · rope/KV store · attention · o_proj · gate_up · down, with no separate norm or add."""
-        self.self_attn(h, self.input_layernorm, positions, rotary, backend)
-        self.mlp(h, self.post_attention_layernorm)
+    def forward(
+        self, h: torch.Tensor, pending: torch.Tensor | None, positions: torch.Tensor, rotary: RotaryEmbedding, backend: AttentionBackend
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One pre-norm decoder layer on the residual stream: returns ``(h, pending)`` as
+        :func:`residual_project`.  At decode sizes on CUDA each norm rides in the projection
+        after it where that is the fma GEMV (qkv at M = 1), and each residual add in the
+        projection before it, so a layer has no separate add kernel."""
+        h, pending = self.self_attn(h, pending, self.input_layernorm, positions, rotary, backend)
+        return self.mlp(h, pending, self.post_attention_layernorm)
 
 
 class LlamaModel(nn.Module):
@@ -254,9 +287,12 @@ class LlamaModel(nn.Module):
         self.rotary_emb = RotaryEmbedding(args)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, backend: AttentionBackend) -> torch.Tensor:
-        h = self.embed_tokens(input_ids)  # [T, H]: a fresh tensor, the residual stream the layers add into
+        h = self.embed_tokens(input_ids)  # [T, H]: a fresh tensor, the residual stream
+        pending: torch.Tensor | None = None
         for layer in self.layers:
-            layer(h, positions, self.rotary_emb, backend)
+            h, pending = layer(h, pending, positions, self.rotary_emb, backend)
+        if pending is not None:
+            return kernels.fused_add_rms_norm(pending, h, self.norm.weight, self.norm.eps)[0]
         return self.norm(h)  # type: ignore[no-any-return]
 
 
