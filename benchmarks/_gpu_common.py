@@ -91,9 +91,7 @@ def apply_gemv_overrides(spec: str, config: str) -> list[str]:
     ``spec``: comma-separated ``NAME=kind:block_n:block_k:warps:stages`` or ``NAME=cublas``, NAME in
     qkv, o, gate_up, down, lm_head (shapes from preset ``config``); the configuration serves
     M = 1 only (the M ≤ 8 choice is kept).  Returns the applied items as text; raises
-    ``ValueError`` for a bad item."""
-    from structgen.kernels import linear_triton as lt
-
+    ``ValueError`` naming a bad item before anything is applied."""
     from structgen.models import ModelArgs
     from structgen.models.presets import preset_config
 
@@ -105,19 +103,19 @@ def apply_gemv_overrides(spec: str, config: str) -> list[str]:
         "qkv": (q + 2 * kv, a.hidden_size), "o": (a.hidden_size, q), "gate_up": (2 * a.intermediate_size, a.hidden_size),
         "down": (a.hidden_size, a.intermediate_size), "lm_head": (a.vocab_size, a.hidden_size),
     }  # fmt: skip
-    applied = []
+    parsed: list[tuple[str, str, tuple[str, ...] | None]] = []
     for item in spec.split(","):
         name, _, value = item.partition("=")
         if name not in shapes:
-            raise ValueError(f"--gemv: unknown projection {name!r}; known: {', '.join(shapes)}")
+            raise ValueError(f"--gemv: unknown projection {name!r} in {item!r}; known: {', '.join(shapes)}")
+        fields = None if value == "cublas" else tuple(value.split(":"))
+        if fields is not None and (fields[0] not in ("fma", "dot") or len(fields) != 5 or not all(f.isdigit() for f in fields[1:])):
+            raise ValueError(f"--gemv: {item!r} is not NAME=kind:block_n:block_k:warps:stages (kind fma or dot) or NAME=cublas")
+        parsed.append((name, value, fields))
+    from structgen.kernels import linear_triton as lt  # (needs triton: only once the spec is known good)
+
+    for name, _value, fields in parsed:
         key = shapes[name]
-        multi = lt.TUNED.get(key, (None, None))[1]
-        if value == "cublas":
-            lt.TUNED[key] = (None, multi)
-        else:
-            kind, *nums = value.split(":")
-            if kind not in ("fma", "dot") or len(nums) != 4:
-                raise ValueError(f"--gemv: {item!r} is not NAME=kind:block_n:block_k:warps:stages or NAME=cublas")
-            lt.TUNED[key] = (lt.GemvConfig(kind, *(int(v) for v in nums)), multi)
-        applied.append(f"{name} {key}: {value}")
-    return applied
+        cfg = None if fields is None else lt.GemvConfig(fields[0], *(int(f) for f in fields[1:]))
+        lt.TUNED[key] = (cfg, lt.TUNED.get(key, (None, None))[1])
+    return [f"{name} {shapes[name]}: {value}" for name, value, _f in parsed]

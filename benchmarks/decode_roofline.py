@@ -90,7 +90,10 @@ def main() -> None:
     )
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args()
-    gemv_applied = apply_gemv_overrides(args.gemv, args.config)
+    try:
+        gemv_applied = apply_gemv_overrides(args.gemv, args.config)
+    except ValueError as e:
+        ap.error(str(e))
     if args.extend_graph_tokens < 0:
         ap.error(f"--extend-graph-tokens must be ≥ 0, got {args.extend_graph_tokens}")
     batches = [int(b) for b in args.batches.split(",")]

@@ -157,7 +157,10 @@ def main() -> None:
     )
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args()
-    gemv_applied = apply_gemv_overrides(args.gemv, args.config)
+    try:
+        gemv_applied = apply_gemv_overrides(args.gemv, args.config)
+    except ValueError as e:
+        ap.error(str(e))
     if args.repeats < 1 or args.steps < 8 or args.context < 1:
         ap.error("--repeats must be ≥ 1, --steps ≥ 8 and --context ≥ 1")
     batches = [int(b) for b in args.batches.split(",")]

@@ -227,13 +227,17 @@ def _prologue(x: torch.Tensor, norm_weight: torch.Tensor | None, eps: float, gat
     return silu_and_mul(x, backend=backend) if gated else x
 
 
+def _decode_sized(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    return x.dim() == 2 and 1 <= x.shape[0] <= 8 and x.dtype == weight.dtype
+
+
 def adds_in_place(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """Whether ``linear(x, weight, residual=r)`` adds into ``r`` without a kernel of its own:
     on CUDA at decode-sized M (≤ 8), through the Triton GEMV's epilogue or cuBLAS's ``beta = 1``.
     Elsewhere a caller does better to keep the product and fuse the add into the next norm
     (``fused_add_rms_norm``): at M = 16 and 32 cuBLAS's ``beta = 1`` kernels slowed the decode
     step by 1.3–2.5% (benchmarks/results/decode-s18).  A query: changes nothing."""
-    return x.is_cuda and x.dim() == 2 and 1 <= x.shape[0] <= 8 and x.dtype == weight.dtype
+    return x.is_cuda and _decode_sized(x, weight)
 
 
 def linear(
@@ -268,7 +272,13 @@ def linear(
         raise ValueError(f"linear: x {tuple(x.shape)} and weight {tuple(weight.shape)} do not chain (gated={gated})")
     if norm_weight is not None and gated:
         raise ValueError("linear: norm_weight and gated exclude each other")
-    if x.dim() == 2 and 1 <= x.shape[0] <= 8 and x.dtype == weight.dtype and x.stride(1) == 1 and weight.stride(1) == 1:
+    if norm_weight is not None and norm_weight.shape != (x.shape[-1],):
+        raise ValueError(f"linear: norm_weight must be [{x.shape[-1]}], got {tuple(norm_weight.shape)}")
+    if residual is not None and (residual.shape != (*x.shape[:-1], weight.shape[0]) or residual.dtype != x.dtype):
+        raise ValueError(
+            f"linear: residual must be {[*x.shape[:-1], weight.shape[0]]} {x.dtype}, got {list(residual.shape)} {residual.dtype}"
+        )
+    if _decode_sized(x, weight) and x.stride(1) == 1 and weight.stride(1) == 1:
         if chosen == "triton":
             lt = _linear_triton()
             cfg = lt.tuned_config(weight.shape[0], k, x.shape[0])

@@ -89,11 +89,11 @@ def _gemv_fma_kernel(
 
 @triton.jit
 def _gemv_dot_kernel(
-    x_ptr, w_ptr, b_ptr, y_ptr, nw_ptr, M, N, K, stride_x, stride_w, stride_y, eps,
-    HAS_BIAS: tl.constexpr, PROLOGUE: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr, USE_PDL: tl.constexpr, PF_LINES: tl.constexpr,
+    x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_x, stride_w, stride_y,
+    HAS_BIAS: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    USE_PDL: tl.constexpr, PF_LINES: tl.constexpr,
 ):  # fmt: skip
-    # PROLOGUE as in _gemv_fma_kernel, per row
+    # No prologues: math on x before tl.dot (norm, SwiGLU) slowed the decode step (benchmarks/results/decode-s18)
     pid = tl.program_id(0)
     rm = tl.arange(0, BLOCK_M)  # [BM]
     mm = rm < M
@@ -101,7 +101,6 @@ def _gemv_dot_kernel(
     nm = rn < N
     rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    ss = tl.zeros((BLOCK_M,), dtype=tl.float32)  # (a [BM, BK] accumulator spilled: 2.9x slower in the step)
     x_rows = x_ptr + rm.to(tl.int64)[:, None] * stride_x  # [BM, 1]
     w_rows = w_ptr + rn.to(tl.int64)[:, None] * stride_w  # [BN, 1]
     out = y_ptr + rm.to(tl.int64)[:, None] * stride_y + rn[None, :]  # [BM, BN]
@@ -113,21 +112,9 @@ def _gemv_dot_kernel(
     for k0 in range(0, K, BLOCK_K):
         kk = k0 + rk
         km = kk < K
-        xm = mm[:, None] & km[None, :]
         w = tl.load(w_rows + kk[None, :], mask=nm[:, None] & km[None, :], other=0.0)  # [BN, BK]
-        if PROLOGUE == 1:
-            xf = tl.load(x_rows + kk[None, :], mask=xm, other=0.0).to(tl.float32)  # [BM, BK]
-            ss += tl.sum(xf * xf, axis=1)
-            x = (xf * tl.load(nw_ptr + kk, mask=km, other=0.0).to(tl.float32)[None, :]).to(w.dtype)
-        elif PROLOGUE == 2:
-            g = tl.load(x_rows + kk[None, :], mask=xm, other=0.0).to(tl.float32)
-            u = tl.load(x_rows + K + kk[None, :], mask=xm, other=0.0).to(tl.float32)
-            x = (g / (1.0 + tl.exp(-g)) * u).to(w.dtype)  # [BM, BK]
-        else:
-            x = tl.load(x_rows + kk[None, :], mask=xm, other=0.0).to(w.dtype)  # [BM, BK]
+        x = tl.load(x_rows + kk[None, :], mask=mm[:, None] & km[None, :], other=0.0).to(w.dtype)  # [BM, BK]
         acc = tl.dot(x, tl.trans(w), acc)  # [BM, BN]
-    if PROLOGUE == 1:
-        acc *= tl.rsqrt(ss / K + eps)[:, None]
     if HAS_BIAS:
         acc += tl.load(b_ptr + rn, mask=nm, other=0.0).to(tl.float32)[None, :]
     if RESIDUAL:  # y_ptr is the residual stream: each program adds into its own columns only
@@ -152,11 +139,13 @@ def gemv_triton(
     """``act(x) [M, K] @ weight [N, K]ᵀ + bias [N]`` → ``[M, N]`` in x's dtype, with the decode
     layer's neighbours fused in:
 
-    - ``norm_weight`` (γ ``[K]``): ``act(x) = rms_norm(x) · γ`` (RMSNorm, eps ``eps``).  γ is
+    - ``norm_weight`` (γ ``[K]``, ``fma`` only): ``act(x) = rms_norm(x) · γ`` (RMSNorm, eps ``eps``).  γ is
       applied to each input chunk in the K loop and the row's ``1 / rms`` — accumulated from the
       same chunks — scales the output once in the epilogue, so the weight stream is untouched (no
       second pass over x; this is what made the two-pass prologue of b37b008 slow).
-    - ``gated``: ``x`` is ``[M, 2K]`` = ``[gate | up]`` and ``act(x) = silu(gate) · up`` (SwiGLU).
+    - ``gated`` (``fma`` only): ``x`` is ``[M, 2K]`` = ``[gate | up]`` and ``act(x) = silu(gate) · up``
+      (SwiGLU).  The ``dot`` kernel takes neither prologue: math on x before ``tl.dot`` slowed
+      the decode step (benchmarks/results/decode-s18).
     - ``residual`` (``[M, N]``, x's dtype, rows contiguous): the result is added into it in
       place (each program owns its output columns, so reading and writing them is race-free)
       and ``residual`` is returned.
@@ -188,21 +177,23 @@ def gemv_triton(
     prologue = 1 if norm_weight is not None else 2 if gated else 0
     pdl = use_pdl(x)
     pf_lines = max(1, 2 * config.block_k // 64)  # the first two K chunks of each row, in 128-byte lines of 64 bf16
-    flags = {"HAS_BIAS": bias is not None, "PROLOGUE": prologue, "RESIDUAL": residual is not None}
     if config.kind == "fma":
         if m != 1:
             raise ValueError(f"gemv 'fma' takes one row, got M={m}")
         _gemv_fma_kernel[grid](
-            x, weight, b, y, nw, n, k, weight.stride(0), eps, **flags, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
-            USE_PDL=pdl, PF_LINES=pf_lines, num_warps=config.num_warps, num_stages=config.num_stages, launch_pdl=pdl,
+            x, weight, b, y, nw, n, k, weight.stride(0), eps, HAS_BIAS=bias is not None, PROLOGUE=prologue,
+            RESIDUAL=residual is not None, BLOCK_N=config.block_n, BLOCK_K=config.block_k, USE_PDL=pdl, PF_LINES=pf_lines,
+            num_warps=config.num_warps, num_stages=config.num_stages, launch_pdl=pdl,
         )  # fmt: skip
     elif config.kind == "dot":
         if m > DOT_BLOCK_M:
             raise ValueError(f"gemv 'dot' takes at most {DOT_BLOCK_M} rows, got M={m}")
+        if prologue:
+            raise ValueError("gemv 'dot' has no norm / gated prologue (run rms_norm / silu_and_mul first, or use 'fma')")
         _gemv_dot_kernel[grid](
-            x, weight, b, y, nw, m, n, k, x.stride(0), weight.stride(0), y.stride(0), eps, **flags, BLOCK_M=DOT_BLOCK_M,
-            BLOCK_N=config.block_n, BLOCK_K=config.block_k, USE_PDL=pdl, PF_LINES=pf_lines, num_warps=config.num_warps,
-            num_stages=config.num_stages, launch_pdl=pdl,
+            x, weight, b, y, m, n, k, x.stride(0), weight.stride(0), y.stride(0), HAS_BIAS=bias is not None,
+            RESIDUAL=residual is not None, BLOCK_M=DOT_BLOCK_M, BLOCK_N=config.block_n, BLOCK_K=config.block_k, USE_PDL=pdl,
+            PF_LINES=pf_lines, num_warps=config.num_warps, num_stages=config.num_stages, launch_pdl=pdl,
         )  # fmt: skip
     else:
         raise ValueError(f"gemv kind must be 'fma' or 'dot', got {config.kind!r}")
@@ -213,8 +204,8 @@ def gemv_triton(
 # shapes (N, K), from ``python benchmarks/decode_micro.py`` (benchmarks/results/decode-micro.md):
 # the M = 1 choice and the 2 ≤ M ≤ 8 choice (measured at M = 8); other shapes stay on cuBLAS.
 # qkv (M = 1): the fma kernel with the input RMSNorm fused in, chosen inside the decode graph
-# (``decode_roofline.py --gemv``, benchmarks/results/decode-s18): 4.236 ms per step against
-# 4.353 ms with the norm kernel + cuBLAS.
+# (``decode_roofline.py --gemv``, benchmarks/results/decode-s18): a 4.236 ms graph against 4.353 ms
+# for the previous code (norm kernel + cuBLAS qkv) on the same lease.
 TUNED: dict[tuple[int, int], tuple[GemvConfig | None, GemvConfig | None]] = {
     (6144, 4096): (GemvConfig("fma", 16, 512, 4, 3), None),  # qkv
     (4096, 4096): (GemvConfig("fma", 4, 1024, 4, 3), GemvConfig("dot", 32, 256, 4, 4)),  # o_proj

@@ -287,11 +287,12 @@ def test_gemv_triton_matches_torch(kind: str, m: int, with_bias: bool) -> None:
 
 
 @needs_triton
-@pytest.mark.parametrize("kind", ["fma", "dot"])
-@pytest.mark.parametrize("fusion", ["norm", "gated", "residual", "norm+residual"])
+@pytest.mark.parametrize(
+    ("kind", "fusion"), [("fma", "norm"), ("fma", "gated"), ("fma", "residual"), ("fma", "norm+residual"), ("dot", "residual")]
+)
 def test_gemv_fusions_match_unfused(kind: str, fusion: str) -> None:
-    """The norm prologue (γ in the K loop, 1/rms in the epilogue), the SwiGLU prologue and the
-    in-place residual epilogue equal the unfused ops."""
+    """The norm prologue (γ in the K loop, 1/rms in the epilogue), the SwiGLU prologue (fma
+    kernel) and the in-place residual epilogue (both kernels) equal the unfused ops."""
     from structgen.kernels.linear_triton import GemvConfig, gemv_triton
 
     g = torch.Generator().manual_seed(5)
@@ -330,6 +331,17 @@ def test_linear_fusion_errors() -> None:
         linear(x, w, gated=True)  # gated needs [M, 2K]
     with pytest.raises(ValueError, match="exclude each other"):
         linear(torch.randn(1, 16), w, norm_weight=torch.ones(8), gated=True)
+    with pytest.raises(ValueError, match=r"norm_weight must be \[8\]"):
+        linear(x, w, norm_weight=torch.ones(1))  # would broadcast silently in rms_norm
+    with pytest.raises(ValueError, match=r"residual must be \[1, 4\]"):
+        linear(x, w, residual=torch.zeros(1, 5))
+    with pytest.raises(ValueError, match="residual must be"):
+        linear(x, w, residual=torch.zeros(1, 4, dtype=torch.float64))
+    # the dispatcher's Triton path at decode sizes (interpreter on CPU) runs a dot config's norm unfused
+    if triton_available():
+        g1 = torch.rand(8) + 0.5
+        want = torch.nn.functional.linear(rms_norm(x, g1, 1e-5, backend="torch"), w)
+        torch.testing.assert_close(linear(x, w, norm_weight=g1, eps=1e-5, backend="triton"), want, rtol=1e-4, atol=1e-4)
     from structgen.kernels import adds_in_place
 
     assert not adds_in_place(x, w)  # CPU: the add is left to the next norm (fused_add_rms_norm)
@@ -345,6 +357,10 @@ def test_linear_fusion_errors() -> None:
             gemv_triton(x, w, None, cfg, residual=torch.zeros(1, 4, dtype=torch.float64))
         with pytest.raises(ValueError, match="residual must be"):
             gemv_triton(x, w, None, cfg, residual=torch.zeros(2, 4))
+        with pytest.raises(ValueError, match="no norm / gated prologue"):
+            gemv_triton(x, w, None, GemvConfig("dot", 16, 8, 1, 1), norm_weight=torch.ones(8))
+        with pytest.raises(ValueError, match="no norm / gated prologue"):
+            gemv_triton(torch.randn(1, 16), w, None, GemvConfig("dot", 16, 8, 1, 1), gated=True)
 
 
 def test_gemv_errors_and_dispatch() -> None:

@@ -23,6 +23,9 @@ CASES = [
     (["benchmarks/demo_model.py", "--n", "0"], "--n must be ≥ 1"),
     (["benchmarks/demo_model.py", "--misses"], "--misses needs --field-em-only"),
     (["benchmarks/decode_roofline.py", "--extend-graph-tokens", "-1"], "--extend-graph-tokens must be ≥ 0"),
+    (["benchmarks/decode_roofline.py", "--gemv", "qkvx=fma:16:512:4:3"], "unknown projection 'qkvx'"),
+    (["benchmarks/engine_decode_mbu.py", "--gemv", "qkv=fma:16:x:4:3"], "is not NAME=kind:block_n"),
+    (["benchmarks/engine_decode_mbu.py", "--gemv", "o=mma:16:512:4:3"], "is not NAME=kind:block_n"),
 ]
 
 
