@@ -255,6 +255,349 @@ fail:;
     return ret;
 }
 
+/* One preorder node of a packed trie (pack_nodes): the fields the fast walk reads, together. */
+typedef struct {
+    int32_t skip;  /* subtree size including the node */
+    int32_t token; /* the number the node sets in `bits`, -1 if none */
+    uint8_t byte;  /* edge byte into the node */
+    uint8_t pad;
+    uint16_t depth; /* 1 for children of the root */
+} trie_node;
+
+/* pack_nodes(node_byte, node_depth, node_skip, node_token, out) -> None
+ *
+ * node_byte uint8 [N], node_depth / node_skip / node_token int32 [N] (walk's layout);
+ * out: 12 * N bytes, the trie_node array walk_bits reads.  Raises ValueError for a depth
+ * outside 1..65535, a skip that leaves the array or is < 1, or a token < -1.
+ */
+static PyObject *pack_nodes(PyObject *self, PyObject *args) {
+    PyObject *objs[5];
+    if (!PyArg_ParseTuple(args, "OOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4])) {
+        return NULL;
+    }
+    static const Py_ssize_t itemsizes[5] = {1, 4, 4, 4, 1};
+    static const int writable[5] = {0, 0, 0, 0, 1};
+    static const char *const names[5] = {"node_byte", "node_depth", "node_skip", "node_token", "out"};
+    Py_buffer bufs[5];
+    if (get_bufs(objs, bufs, itemsizes, writable, names, 5) < 0) return NULL;
+    const Py_ssize_t n = bufs[0].len;
+    int bad = bufs[1].len != n * 4 || bufs[2].len != n * 4 || bufs[3].len != n * 4 || bufs[4].len != n * (Py_ssize_t)sizeof(trie_node);
+    if (!bad) {
+        const uint8_t *nbyte = (const uint8_t *)bufs[0].buf;
+        const int32_t *ndepth = (const int32_t *)bufs[1].buf, *nskip = (const int32_t *)bufs[2].buf, *ntoken = (const int32_t *)bufs[3].buf;
+        trie_node *out = (trie_node *)bufs[4].buf;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (ndepth[i] < 1 || ndepth[i] > 65535 || nskip[i] < 1 || nskip[i] > n - i || ntoken[i] < -1) {
+                bad = 1;
+                break;
+            }
+            out[i].skip = nskip[i];
+            out[i].token = ntoken[i];
+            out[i].byte = nbyte[i];
+            out[i].pad = 0;
+            out[i].depth = (uint16_t)ndepth[i];
+        }
+    }
+    release_bufs(bufs, 5);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "pack_nodes: inconsistent trie buffers");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* The scan of walk_bits, specialized by the compiler for each (vrow, loop skip) use. */
+static inline Py_ssize_t scan_bits(const int32_t *table, Py_ssize_t num_classes, Py_ssize_t n_states, const int32_t *cob,
+                                   const trie_node *nodes, Py_ssize_t n, Py_ssize_t pos, int32_t *stack, Py_ssize_t max_depth,
+                                   uint32_t *bits, Py_ssize_t tok_limit, const int32_t *vrow, const uint8_t *within,
+                                   const uint8_t *loop, uint8_t *lflag, int *bad) {
+    uint32_t dummy_word = 0;
+    Py_ssize_t i = pos;
+    while (i < n) {
+        const trie_node nd = nodes[i];
+        const int32_t d = nd.depth;
+        if (d > max_depth) {
+            *bad = 1;
+            return -1;
+        }
+        if (within && lflag[d - 1] && within[i]) {
+            i += nd.skip; /* loop bytes only, on the path and below: the caller's pre-set tokens */
+            continue;
+        }
+        const int32_t s = stack[d - 1];
+        const int32_t ns = (vrow && d == 1 ? vrow : table + (Py_ssize_t)s * num_classes)[cob[nd.byte]];
+        if (ns <= 0) {
+            if (ns < 0) {
+                return i; /* an unexpanded state: the caller expands stack[d - 1] and resumes here */
+            }
+            i += nd.skip;
+            continue;
+        }
+        if (ns >= n_states || nd.token >= tok_limit) {
+            *bad = 1;
+            return -1;
+        }
+        stack[d] = ns;
+        if (within) {
+            lflag[d] = lflag[d - 1] && loop[nd.byte];
+        }
+        /* branch-free token marking (see walk) */
+        const int32_t t = nd.token;
+        const int is_tok = t >= 0;
+        uint32_t *wp = is_tok ? bits + (t >> 5) : &dummy_word;
+        *wp |= (uint32_t)is_tok << (t & 31);
+        i += 1;
+    }
+    return -1;
+}
+
+/* walk_bits(table, num_classes, class_of_byte, nodes, state, pos, stack, bits[, vrow[, within, loop, lflag]]) -> int
+ *
+ * walk's fast form when only the bitmask is wanted (no ends, no reached): the same scan over
+ * a packed trie (nodes: pack_nodes' output, validated there), about 1.5x faster.
+ * vrow:   int32 [C] or None, as in walk.
+ * within: uint8 [N] or None: within[i] = 1 when node i's subtree uses only bytes of `loop`
+ *         (subtree_within); with loop (uint8 [256], 1 = the start state loops on the byte)
+ *         and lflag (uint8 [max_depth + 1] scratch), the loop-subtree skip of walk: such a
+ *         subtree reached by a path of loop bytes only is skipped (its tokens pre-set by the
+ *         caller).  Not with vrow.
+ * Returns as walk: -1 when complete, else the position of an unexpanded state.
+ */
+static PyObject *walk_bits(PyObject *self, PyObject *args) {
+    PyObject *o_table, *o_cob, *o_nodes, *o_stack, *o_bits, *o_vrow = Py_None, *o_within = Py_None, *o_loop = Py_None,
+                                                          *o_lflag = Py_None;
+    Py_ssize_t num_classes, state, pos;
+    if (!PyArg_ParseTuple(args, "OnOOnnOO|OOOO", &o_table, &num_classes, &o_cob, &o_nodes, &state, &pos, &o_stack, &o_bits, &o_vrow,
+                          &o_within, &o_loop, &o_lflag)) {
+        return NULL;
+    }
+    enum { B_TABLE, B_COB, B_NODES, B_STACK, B_BITS, B_VROW, B_WITHIN, B_LOOP, B_LFLAG, N_B };
+    PyObject *objs[N_B] = {o_table, o_cob, o_nodes, o_stack, o_bits, o_vrow, o_within, o_loop, o_lflag};
+    static const Py_ssize_t itemsizes[N_B] = {4, 4, 1, 4, 4, 4, 1, 1, 1};
+    static const int writable[N_B] = {0, 0, 0, 1, 1, 0, 0, 0, 1};
+    static const char *names[N_B] = {"table", "class_of_byte", "nodes", "stack", "bits", "vrow", "within", "loop", "lflag"};
+    Py_buffer bufs[N_B];
+    int got[N_B] = {0};
+    PyObject *ret = NULL;
+    for (int k = 0; k < N_B; k++) {
+        if (objs[k] == Py_None && k >= B_VROW) {
+            continue;
+        }
+        if (get_buf(objs[k], &bufs[k], itemsizes[k], writable[k], names[k]) < 0) goto fail;
+        got[k] = 1;
+    }
+    {
+        const Py_ssize_t n = bufs[B_NODES].len / (Py_ssize_t)sizeof(trie_node);
+        const Py_ssize_t n_states = num_classes > 0 ? (bufs[B_TABLE].len / 4) / num_classes : 0;
+        const Py_ssize_t max_depth = bufs[B_STACK].len / 4 - 1;
+        const int have_skip = got[B_WITHIN] && got[B_LOOP] && got[B_LFLAG];
+        if ((got[B_WITHIN] || got[B_LOOP] || got[B_LFLAG]) && !have_skip) {
+            PyErr_SetString(PyExc_ValueError, "walk_bits: within, loop and lflag go together");
+            goto fail;
+        }
+        if (bufs[B_NODES].len % (Py_ssize_t)sizeof(trie_node) || bufs[B_COB].len != 256 * 4 || num_classes <= 0 || state < 0 ||
+            state >= n_states || pos < 0 || pos > n || max_depth < 0 ||
+            (have_skip && (bufs[B_WITHIN].len != n || bufs[B_LOOP].len != 256 || bufs[B_LFLAG].len < max_depth + 1)) ||
+            (got[B_VROW] && (bufs[B_VROW].len != num_classes * 4 || have_skip))) {
+            PyErr_SetString(PyExc_ValueError, "walk_bits: inconsistent buffer sizes or arguments");
+            goto fail;
+        }
+        const int32_t *table = (const int32_t *)bufs[B_TABLE].buf;
+        const int32_t *cob = (const int32_t *)bufs[B_COB].buf;
+        for (int b = 0; b < 256; b++) {
+            if (cob[b] < 0 || cob[b] >= num_classes) {
+                PyErr_SetString(PyExc_ValueError, "walk_bits: class_of_byte out of range");
+                goto fail;
+            }
+        }
+        const trie_node *nodes = (const trie_node *)bufs[B_NODES].buf;
+        int32_t *stack = (int32_t *)bufs[B_STACK].buf;
+        uint32_t *bits = (uint32_t *)bufs[B_BITS].buf;
+        const Py_ssize_t tok_limit = bufs[B_BITS].len / 4 * 32;
+        const int32_t *vrow = got[B_VROW] ? (const int32_t *)bufs[B_VROW].buf : NULL;
+        const uint8_t *within = have_skip ? (const uint8_t *)bufs[B_WITHIN].buf : NULL;
+        const uint8_t *loop = have_skip ? (const uint8_t *)bufs[B_LOOP].buf : NULL;
+        uint8_t *lflag = have_skip ? (uint8_t *)bufs[B_LFLAG].buf : NULL;
+        if (vrow) {
+            for (Py_ssize_t c = 0; c < num_classes; c++) {
+                if (vrow[c] < 0 || vrow[c] >= n_states) {
+                    PyErr_SetString(PyExc_ValueError, "walk_bits: vrow out of range");
+                    goto fail;
+                }
+            }
+        }
+        if (pos > 0) { /* resuming: the stack must hold states */
+            for (Py_ssize_t d = 0; d < max_depth + 1 && d < (pos < n ? nodes[pos].depth : 1); d++) {
+                if (stack[d] < 0 || stack[d] >= n_states) {
+                    PyErr_SetString(PyExc_ValueError, "walk_bits: stack out of range");
+                    goto fail;
+                }
+            }
+        }
+        Py_ssize_t result;
+        int bad = 0;
+        Py_BEGIN_ALLOW_THREADS
+        if (pos == 0) {
+            stack[0] = (int32_t)state;
+            if (lflag) {
+                lflag[0] = 1;
+            }
+        }
+        if (within) {
+            result = scan_bits(table, num_classes, n_states, cob, nodes, n, pos, stack, max_depth, bits, tok_limit, NULL, within, loop,
+                               lflag, &bad);
+        } else if (vrow) {
+            result = scan_bits(table, num_classes, n_states, cob, nodes, n, pos, stack, max_depth, bits, tok_limit, vrow, NULL, NULL,
+                               NULL, &bad);
+        } else {
+            result = scan_bits(table, num_classes, n_states, cob, nodes, n, pos, stack, max_depth, bits, tok_limit, NULL, NULL, NULL,
+                               NULL, &bad);
+        }
+        Py_END_ALLOW_THREADS
+        if (bad) {
+            PyErr_SetString(PyExc_ValueError, "walk_bits: trie or automaton data out of range");
+        } else {
+            ret = PyLong_FromSsize_t(result);
+        }
+    }
+fail:
+    for (int k = N_B - 1; k >= 0; k--) {
+        if (got[k]) {
+            PyBuffer_Release(&bufs[k]);
+        }
+    }
+    return ret;
+}
+
+/* body_shape(table, num_classes, sigma, state, out) -> int
+ *
+ * The automaton restricted to the classes with sigma[c] = 1 (uint8 [C]), from `state`, in
+ * canonical form: out (int32 [M * C], M - 1 the most states kept) gets row 0 all dead, row 1
+ * `state`, then the states it reaches in breadth-first order (first seen, first numbered),
+ * each row holding the canonical numbers of its targets (0: dead or outside sigma).  Returns
+ * the rows used (n + 1), 0 when more than M - 1 states are reached, or -(s + 1) for a
+ * reached state s not expanded yet (table row of -1; the caller expands it and calls again).
+ */
+static PyObject *body_shape(PyObject *self, PyObject *args) {
+    PyObject *objs[4];
+    Py_ssize_t num_classes, state;
+    if (!PyArg_ParseTuple(args, "OnOnO", &objs[0], &num_classes, &objs[1], &state, &objs[2])) {
+        return NULL;
+    }
+    static const Py_ssize_t itemsizes[3] = {4, 1, 4};
+    static const int writable[3] = {0, 0, 1};
+    static const char *const names[3] = {"table", "sigma", "out"};
+    Py_buffer bufs[3];
+    if (get_bufs(objs, bufs, itemsizes, writable, names, 3) < 0) return NULL;
+    const Py_ssize_t n_states = num_classes > 0 ? bufs[0].len / 4 / num_classes : 0;
+    const Py_ssize_t m = num_classes > 0 ? bufs[2].len / 4 / num_classes : 0;
+    if (num_classes <= 0 || bufs[1].len != num_classes || bufs[2].len != m * num_classes * 4 || m < 2 || m > 4096 || state <= 0 ||
+        state >= n_states) {
+        release_bufs(bufs, 3);
+        PyErr_SetString(PyExc_ValueError, "body_shape: inconsistent buffers or arguments");
+        return NULL;
+    }
+    const int32_t *table = (const int32_t *)bufs[0].buf;
+    const uint8_t *sigma = (const uint8_t *)bufs[1].buf;
+    int32_t *out = (int32_t *)bufs[2].buf;
+    int32_t order[4096];
+    Py_ssize_t n = 1, result = 0;
+    int bad = 0;
+    order[1] = (int32_t)state;
+    memset(out, 0, (size_t)num_classes * 4);
+    for (Py_ssize_t k = 1; k <= n && !result && !bad; k++) {
+        const int32_t *row = table + (Py_ssize_t)order[k] * num_classes;
+        int32_t *o = out + k * num_classes;
+        if (row[0] < 0) {
+            result = -((Py_ssize_t)order[k] + 1);
+            break;
+        }
+        for (Py_ssize_t c = 0; c < num_classes; c++) {
+            const int32_t t = sigma[c] ? row[c] : 0;
+            if (t < 0 || t >= n_states) {
+                bad = 1;
+                break;
+            }
+            int32_t id = 0;
+            if (t > 0) {
+                for (Py_ssize_t j = 1; j <= n; j++) {
+                    if (order[j] == t) {
+                        id = (int32_t)j;
+                        break;
+                    }
+                }
+                if (!id) {
+                    if (n + 1 >= m) {
+                        n = -1; /* too many states */
+                        break;
+                    }
+                    order[++n] = t;
+                    id = (int32_t)n;
+                }
+            }
+            o[c] = id;
+        }
+        if (n < 0) {
+            break;
+        }
+    }
+    release_bufs(bufs, 3);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "body_shape: automaton data out of range");
+        return NULL;
+    }
+    if (result) {
+        return PyLong_FromSsize_t(result);
+    }
+    return PyLong_FromSsize_t(n < 0 ? 0 : n + 1);
+}
+
+/* subtree_within(node_byte, node_skip, loop, out) -> None
+ *
+ * loop: uint8 [256] (1 = in the set); out: uint8 [N], out[i] = 1 when every edge byte in node
+ * i's subtree (itself included) is in the set.  Back to front in O(N).
+ */
+static PyObject *subtree_within(PyObject *self, PyObject *args) {
+    PyObject *objs[4];
+    if (!PyArg_ParseTuple(args, "OOOO", &objs[0], &objs[1], &objs[2], &objs[3])) {
+        return NULL;
+    }
+    static const Py_ssize_t itemsizes[4] = {1, 4, 1, 1};
+    static const int writable[4] = {0, 0, 0, 1};
+    static const char *const names[4] = {"node_byte", "node_skip", "loop", "out"};
+    Py_buffer bufs[4];
+    if (get_bufs(objs, bufs, itemsizes, writable, names, 4) < 0) return NULL;
+    const Py_ssize_t n = bufs[0].len;
+    int bad = bufs[1].len != n * 4 || bufs[2].len != 256 || bufs[3].len != n;
+    if (!bad) {
+        const uint8_t *nbyte = (const uint8_t *)bufs[0].buf, *loop = (const uint8_t *)bufs[2].buf;
+        const int32_t *nskip = (const int32_t *)bufs[1].buf;
+        uint8_t *out = (uint8_t *)bufs[3].buf;
+        for (Py_ssize_t i = n - 1; i >= 0 && !bad; i--) {
+            const Py_ssize_t end = i + nskip[i];
+            if (nskip[i] < 1 || end > n) {
+                bad = 1;
+                break;
+            }
+            uint8_t w = loop[nbyte[i]] != 0;
+            for (Py_ssize_t j = i + 1; j < end && w; j += nskip[j]) {
+                if (nskip[j] < 1) {
+                    bad = 1;
+                    break;
+                }
+                w = out[j];
+            }
+            out[i] = w;
+        }
+    }
+    release_bufs(bufs, 4);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "subtree_within: inconsistent trie buffers");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 /* subtree_bytes(node_byte, node_skip, out) -> None
  *
  * out: uint64 [N * 4]  for each preorder node, the 256-bit set of edge bytes in its subtree
@@ -375,6 +718,10 @@ static PyObject *permute_bits(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS, "Preorder trie walk from one automaton state (see _trie_walk.c)."},
+    {"walk_bits", walk_bits, METH_VARARGS, "Preorder trie walk into a bitmask only, over packed nodes (see _trie_walk.c)."},
+    {"pack_nodes", pack_nodes, METH_VARARGS, "Pack the preorder trie arrays for walk_bits."},
+    {"body_shape", body_shape, METH_VARARGS, "Canonical breadth-first form of an automaton restricted to some classes."},
+    {"subtree_within", subtree_within, METH_VARARGS, "Per preorder node, whether its subtree uses only bytes of a set."},
     {"subtree_bytes", subtree_bytes, METH_VARARGS, "Per preorder node, the set of edge bytes in its subtree."},
     {"copy_ranges", copy_ranges, METH_VARARGS, "Replace bit ranges of one bitmask by another's."},
     {"permute_bits", permute_bits, METH_VARARGS, "Scatter the set bits of a bitmask to new positions."},

@@ -1057,14 +1057,20 @@ class LazyDFA:
                         moves[c] = [t]
                     else:
                         lst.append(t)
-        new = np.zeros(self.num_classes, dtype=np.int32)
+        new = [DEAD] * self.num_classes
+        by_target: dict[int, int] = {}  # one NFA target (most classes) -> DFA state
         by_targets: dict[tuple[int, ...], int] = {}
         for c, targets in moves.items():
-            tkey = tuple(sorted(set(targets)))
-            d = by_targets.get(tkey)
-            if d is None:
-                d = self._state_of(self._closure(list(tkey)))
-                by_targets[tkey] = d
+            if len(targets) == 1:
+                t = targets[0]
+                d = by_target.get(t)
+                if d is None:
+                    d = by_target[t] = self._state_of(self._closure(targets))
+            else:
+                tkey = tuple(sorted(set(targets)))
+                d = by_targets.get(tkey)
+                if d is None:
+                    d = by_targets[tkey] = self._state_of(self._closure(list(tkey)))
             new[c] = d
         self.table[state] = new
         return self.table[state]
@@ -1185,24 +1191,41 @@ class LazyDFA:
         pending = self.builder.pending
         shortest = self.builder.shortest
 
-        def link(q: int, r: int, cost: int) -> None:
-            if r >= n0:
-                rev.setdefault(r, []).append((q, cost))
-            elif dist[r] + cost < dist[q]:
-                dist[q] = dist[r] + cost
-                heapq.heappush(heap, (dist[q], q))
-
         if n0 <= self.final < n1:
             dist[self.final] = 0
             heap.append((0, self.final))
-        for q in range(n0, n1):
-            for r in self.eps[q]:
-                link(q, r, 0)
-            for _lo, _hi, r in self.edges[q]:
-                link(q, r, 1)
+        eps, edges = self.eps, self.edges
+        for q in range(n0, n1):  # each edge q -> r of cost 0 / 1 / a stub's shortest length
+            best = dist[q]
+            for r in eps[q]:
+                if r >= n0:
+                    got = rev.get(r)
+                    if got is None:
+                        rev[r] = [(q, 0)]
+                    else:
+                        got.append((q, 0))
+                elif dist[r] < best:
+                    best = dist[r]
+            for e in edges[q]:
+                r = e[2]
+                if r >= n0:
+                    got = rev.get(r)
+                    if got is None:
+                        rev[r] = [(q, 1)]
+                    else:
+                        got.append((q, 1))
+                elif dist[r] + 1 < best:
+                    best = dist[r] + 1
             stub = pending.get(q)
             if stub is not None:
-                link(q, stub[1], shortest(stub[0]))
+                r, cost = stub[1], shortest(stub[0])
+                if r >= n0:
+                    rev.setdefault(r, []).append((q, cost))
+                elif dist[r] + cost < best:
+                    best = dist[r] + cost
+            if best < dist[q]:
+                dist[q] = best
+                heapq.heappush(heap, (best, q))
         while heap:
             d, r = heapq.heappop(heap)
             if d > dist[r]:

@@ -759,9 +759,9 @@ class _SharedTails:
         bits = np.zeros(self.words, dtype=np.uint32)  # [ceil(K/32)] trie order
         walk_row = row.copy()
         classes_of: dict[int, list[int]] = {}
-        for c, q in enumerate(row.tolist()):
-            if q != DEAD:
-                classes_of.setdefault(q, []).append(c)
+        live = np.flatnonzero(row)  # [L] classes not leading to the dead state (0)
+        for c, q in zip(live.tolist(), row[live].tolist()):
+            classes_of.setdefault(q, []).append(c)
         for q, classes in classes_of.items():
             tail = self.tails.get(q)
             if tail is None:

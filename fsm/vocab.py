@@ -275,16 +275,28 @@ _c_walk: Any
 _c_subtree_bytes: Any
 _c_copy_ranges: Any
 _c_permute_bits: Any
+_c_walk_bits: Any
+_c_pack_nodes: Any
+_c_subtree_within: Any
+_c_body_shape: Any
 try:  # the compiled walk (fsm/_trie_walk.c); optional, see setup.py
+    from ._trie_walk import body_shape as _c_body_shape
     from ._trie_walk import copy_ranges as _c_copy_ranges
+    from ._trie_walk import pack_nodes as _c_pack_nodes
     from ._trie_walk import permute_bits as _c_permute_bits
     from ._trie_walk import subtree_bytes as _c_subtree_bytes
+    from ._trie_walk import subtree_within as _c_subtree_within
     from ._trie_walk import walk as _c_walk
+    from ._trie_walk import walk_bits as _c_walk_bits
 except ImportError:  # pragma: no cover - exercised when no C compiler was available at install
-    _c_walk = _c_subtree_bytes = _c_copy_ranges = _c_permute_bits = None
+    _c_walk = _c_subtree_bytes = _c_copy_ranges = _c_permute_bits = _c_walk_bits = _c_pack_nodes = _c_subtree_within = _c_body_shape = None
 
 LOOP_SKIP_MIN_BYTES = 32  # the loop-subtree skip pays off only for states looping on many bytes
 LOOP_TOKENS_CACHE = 256  # loop-byte sets whose token bitmasks a trie keeps
+BODY_MAX_STATES = 32  # body automata of loop states (VocabTrie._body) larger than this are not used
+DEAD_STATE = 0  # automaton.DEAD
+LOOP_WITHIN_CACHE = 32  # loop-byte sets whose per-node subtree flags (N bytes each) a trie keeps
+PACKED_NODE = np.dtype([("skip", "<i4"), ("token", "<i4"), ("byte", "u1"), ("pad", "u1"), ("depth", "<u2")])  # _trie_walk.c trie_node
 
 
 def copy_bit_ranges(dst: np.ndarray, src: np.ndarray, ranges: np.ndarray) -> None:
@@ -298,6 +310,19 @@ def copy_bit_ranges(dst: np.ndarray, src: np.ndarray, ranges: np.ndarray) -> Non
 def compiled_walk_available() -> bool:
     """Whether the C trie walk (``structgen.fsm._trie_walk``) was built and imports."""
     return _c_walk is not None
+
+
+class _TableDFA:
+    """A complete automaton over raw bytes for the walk (``table int32 [n, 256]``, row 0 dead;
+    nothing to expand)."""
+
+    def __init__(self, table: np.ndarray) -> None:
+        self.table = table
+        self.num_classes = 256
+        self.class_of_byte = np.arange(256, dtype=np.int32)
+
+    def expand(self, state: int) -> np.ndarray:  # pragma: no cover - a complete table never asks
+        raise AssertionError(f"state {state} of a complete table is never unexpanded")
 
 
 class TrieOrder(NamedTuple):
@@ -414,6 +439,8 @@ class VocabTrie:
         if self.use_compiled:
             self.subtree_byte_sets()
             self.trie_order  # noqa: B018
+            self.packed_nodes(trie_order=False)
+            self.packed_nodes(trie_order=True)
 
     def mask_bits(self, dfa: Any, state: int, *, ends: np.ndarray | None = None, reached: np.ndarray | None = None) -> np.ndarray:
         """The tokens whose bytes the lazily built byte DFA ``dfa`` accepts as a prefix from ``state``.
@@ -451,13 +478,132 @@ class VocabTrie:
             loop_bytes = np.asarray(row)[cob] == state  # [256]
             if int(loop_bytes.sum()) >= LOOP_SKIP_MIN_BYTES:
                 loop = np.packbits(loop_bytes, bitorder="little").view("<u8").copy()  # [4]
+                if reached is None:  # the fast walk: bits only, over packed nodes
+                    body, preset = self._body(dfa, int(state), np.asarray(row), loop_bytes)
+                    bits = preset.copy()
+                    lflag = np.zeros(self.max_depth + 1, dtype=np.uint8)
+                    fast = (self.loop_within(np.packbits(body, bitorder="little").view("<u8").copy()), body.view(np.uint8), lflag)
+                    self._walk_bits(dfa, int(state), bits, self.packed_nodes(trie_order=False), None, fast)
+                    self._add_duplicates(bits, None)
+                    return bits
                 bits = self.loop_tokens(loop).copy()
-                if reached is not None and bits.any():
+                if bits.any():
                     reached[state] = 1
                 skip = (self.subtree_byte_sets(), loop, np.zeros(self.max_depth + 1, dtype=np.uint8))
+            elif reached is None:
+                self._walk_bits(dfa, int(state), bits, self.packed_nodes(trie_order=False), None, None)
+                self._add_duplicates(bits, None)
+                return bits
         self._walk(lambda: dfa.table, dfa.num_classes, cob, int(state), bits, ends, reached, skip, dfa.expand)
         self._add_duplicates(bits, ends)
         return bits
+
+    def _body(self, dfa: Any, state: int, row: np.ndarray, loop_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The body of a loop state for the fast walk's subtree skip: ``(body bytes bool [256],
+        uint32 [W] the tokens spelled only with body bytes that ``state`` allows)``.
+
+        The body bytes are the bytes ``state`` loops on plus, where the sub-automaton they
+        reach stays within ``BODY_MAX_STATES`` states, its live bytes ≥ 0x80 and ``\\`` (a
+        JSON string's UTF-8 sequences and escapes: excursions that end back in the loop).
+        Any byte set is sound: a trie subtree made of body bytes, reached by body bytes, is
+        judged by the body automaton alone (the automaton restricted to body bytes from
+        ``state``), whose allowed tokens are computed once per automaton shape
+        (:meth:`body_tokens`) and pre-set; the rest of the trie is walked.  Falls back to the
+        loop bytes alone (:meth:`loop_tokens`).  Expands the body's states (the caller
+        serializes expansions)."""
+        cob = np.asarray(dfa.class_of_byte)
+        live_class = row != DEAD_STATE  # [C]
+        loop_class = row == state  # [C]
+        high = np.zeros(len(row), dtype=bool)
+        high[cob[0x80:]] = True
+        extra = high  # continuation bytes too: dead from ``state``, live inside a sequence
+        for with_escape in (True, False):
+            sigma = loop_class | extra  # [C] body classes
+            if with_escape:
+                sigma = sigma.copy()
+                sigma[cob[0x5C]] |= bool(live_class[cob[0x5C]])
+            if not (sigma & ~loop_class).any():
+                break
+            shape = self._body_shape(dfa, state, sigma)
+            if shape is None:
+                continue
+            body = sigma[cob]  # [256]
+            return body, self.body_tokens(shape)
+        loop = np.packbits(loop_bytes, bitorder="little").view("<u8").copy()  # [4]
+        return loop_bytes, self.loop_tokens(loop)
+
+    @staticmethod
+    def _body_shape(dfa: Any, state: int, sigma: np.ndarray) -> np.ndarray | None:
+        """The body automaton of ``state`` over the classes ``sigma`` (``bool [C]``) as a byte
+        table ``int32 [n + 1, 256]`` (row 0 dead, row 1 ``state``, the others in breadth-first
+        order; bytes outside the body lead to 0), or None past ``BODY_MAX_STATES`` states."""
+        cob = np.asarray(dfa.class_of_byte)
+        out = np.zeros((BODY_MAX_STATES + 1, len(sigma)), dtype=np.int32)
+        sig = sigma.astype(np.uint8)
+        while True:
+            n = _c_body_shape(dfa.table, dfa.num_classes, sig, state, out)
+            if n >= 0:
+                break
+            dfa.expand(-n - 1)
+        return None if n == 0 else out[:n][:, cob]
+
+    def body_tokens(self, table: np.ndarray) -> np.ndarray:
+        """``uint32 [W]`` bitmask of the tokens that the body automaton ``table`` (``int32
+        [n + 1, 256]``, :meth:`_body_shape`) allows from its state 1, every byte of them inside
+        the body.  Cached per table (read-only result)."""
+        return self._memo("_body_cache", table.tobytes(), LOOP_TOKENS_CACHE, lambda: self._body_walk(table))
+
+    def _body_walk(self, table: np.ndarray) -> np.ndarray:
+        loop_bytes = table[1] == 1  # [256]
+        loop = np.packbits(loop_bytes, bitorder="little").view("<u8").copy()  # [4]
+        bits = self.loop_tokens(loop).copy()
+        shape = _TableDFA(np.ascontiguousarray(table))
+        skip = (self.loop_within(loop), loop_bytes.view(np.uint8), np.zeros(self.max_depth + 1, dtype=np.uint8))
+        self._walk_bits(shape, 1, bits, self.packed_nodes(trie_order=False), None, skip)
+        self._add_duplicates(bits, None)
+        return bits
+
+    def _memo(self, name: str, key: bytes, limit: int, compute: Callable[[], np.ndarray]) -> np.ndarray:
+        """``compute()`` made read-only and kept in the LRU ``self.<name>`` (at most ``limit``
+        entries) under ``key``."""
+        cache: OrderedDict[bytes, np.ndarray] | None = getattr(self, name, None)
+        if cache is None:
+            cache = OrderedDict()
+            setattr(self, name, cache)
+        got = cache.get(key)
+        if got is not None:
+            cache.move_to_end(key)
+            return got
+        got = compute()
+        got.setflags(write=False)
+        cache[key] = got
+        if len(cache) > limit:
+            cache.popitem(last=False)
+        return got
+
+    def _walk_bits(
+        self,
+        dfa: Any,
+        state: int,
+        bits: np.ndarray,
+        nodes: np.ndarray,
+        vrow: np.ndarray | None,
+        skip: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+    ) -> None:
+        """The compiled bits-only walk (``walk_bits``) from ``state`` over packed ``nodes``,
+        resumed after each expansion; ``vrow`` (``int32 [C]``) replaces the start state's row
+        for the root's children; ``skip``: ``(within, loop, lflag)`` of the loop-subtree skip."""
+        stack = np.zeros(self.max_depth + 1, dtype=np.int32)
+        cob = np.ascontiguousarray(dfa.class_of_byte, dtype=np.int32)
+        extra = (vrow,) if skip is None else (None, *skip)
+        depth = nodes["depth"]
+        raw = nodes.view(np.uint8)
+        pos = 0
+        while True:
+            pos = _c_walk_bits(dfa.table, dfa.num_classes, cob, raw, state, pos, stack, bits, *extra)
+            if pos < 0:
+                return
+            dfa.expand(int(stack[depth[pos] - 1]))
 
     def _walk(
         self,
@@ -540,9 +686,7 @@ class VocabTrie:
         the walk nominally starts.  A row of ``dfa`` gives that state's own tokens; a row
         sending every class to ``q`` gives, per first byte, the tokens whose tail ``q``
         accepts.  Expands DFA states on demand (the caller serializes expansions)."""
-        cob = np.ascontiguousarray(dfa.class_of_byte, dtype=np.int32)
-        skip = (None, None, None, root_row)
-        self._walk(lambda: dfa.table, dfa.num_classes, cob, int(state), bits, None, None, skip, dfa.expand, self.trie_order.pre_k)
+        self._walk_bits(dfa, int(state), bits, self.packed_nodes(trie_order=True), np.ascontiguousarray(root_row, dtype=np.int32), None)
 
     def to_token_order(self, bits: np.ndarray) -> np.ndarray:
         """A trie-order bitmask (``uint32 [ceil(K/32)]``) as ``uint32 [ceil(V/32)]`` token bits,
@@ -563,29 +707,47 @@ class VocabTrie:
             self._sub = sub
         return sub
 
+    def packed_nodes(self, *, trie_order: bool) -> np.ndarray:
+        """The preorder nodes packed for the compiled bits-only walk (``PACKED_NODE [N-1]``,
+        computed once per layout, C extension only): each node's token id, or with
+        ``trie_order`` its trie-order number (:attr:`trie_order`)."""
+        key = "_packed_k" if trie_order else "_packed_tok"
+        got: np.ndarray | None = getattr(self, key, None)
+        if got is None:
+            assert _c_pack_nodes is not None
+            got = np.zeros(len(self.pre_byte), dtype=PACKED_NODE)
+            tokens = self.trie_order.pre_k if trie_order else self.pre_token
+            _c_pack_nodes(self.pre_byte, self.pre_depth, self.pre_skip, np.ascontiguousarray(tokens, dtype=np.int32), got.view(np.uint8))
+            got.setflags(write=False)
+            setattr(self, key, got)
+        return got
+
+    def loop_within(self, loop: np.ndarray) -> np.ndarray:
+        """``uint8 [N-1]`` per preorder node, 1 when its subtree uses only bytes of ``loop``
+        (``uint64 [4]``, a 256-bit set): the subtrees the loop-skip of the compiled walk jumps
+        over.  Cached per set (read-only result)."""
+        return self._memo("_within_cache", loop.tobytes(), LOOP_WITHIN_CACHE, lambda: self._within(loop))
+
+    def _within(self, loop: np.ndarray) -> np.ndarray:
+        assert _c_subtree_within is not None
+        member = np.unpackbits(loop.view(np.uint8), bitorder="little").astype(np.uint8)  # [256]
+        got = np.zeros(len(self.pre_byte), dtype=np.uint8)
+        _c_subtree_within(self.pre_byte, self.pre_skip, member, got)
+        return got
+
     def loop_tokens(self, loop: np.ndarray) -> np.ndarray:
         """``uint32 [W]`` bitmask of the tokens made only of the bytes in ``loop`` (``uint64
         [4]``, a 256-bit set): from a state that loops to itself on exactly those bytes, these
         tokens are allowed and end where they started.  Cached per set (read-only result)."""
-        cache: OrderedDict[bytes, np.ndarray] | None = getattr(self, "_loop_cache", None)
-        if cache is None:
-            cache = OrderedDict()
-            self._loop_cache = cache
-        key = loop.tobytes()
-        got = cache.get(key)
-        if got is not None:
-            cache.move_to_end(key)
-            return got
+        return self._memo("_loop_cache", loop.tobytes(), LOOP_TOKENS_CACHE, lambda: self._loop_walk(loop))
+
+    def _loop_walk(self, loop: np.ndarray) -> np.ndarray:
         member = np.unpackbits(loop.view(np.uint8), bitorder="little").astype(bool)  # [256]
         table = np.zeros(2 * 256, dtype=np.int32)  # state 1 loops on `loop`, everything else dies
         table[256:][member] = 1
         bits = np.zeros((self.vocab_size + 31) // 32, dtype=np.uint32)
         self._walk(lambda: table, 256, np.arange(256, dtype=np.int32), 1, bits, None, None, None, None)
         self._add_duplicates(bits, None)
-        bits.setflags(write=False)
-        cache[key] = bits
-        if len(cache) > LOOP_TOKENS_CACHE:
-            cache.popitem(last=False)
         return bits
 
     def end_states(self, dfa: Any, states: np.ndarray) -> np.ndarray:

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+import gc
 import threading
 
 import numpy as np
 import pytest
-from structgen.fsm.compiler import CompilerConfig, Constraint, GrammarCompiler
+from structgen.fsm.compiler import CompilerConfig, Constraint, GcPause, GrammarCompiler
 from structgen.fsm.errors import GrammarCompileError, GrammarTimeoutError
 from structgen.fsm.vocab import Vocabulary
 from structgen.schemas.errors import RegexError, SchemaError, UnsupportedSchemaError
@@ -193,3 +194,58 @@ def test_post_validation_for_non_strict_constraints(tiny_vocab: Vocabulary) -> N
         con.validate("[1,")
     with pytest.raises(OutputValidationError, match="regex"):
         Constraint.regex("a+").validate("b")
+
+
+def test_gc_pause_is_reference_counted_and_restores_the_collector() -> None:
+    """Nested and concurrent pauses keep the collector off until the last one ends; a
+    collector that was off before stays off."""
+    pause = GcPause()
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        with pause.paused():
+            assert not gc.isenabled()
+            with pause.paused():
+                assert not gc.isenabled()
+            assert not gc.isenabled()  # the outer pause still runs
+            inside = threading.Event()
+            release = threading.Event()
+
+            def other() -> None:
+                with pause.paused():
+                    inside.set()
+                    release.wait(5)
+
+            t = threading.Thread(target=other)
+            t.start()
+            assert inside.wait(5)
+        assert not gc.isenabled()  # the other thread's pause outlives this one
+        release.set()
+        t.join(5)
+        assert gc.isenabled()
+        gc.disable()
+        with pause.paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # it was off before: left off
+    finally:
+        (gc.enable if was else gc.disable)()
+
+
+@pytest.mark.parametrize("pause_gc", [True, False])
+def test_compile_pauses_the_collector_only_when_configured(tiny_vocab: Vocabulary, pause_gc: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[bool] = []
+    compiler = GrammarCompiler(tiny_vocab, CompilerConfig(pause_gc=pause_gc))
+    real = compiler._compile_now
+
+    def spy(constraint: Constraint) -> object:
+        seen.append(gc.isenabled())
+        return real(constraint)
+
+    monkeypatch.setattr(compiler, "_compile_now", spy)
+    assert gc.isenabled()
+    compiler.compile(Constraint.regex("ab+"))
+    assert seen == [not pause_gc]
+    assert gc.isenabled()
+    with pytest.raises(GrammarCompileError, match="empty language"):  # a failing compile restores it too
+        compiler.compile(Constraint.json_schema({"type": "integer", "minimum": 5, "maximum": 1}))
+    assert gc.isenabled()

@@ -310,6 +310,7 @@ WALK_CONSTRAINTS = [
     r"[^\n]*(\n[a-c]+)?",
     r"[a-z ]{0,12}(, [0-9]+)?",
     r'"([^"\\]|\\["\\/bfnrt])*"',
+    r"([a-zA-Z0-9 .,;:!?()'-]|é|ü|中|\\[nt])*(; [0-9]+)?",  # a loop with UTF-8 and escape excursions (a body)
 ]
 
 
@@ -337,7 +338,9 @@ def test_compiled_walk_matches_numpy_walk(vocab_name: str, tiny_vocab: Vocabular
             assert bits_c.dtype == np.uint32 and bits_c.shape == ((vocab.size + 31) // 32,)
             np.testing.assert_array_equal(bits_c, bits_r)
             np.testing.assert_array_equal(ends_c, ends_r)
-            # without `ends` the C walk skips subtrees of bytes the state loops on (pre-set bits)
+            # without `ends` the C walk skips subtrees of bytes the state loops on (pre-set bits);
+            # without `reached` too, the packed bits-only walk also skips its body subtrees
+            np.testing.assert_array_equal(compiled.mask_bits(dfa, state), bits_r)
             reached = np.zeros(dfa.max_states, dtype=np.uint8)
             np.testing.assert_array_equal(compiled.mask_bits(dfa, state, reached=reached), bits_r)
             assert set(np.flatnonzero(reached).tolist()) == set(ends_r[ends_r != 0].tolist())
@@ -346,6 +349,79 @@ def test_compiled_walk_matches_numpy_walk(vocab_name: str, tiny_vocab: Vocabular
             if not live.size:
                 break
             state = int(ends_c[rng.choice(live)])
+
+
+def test_body_skip_matches_the_walk_and_falls_back(gpt2_vocab: Vocabulary, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A JSON string's loop state: the body (its UTF-8 and escape excursions) is found, its
+    tokens are pre-set once per automaton shape, and the bits equal a plain walk's; with the
+    body capped below its size the loop bytes alone are used, with the same bits."""
+    from structgen.fsm import vocab as vocab_module
+    from structgen.fsm.vocab import VocabTrie, compiled_walk_available
+
+    if not compiled_walk_available():
+        pytest.skip("the C trie walk was not built (no compiler at install)")
+    trie = VocabTrie(gpt2_vocab.token_bytes, gpt2_vocab.special_ids)
+    node, _ = schema_to_ir({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}, "required": ["a", "b"]})
+    dfa = compile_lazy(node)
+    states = [dfa.walk(dfa.initial, b'{"a": "'), dfa.walk(dfa.initial, b'{"a": "x", "b": "')]
+    for s in states:
+        ends = np.zeros(gpt2_vocab.size, dtype=np.int32)
+        plain = trie.mask_bits(dfa, s, ends=ends)  # the general walk, no skips
+        row = np.asarray(dfa.expand(s))
+        loop_bytes = row[np.asarray(dfa.class_of_byte)] == s
+        body, _preset = trie._body(dfa, s, row, loop_bytes)
+        assert body[0x80:].all() and body[ord("\\")] and not body[ord('"')]  # UTF-8 and escapes, never the quote
+        assert body.sum() > loop_bytes.sum()
+        np.testing.assert_array_equal(trie.mask_bits(dfa, s), plain)
+    assert len(trie._body_cache) == 1  # both strings' bodies have one shape: one body walk
+    monkeypatch.setattr(vocab_module, "BODY_MAX_STATES", 1)
+    row = np.asarray(dfa.expand(states[0]))
+    loop_bytes = row[np.asarray(dfa.class_of_byte)] == states[0]
+    body, _ = trie._body(dfa, states[0], row, loop_bytes)
+    np.testing.assert_array_equal(body, loop_bytes)
+    np.testing.assert_array_equal(
+        trie.mask_bits(dfa, states[0]), trie.mask_bits(dfa, states[0], ends=np.zeros(gpt2_vocab.size, dtype=np.int32))
+    )
+
+
+def test_packed_walk_helpers_refuse_bad_buffers() -> None:
+    """walk_bits, pack_nodes, subtree_within and body_shape raise ValueError on inconsistent
+    buffers instead of reading out of bounds."""
+    from structgen.fsm.vocab import PACKED_NODE, VocabTrie, compiled_walk_available
+
+    if not compiled_walk_available():
+        pytest.skip("the C trie walk was not built (no compiler at install)")
+    from structgen.fsm import _trie_walk
+
+    tokens = [b"", b"a", b"ab", b"b"]
+    trie = VocabTrie(tokens, frozenset({0}))
+    dfa = compile_lazy(regex_to_ir(r"ab?"))
+    nodes = trie.packed_nodes(trie_order=False).view(np.uint8)
+    cob = dfa.class_of_byte.astype(np.int32)
+    stack = np.zeros(trie.max_depth + 1, dtype=np.int32)
+    bits = np.zeros(1, np.uint32)
+    pos = _trie_walk.walk_bits(dfa.table, dfa.num_classes, cob, nodes, dfa.initial, 0, stack, bits)  # well-formed
+    assert pos == -1 or 0 <= pos < len(trie.pre_byte)
+    with pytest.raises(ValueError, match="inconsistent"):
+        _trie_walk.walk_bits(dfa.table, dfa.num_classes, cob, nodes[:-1], dfa.initial, 0, stack, bits)
+    with pytest.raises(ValueError, match="inconsistent"):
+        _trie_walk.walk_bits(dfa.table, dfa.num_classes, cob, nodes, dfa.table.shape[0], 0, stack, bits)
+    with pytest.raises(ValueError, match="go together"):
+        _trie_walk.walk_bits(dfa.table, dfa.num_classes, cob, nodes, dfa.initial, 0, stack, bits, None, np.zeros(3, np.uint8))
+    with pytest.raises(ValueError, match="class_of_byte out of range"):
+        _trie_walk.walk_bits(dfa.table, dfa.num_classes, np.full(256, 99, np.int32), nodes, dfa.initial, 0, stack, bits)
+    bad = np.zeros(len(trie.pre_byte), dtype=PACKED_NODE)
+    with pytest.raises(ValueError, match="pack_nodes"):  # a depth of 0 and a skip of 0
+        _trie_walk.pack_nodes(trie.pre_byte, np.zeros_like(trie.pre_depth), trie.pre_skip, trie.pre_token, bad.view(np.uint8))
+    with pytest.raises(ValueError, match="subtree_within"):
+        _trie_walk.subtree_within(trie.pre_byte, trie.pre_skip, np.zeros(255, np.uint8), np.zeros(len(trie.pre_byte), np.uint8))
+    with pytest.raises(ValueError, match="body_shape"):
+        _trie_walk.body_shape(dfa.table, dfa.num_classes, np.ones(dfa.num_classes, np.uint8), 0, np.zeros((4, dfa.num_classes), np.int32))
+    # a packed walk that meets an unexpanded state returns its position, as walk does
+    fresh = compile_lazy(regex_to_ir(r"ab?"))
+    got = np.zeros(1, np.uint32)
+    trie._walk_bits(fresh, fresh.initial, got, trie.packed_nodes(trie_order=False), None, None)
+    assert {t for t in range(len(tokens)) if got[0] >> t & 1} == {1, 2}
 
 
 def test_compiled_walk_duplicate_tokens_and_bad_buffers() -> None:
