@@ -131,6 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="stop each compile's eager rows this many seconds after it began (CompilerConfig.precompute_budget_s)",
     )
+    conf.add_argument(
+        "--no-pause-gc",
+        dest="pause_gc",
+        action="store_false",
+        help="leave the garbage collector on during compiles (CompilerConfig.pause_gc=False; for A/B runs)",
+    )
     conf.add_argument("--out", default="benchmarks/results")
     return parser
 
@@ -419,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
                 workers=args.workers,
                 precompute_states=args.precompute_states,
                 precompute_budget_s=args.precompute_budget_s,
+                pause_gc=args.pause_gc,
                 command="structgen " + shlex.join(argv),
             )
         except (FileNotFoundError, ValueError) as e:

@@ -251,7 +251,13 @@ TIMED_TOKENS = 64  # per schema: the first accepted instance's first 64 tokens a
 
 
 def _init_worker(
-    tokenizer: str, timeout_s: float, max_states: int, samples: int, precompute_states: int = 0, precompute_budget_s: float | None = None
+    tokenizer: str,
+    timeout_s: float,
+    max_states: int,
+    samples: int,
+    precompute_states: int = 0,
+    precompute_budget_s: float | None = None,
+    pause_gc: bool = True,
 ) -> None:
     import jsonschema  # noqa: F401 - its format checkers take seconds to import; not per schema
 
@@ -267,6 +273,7 @@ def _init_worker(
                 cache_size=2,
                 precompute_states=precompute_states,
                 precompute_budget_s=precompute_budget_s,
+                pause_gc=pause_gc,
             ),
         ),
         samples=samples,
@@ -488,7 +495,8 @@ def render_markdown(meta: dict[str, Any], suites: dict[str, dict[str, Any]]) -> 
         f"- machine: {meta['machine']}",
         f"- commit: {meta['commit']}, date: {meta['date']}",
         f"- limits: timeout_s={meta['timeout_s']}, max_states={meta['max_states']}, "
-        f"precompute_states={meta.get('precompute_states', 0)}, precompute_budget_s={meta.get('precompute_budget_s')}; "
+        f"precompute_states={meta.get('precompute_states', 0)}, precompute_budget_s={meta.get('precompute_budget_s')}, "
+        f"pause_gc={meta.get('pause_gc', False)}; "
         f"{meta['samples']} random samples per compiled schema",
         "",
         "| suite | schemas | compiled | passing | unsupported | errors | unsound (instances) | unsound (samples) "
@@ -547,13 +555,15 @@ def run(
     workers: int = 2,
     precompute_states: int = 0,
     precompute_budget_s: float | None = None,
+    pause_gc: bool = True,
     command: str = "",
     progress: bool = True,
 ) -> dict[str, Any]:
     """Run the suites and write ``conformance-<tokenizer>.{json,md}`` under ``out_dir``.
     ``precompute_states``: :class:`~structgen.fsm.compiler.CompilerConfig`'s (rows computed
     in the compile, so within the first-mask time; 0 = lazy rows, computed on the first
-    walk); ``precompute_budget_s``: its time limit per compile (s, None: ``timeout_s``).
+    walk); ``precompute_budget_s``: its time limit per compile (s, None: ``timeout_s``);
+    ``pause_gc``: its garbage-collector pause during compiles.
     Raises ``ValueError`` for bad limits (before any worker starts) and
     ``FileNotFoundError`` when no suite folder holds schemas."""
     CompilerConfig(
@@ -575,7 +585,7 @@ def run(
     with ctx.Pool(
         workers,
         initializer=_init_worker,
-        initargs=(tokenizer, timeout_s, max_states, samples, precompute_states, precompute_budget_s),
+        initargs=(tokenizer, timeout_s, max_states, samples, precompute_states, precompute_budget_s, pause_gc),
         maxtasksperchild=500,
     ) as pool:
         for r in tqdm(pool.imap_unordered(run_item, items, chunksize=4), total=len(items), disable=not progress, desc="schemas"):
@@ -596,6 +606,7 @@ def run(
         "max_states": max_states,
         "precompute_states": precompute_states,
         "precompute_budget_s": precompute_budget_s,
+        "pause_gc": pause_gc,
         "samples": samples,
         "maskbench_limit": maskbench_limit,
     }
