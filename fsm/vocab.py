@@ -477,8 +477,7 @@ class VocabTrie:
             row = dfa.expand(int(state))  # [C] next state per byte class
             loop_bytes = np.asarray(row)[cob] == state  # [256]
             if int(loop_bytes.sum()) >= LOOP_SKIP_MIN_BYTES:
-                loop = np.packbits(loop_bytes, bitorder="little").view("<u8").copy()  # [4]
-                if reached is None:  # the fast walk: bits only, over packed nodes
+                if reached is None:  # the fast walk: bits only, over packed nodes, skipping the body
                     body, preset = self._body(dfa, int(state), np.asarray(row), loop_bytes)
                     bits = preset.copy()
                     lflag = np.zeros(self.max_depth + 1, dtype=np.uint8)
@@ -486,6 +485,7 @@ class VocabTrie:
                     self._walk_bits(dfa, int(state), bits, self.packed_nodes(trie_order=False), None, fast)
                     self._add_duplicates(bits, None)
                     return bits
+                loop = np.packbits(loop_bytes, bitorder="little").view("<u8").copy()  # [4]
                 bits = self.loop_tokens(loop).copy()
                 if bits.any():
                     reached[state] = 1
@@ -502,9 +502,10 @@ class VocabTrie:
         """The body of a loop state for the fast walk's subtree skip: ``(body bytes bool [256],
         uint32 [W] the tokens spelled only with body bytes that ``state`` allows)``.
 
-        The body bytes are the bytes ``state`` loops on plus, where the sub-automaton they
-        reach stays within ``BODY_MAX_STATES`` states, its live bytes ≥ 0x80 and ``\\`` (a
-        JSON string's UTF-8 sequences and escapes: excursions that end back in the loop).
+        The body bytes are the bytes ``state`` loops on plus every byte ≥ 0x80 and, if live,
+        ``\\`` (a JSON string's UTF-8 sequences and escapes: excursions that end back in the
+        loop), as long as the sub-automaton they reach from ``state`` has at most
+        ``BODY_MAX_STATES`` states; else without ``\\``; else the loop bytes alone.
         Any byte set is sound: a trie subtree made of body bytes, reached by body bytes, is
         judged by the body automaton alone (the automaton restricted to body bytes from
         ``state``), whose allowed tokens are computed once per automaton shape
@@ -514,11 +515,10 @@ class VocabTrie:
         cob = np.asarray(dfa.class_of_byte)
         live_class = row != DEAD_STATE  # [C]
         loop_class = row == state  # [C]
-        high = np.zeros(len(row), dtype=bool)
+        high = np.zeros(len(row), dtype=bool)  # [C] continuation bytes too: dead from ``state``, live inside a sequence
         high[cob[0x80:]] = True
-        extra = high  # continuation bytes too: dead from ``state``, live inside a sequence
         for with_escape in (True, False):
-            sigma = loop_class | extra  # [C] body classes
+            sigma = loop_class | high  # [C] body classes
             if with_escape:
                 sigma = sigma.copy()
                 sigma[cob[0x5C]] |= bool(live_class[cob[0x5C]])
