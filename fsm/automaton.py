@@ -15,6 +15,7 @@ raises :class:`GrammarTimeoutError` / :class:`GrammarCompileError` naming the li
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -1186,7 +1187,7 @@ class LazyDFA:
         n0, n1 = self._nfa_dist_n, len(self.eps)
         dist = self._nfa_dist
         dist.extend([NO_PATH] * (n1 - n0))
-        rev: dict[int, list[tuple[int, int]]] = {}  # new state -> [(new predecessor, cost)]
+        rev: defaultdict[int, list[tuple[int, int]]] = defaultdict(list)  # new state -> [(new predecessor, cost)]
         heap: list[tuple[int, int]] = []
         pending = self.builder.pending
         shortest = self.builder.shortest
@@ -1199,28 +1200,19 @@ class LazyDFA:
             best = dist[q]
             for r in eps[q]:
                 if r >= n0:
-                    got = rev.get(r)
-                    if got is None:
-                        rev[r] = [(q, 0)]
-                    else:
-                        got.append((q, 0))
+                    rev[r].append((q, 0))
                 elif dist[r] < best:
                     best = dist[r]
-            for e in edges[q]:
-                r = e[2]
+            for _lo, _hi, r in edges[q]:
                 if r >= n0:
-                    got = rev.get(r)
-                    if got is None:
-                        rev[r] = [(q, 1)]
-                    else:
-                        got.append((q, 1))
+                    rev[r].append((q, 1))
                 elif dist[r] + 1 < best:
                     best = dist[r] + 1
             stub = pending.get(q)
             if stub is not None:
                 r, cost = stub[1], shortest(stub[0])
                 if r >= n0:
-                    rev.setdefault(r, []).append((q, cost))
+                    rev[r].append((q, cost))
                 elif dist[r] + cost < best:
                     best = dist[r] + cost
             if best < dist[q]:

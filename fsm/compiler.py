@@ -198,6 +198,8 @@ class CompilerConfig:
             raise ValueError("cache_size must be >= 0 and workers >= 1")
         if self.precompute_states < 0:
             raise ValueError(f"precompute_states must be >= 0, got {self.precompute_states}")
+        if not isinstance(self.pause_gc, bool):
+            raise ValueError(f"pause_gc must be a bool, got {self.pause_gc!r}")
         if self.precompute_budget_s is not None and not self.precompute_budget_s > 0:
             raise ValueError(f"precompute_budget_s must be > 0 or None, got {self.precompute_budget_s}")
 

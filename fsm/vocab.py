@@ -312,6 +312,13 @@ def compiled_walk_available() -> bool:
     return _c_walk is not None
 
 
+def _check_byte_set(loop: Any) -> None:
+    """Raise ``ValueError`` unless ``loop`` is a 256-bit set, ``uint64 [4]``."""
+    if not isinstance(loop, np.ndarray) or loop.dtype != np.uint64 or loop.shape != (4,):
+        what = f"{loop.dtype} {list(loop.shape)}" if isinstance(loop, np.ndarray) else type(loop).__name__
+        raise ValueError(f"a byte set must be uint64 [4] (256 bits), got {what}")
+
+
 class _TableDFA:
     """A complete automaton over raw bytes for the walk (``table int32 [n, 256]``, row 0 dead;
     nothing to expand)."""
@@ -517,18 +524,13 @@ class VocabTrie:
         loop_class = row == state  # [C]
         high = np.zeros(len(row), dtype=bool)  # [C] continuation bytes too: dead from ``state``, live inside a sequence
         high[cob[0x80:]] = True
-        for with_escape in (True, False):
-            sigma = loop_class | high  # [C] body classes
-            if with_escape:
-                sigma = sigma.copy()
-                sigma[cob[0x5C]] |= bool(live_class[cob[0x5C]])
-            if not (sigma & ~loop_class).any():
-                break
+        plain = loop_class | high  # [C] body classes
+        escape = plain.copy()
+        escape[cob[0x5C]] |= bool(live_class[cob[0x5C]])
+        for sigma in (escape, plain) if (escape != plain).any() else (plain,):
             shape = self._body_shape(dfa, state, sigma)
-            if shape is None:
-                continue
-            body = sigma[cob]  # [256]
-            return body, self.body_tokens(shape)
+            if shape is not None:
+                return sigma[cob], self.body_tokens(shape)
         loop = np.packbits(loop_bytes, bitorder="little").view("<u8").copy()  # [4]
         return loop_bytes, self.loop_tokens(loop)
 
@@ -550,7 +552,20 @@ class VocabTrie:
     def body_tokens(self, table: np.ndarray) -> np.ndarray:
         """``uint32 [W]`` bitmask of the tokens that the body automaton ``table`` (``int32
         [n + 1, 256]``, :meth:`_body_shape`) allows from its state 1, every byte of them inside
-        the body.  Cached per table (read-only result)."""
+        the body.  Cached per table (read-only result).  Raises ``ValueError`` for a table that is
+        not ``int32 [n + 1, 256]`` with a dead row 0, n ≥ 1 and targets in ``0..n``."""
+        if (
+            not isinstance(table, np.ndarray)
+            or table.dtype != np.int32
+            or table.ndim != 2
+            or table.shape[1] != 256
+            or table.shape[0] < 2
+            or table[0].any()
+            or table.min() < 0
+            or table.max() >= table.shape[0]
+        ):
+            what = f"{table.dtype} {list(table.shape)}" if isinstance(table, np.ndarray) else type(table).__name__
+            raise ValueError(f"a body table must be int32 [n + 1, 256], row 0 dead, targets in 0..n; got {what}")
         return self._memo("_body_cache", table.tobytes(), LOOP_TOKENS_CACHE, lambda: self._body_walk(table))
 
     def _body_walk(self, table: np.ndarray) -> np.ndarray:
@@ -725,7 +740,9 @@ class VocabTrie:
     def loop_within(self, loop: np.ndarray) -> np.ndarray:
         """``uint8 [N-1]`` per preorder node, 1 when its subtree uses only bytes of ``loop``
         (``uint64 [4]``, a 256-bit set): the subtrees the loop-skip of the compiled walk jumps
-        over.  Cached per set (read-only result)."""
+        over.  Cached per set (read-only result).  Raises ``ValueError`` for a set that is not
+        ``uint64 [4]``."""
+        _check_byte_set(loop)
         return self._memo("_within_cache", loop.tobytes(), LOOP_WITHIN_CACHE, lambda: self._within(loop))
 
     def _within(self, loop: np.ndarray) -> np.ndarray:
@@ -738,7 +755,9 @@ class VocabTrie:
     def loop_tokens(self, loop: np.ndarray) -> np.ndarray:
         """``uint32 [W]`` bitmask of the tokens made only of the bytes in ``loop`` (``uint64
         [4]``, a 256-bit set): from a state that loops to itself on exactly those bytes, these
-        tokens are allowed and end where they started.  Cached per set (read-only result)."""
+        tokens are allowed and end where they started.  Cached per set (read-only result).
+        Raises ``ValueError`` for a set that is not ``uint64 [4]``."""
+        _check_byte_set(loop)
         return self._memo("_loop_cache", loop.tobytes(), LOOP_TOKENS_CACHE, lambda: self._loop_walk(loop))
 
     def _loop_walk(self, loop: np.ndarray) -> np.ndarray:

@@ -567,7 +567,11 @@ def run(
     Raises ``ValueError`` for bad limits (before any worker starts) and
     ``FileNotFoundError`` when no suite folder holds schemas."""
     CompilerConfig(
-        timeout_s=timeout_s, max_states=max_states, precompute_states=precompute_states, precompute_budget_s=precompute_budget_s
+        timeout_s=timeout_s,
+        max_states=max_states,
+        precompute_states=precompute_states,
+        precompute_budget_s=precompute_budget_s,
+        pause_gc=pause_gc,
     )  # validates the limits
     if workers < 1 or samples < 0:
         raise ValueError(f"workers must be >= 1 and samples >= 0, got workers={workers}, samples={samples}")

@@ -55,3 +55,11 @@ def test_conformance_bad_limits_are_a_clear_error(
     assert main([*argv, "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_conformance_run_checks_pause_gc(tmp_path: Path) -> None:
+    from structgen.conformance import run
+
+    with pytest.raises(ValueError, match="pause_gc must be a bool"):
+        run(tokenizer=GPT2_DIR, suites=["maskbench"], test_suite_root=None, maskbench_root=str(tmp_path), out_dir=str(tmp_path),
+            pause_gc="off")  # type: ignore[arg-type]  # fmt: skip

@@ -108,6 +108,9 @@ def test_config_validation() -> None:
     for bad in (0.0, -1.0):
         with pytest.raises(ValueError, match="precompute_budget_s"):
             CompilerConfig(precompute_budget_s=bad)
+    for bad_flag in ("no", 0, None):
+        with pytest.raises(ValueError, match="pause_gc must be a bool"):
+            CompilerConfig(pause_gc=bad_flag)  # type: ignore[arg-type]
 
 
 def test_precompute_states_makes_rows_eager(tiny_vocab: Vocabulary) -> None:

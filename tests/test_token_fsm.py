@@ -417,6 +417,17 @@ def test_packed_walk_helpers_refuse_bad_buffers() -> None:
         _trie_walk.subtree_within(trie.pre_byte, trie.pre_skip, np.zeros(255, np.uint8), np.zeros(len(trie.pre_byte), np.uint8))
     with pytest.raises(ValueError, match="body_shape"):
         _trie_walk.body_shape(dfa.table, dfa.num_classes, np.ones(dfa.num_classes, np.uint8), 0, np.zeros((4, dfa.num_classes), np.int32))
+    # the Python entry points name what is wrong
+    with pytest.raises(ValueError, match=r"byte set must be uint64 \[4\]"):
+        trie.loop_within(np.zeros(4, np.uint32))
+    with pytest.raises(ValueError, match=r"byte set must be uint64 \[4\]"):
+        trie.loop_tokens(np.zeros(3, np.uint64))
+    good = np.zeros((2, 256), np.int32)
+    good[1, ord("a")] = 1
+    assert trie.body_tokens(good)[0] >> 1 & 1  # token 1 (b"a") loops in the body
+    for table in (good.astype(np.int64), good[:1], np.ones((2, 256), np.int32), good * 5, good[:, :255].copy(), [[0] * 256]):
+        with pytest.raises(ValueError, match="body table must be int32"):
+            trie.body_tokens(table)  # type: ignore[arg-type]
     # a packed walk that meets an unexpanded state returns its position, as walk does
     fresh = compile_lazy(regex_to_ir(r"ab?"))
     got = np.zeros(1, np.uint32)
