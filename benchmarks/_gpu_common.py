@@ -4,36 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import shlex
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from structgen.bench.common import run_meta  # noqa: F401 (re-exported for the scripts)
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-
-
-def run_meta() -> dict[str, Any]:
-    """Machine, commit and command of this run (``STRUCTGEN_COMMIT`` overrides git, for copies
-    of the tree without .git)."""
-    commit = (
-        os.environ.get("STRUCTGEN_COMMIT")
-        or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
-    )
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
-    return {
-        "machine": f"{gpu}; {os.cpu_count()} CPU cores; {platform.platform()}",
-        "commit": commit or "?",
-        "command": "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]]),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "date": time.strftime("%Y-%m-%d"),
-    }
 
 
 def copy_bandwidth(device: torch.device, nbytes: int = 4 << 30, iters: int = 20) -> float:
@@ -59,8 +38,8 @@ def copy_bandwidth(device: torch.device, nbytes: int = 4 << 30, iters: int = 20)
 def decode_bytes_read(runner: Any, batch: int, kv_tokens: int) -> int:
     """HBM bytes one decode step of ``batch`` requests reads, each over ``kv_tokens`` tokens of
     KV: every parameter except the embedding table, ``batch`` embedding rows, and the KV
-    (``runner``: a :class:`~structgen.model_runner.ModelRunner`)."""
-    from structgen.memory import kv_bytes_per_token
+    (``runner``: a :class:`~structgen.engine.model_runner.ModelRunner`)."""
+    from structgen.runtime.memory import kv_bytes_per_token
 
     model = runner.model
     m = model.args

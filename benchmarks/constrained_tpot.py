@@ -19,22 +19,19 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _gpu_common import HERE, ROOT, run_meta, write_results
 
 from structgen import Constraint, Engine, EngineConfig, GenerateRequest, SamplingParams
-from structgen.memory import MemoryConfig
+from structgen.engine import SchedulerConfig
+from structgen.engine.observer import StepObserver, StepPhases
+from structgen.engine.scheduler import ScheduledBatch
 from structgen.models import write_preset_folder
+from structgen.runtime.memory import MemoryConfig
 
 FIELDS = ["name", "company", "street", "city", "country", "email", "title", "department", "manager", "project", "team", "notes"]
 SCHEMA = {
@@ -45,17 +42,16 @@ SCHEMA = {
 }
 
 
-def _timed(obj: Any, name: str, acc: dict[str, float]) -> None:
-    fn: Callable[..., Any] = getattr(obj, name)
+class PhaseTimes(StepObserver):
+    """Sums each engine step's phase seconds (host clock, no device sync: the overlap scheduler
+    stays on)."""
 
-    def wrapper(*a: Any, **k: Any) -> Any:
-        t = time.perf_counter()
-        try:
-            return fn(*a, **k)
-        finally:
-            acc[name] += time.perf_counter() - t
+    def __init__(self) -> None:
+        self.acc: dict[str, float] = defaultdict(float)
 
-    setattr(obj, name, wrapper)
+    def on_step(self, batch: ScheduledBatch | None, forward_kind: str | None, phases: StepPhases) -> None:
+        for name, seconds in phases._asdict().items():
+            self.acc[name.removesuffix("_s")] += seconds
 
 
 def run_mode(engine: Engine, batch: int, constrained: bool, jump_forward: bool, max_tokens: int, tag: str) -> dict[str, float]:
@@ -98,7 +94,7 @@ def main() -> None:
     ap.add_argument("--batches", default="1,64")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=5, help="measured runs per mode, modes interleaved; TPOT is their median")
-    ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--out", default=str(HERE / "results" / "decode"))
     args = ap.parse_args()
     if args.repeats < 1:
         ap.error(f"--repeats must be >= 1, got {args.repeats}")
@@ -107,14 +103,13 @@ def main() -> None:
         write_preset_folder(args.config, tmp, tokenizer_dir=args.tokenizer)
         cfg = EngineConfig(
             device="cuda", dtype="bfloat16", random_weights_seed=0, cuda_graph_max_bs=max(batches),
-            memory=MemoryConfig(max_total_tokens=max(batches) * 512, max_running_requests=max(batches), max_context=1024),
+            memory=MemoryConfig(max_total_tokens=max(batches) * 512, max_context=1024),
+            scheduler=SchedulerConfig(max_running_requests=max(batches)),
         )  # fmt: skip
         engine = Engine(tmp, cfg)
-    acc: dict[str, float] = defaultdict(float)
-    _timed(engine.scheduler, "schedule", acc)
-    _timed(engine.runner, "forward", acc)
-    _timed(engine.scheduler.sampler, "launch", acc)
-    _timed(engine.scheduler, "process_results", acc)
+    phases = PhaseTimes()
+    engine.observe(phases)
+    acc = phases.acc
     modes = [("unconstrained", False, False), ("constrained, jump-forward off", True, False), ("constrained, jump-forward on", True, True)]
     rows: list[list[object]] = []
     for b in batches:
@@ -131,14 +126,12 @@ def main() -> None:
         for name, _c, _j in modes:
             tp = [r["tpot_ms"] for r, _ in runs[name]]
             last = runs[name][-1][0]
-            per_step = {
-                k: statistics.mean(a.get(k, 0.0) for _, a in runs[name]) for k in ("schedule", "forward", "launch", "process_results")
-            }
+            per_step = {k: statistics.mean(a.get(k, 0.0) for _, a in runs[name]) for k in ("schedule", "forward", "sample", "process")}
             rows.append([
                 b, name, round(statistics.median(tp), 3), round(statistics.median(tp) / base, 3), f"{min(tp):.3f}–{max(tp):.3f}",
                 round(last["tokens"], 1), round(last["forced"], 1), round(last["finish_length"], 2), round(last["graph_share"], 2),
                 round(statistics.mean(r["step_ms"] for r, _ in runs[name]), 3), round(per_step["schedule"], 3),
-                round(per_step["forward"], 3), round(per_step["launch"], 3), round(per_step["process_results"] - per_step["launch"], 3),
+                round(per_step["forward"], 3), round(per_step["sample"], 3), round(per_step["process"], 3),
             ])  # fmt: skip
             print(rows[-1], flush=True)
     meta = run_meta()

@@ -23,19 +23,15 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _gpu_common import HERE, copy_bandwidth, run_meta, write_results
 from structgen.kernels.linear_triton import GemvConfig, gemv_triton
 
@@ -345,7 +341,7 @@ def bench_prefetch(rows: list[list[Any]], dev: torch.device) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sections", default="gemv,attention,decode_attn,rope_kv,prefetch")
-    ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--out", default=str(HERE / "results" / "decode"))
     args = ap.parse_args()
     dev = torch.device("cuda")
     bw = copy_bandwidth(dev)

@@ -16,21 +16,19 @@ import argparse
 import cProfile
 import pstats
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _gpu_common import HERE, apply_gemv_overrides, copy_bandwidth, decode_bytes_read, run_meta, write_results
 
-from structgen.attention import ForwardBatch
-from structgen.flashinfer_backend import DECODE_KERNELS
-from structgen.memory import MemoryConfig
-from structgen.model_runner import ModelRunner
+from structgen.engine import EngineConfig, SchedulerConfig
+from structgen.engine.model_runner import ModelRunner
 from structgen.models import write_preset_folder
+from structgen.runtime.attention import ForwardBatch
+from structgen.runtime.flashinfer_backend import DECODE_KERNELS
+from structgen.runtime.memory import MemoryConfig
 
 
 def _profile(graph: torch.cuda.CUDAGraph) -> list[str]:
@@ -88,7 +86,7 @@ def main() -> None:
     ap.add_argument(
         "--gemv", default="", help="projection kernels at M = 1, e.g. qkv=dot:32:256:4:4,down=cublas (default: the tuned table)"
     )
-    ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--out", default=str(HERE / "results" / "decode"))
     args = ap.parse_args()
     try:
         gemv_applied = apply_gemv_overrides(args.gemv, args.config)
@@ -107,13 +105,13 @@ def main() -> None:
     extra = 2 * args.steps + args.warmup + 1  # the timed steps, then as many profiled ones
     with tempfile.TemporaryDirectory() as tmp:
         write_preset_folder(args.config, tmp)
-        mem = MemoryConfig(max_total_tokens=max_b * (max_l + extra) + 16, max_running_requests=graph_bs, max_context=max_l + extra)
+        mem = MemoryConfig(max_total_tokens=max_b * (max_l + extra) + 16, max_context=max_l + extra)
         t0 = time.perf_counter()
-        runner = ModelRunner(
-            tmp, mem, device=device, dtype="bfloat16", attention_backend="flashinfer", cuda_graph=not args.no_cuda_graph,
+        runner = ModelRunner(tmp, EngineConfig(
+            device=str(device), dtype="bfloat16", attention_backend="flashinfer", cuda_graph=not args.no_cuda_graph,
             cuda_graph_max_bs=graph_bs, cuda_graph_max_extend_tokens=args.extend_graph_tokens, random_weights_seed=0,
-            decode_kernel=args.decode_kernel,
-        )  # fmt: skip
+            decode_kernel=args.decode_kernel, memory=mem, scheduler=SchedulerConfig(max_running_requests=graph_bs),
+        ))  # fmt: skip
         load_s = time.perf_counter() - t0
     model = runner.model
     m = model.args

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,6 @@ from typing import Any
 import jsonschema
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
 
 def field_matches(expected: dict[str, Any], got: Any) -> tuple[int, int]:
@@ -193,7 +191,7 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="model folder (default: the embedded demo model)")
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--out", default=str(HERE / "results" / "demo-model"))
     ap.add_argument("--field-em-only", action="store_true", help="print the batched held-out field exact match and exit")
     ap.add_argument("--misses", action="store_true", help="with --field-em-only: print every missed field first")
     args = ap.parse_args()

@@ -3,7 +3,7 @@
 1. radix: 32 requests sharing a 512-token prefix; prompt tokens computed by prefill with the
    radix cache on vs off (target: ≥ 90% fewer with it on).
 2. jump-forward: SGLang's ``json_jump_forward`` character regex over the 50 names of
-   ``structgen/assets/bench/harry_potter_names.txt``; model forwards with jump-forward on vs
+   ``structgen/bench/data/harry_potter_names.txt``; model forwards with jump-forward on vs
    off (target: ≥ 40% fewer), forced-token share, wall time.
 
 Usage: ``python benchmarks/engine_cpu.py [--out benchmarks/results] [--names FILE]``.
@@ -15,9 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import shlex
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,10 +24,13 @@ from typing import Any
 import torch
 
 from structgen import Constraint, Engine, EngineConfig, GenerateRequest, SamplingParams
-from structgen.bench_json import ASSETS, CHARACTER_REGEX
-from structgen.memory import MemoryConfig
-from structgen.models.presets import write_random_gpt2_checkpoint
-from structgen.scheduler import SchedulerConfig
+from structgen.bench.common import run_meta
+from structgen.bench.workloads import ASSETS, CHARACTER_REGEX
+from structgen.engine.scheduler import SchedulerConfig
+from structgen.models.presets import write_random_preset_checkpoint
+from structgen.runtime.memory import MemoryConfig
+
+GPT2_DIR = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "gpt2"
 
 
 def _engine(path: str, **sched: Any) -> Engine:
@@ -38,8 +38,8 @@ def _engine(path: str, **sched: Any) -> Engine:
         path,
         EngineConfig(
             device="cpu",
-            memory=MemoryConfig(max_total_tokens=65536, max_context=2048, max_running_requests=64),
-            scheduler=SchedulerConfig(**sched),
+            memory=MemoryConfig(max_total_tokens=65536, max_context=2048),
+            scheduler=SchedulerConfig(max_running_requests=64, **sched),
         ),
     )
 
@@ -103,23 +103,20 @@ def bench_jump_forward(path: str, names: list[str]) -> dict[str, Any]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--out", default="benchmarks/results/engine-cpu")
     ap.add_argument("--names", default=str(ASSETS / "harry_potter_names.txt"))
+    ap.add_argument("--tokenizer", default=str(GPT2_DIR), help="GPT-2 tokenizer folder (default: the test fixture)")
     args = ap.parse_args()
     if not os.path.isfile(args.names):
         print(f"names file {args.names!r} not found", file=sys.stderr)
         return 2
     names = [line.strip() for line in Path(args.names).read_text().splitlines() if line.strip()]
-    path = str(write_random_gpt2_checkpoint("llama-gpt2-small", tempfile.mkdtemp(prefix="structgen-engine-bench-")))
+    path = str(write_random_preset_checkpoint("llama-gpt2-small", tempfile.mkdtemp(prefix="structgen-engine-bench-"), args.tokenizer))
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     radix = bench_radix(path)
     jf = bench_jump_forward(path, names)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     meta = {
-        "command": "python " + shlex.join(sys.argv),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, CPU only, torch {torch.__version__}",
-        "commit": commit,
-        "date": time.strftime("%Y-%m-%d"),
+        **run_meta(),
         "model": "preset llama-gpt2-small: seeded random-weight Llama (2 layers, hidden 128), GPT-2 tokenizer, float32",
     }
     result = {"meta": meta, "radix": radix, "jump_forward": jf}

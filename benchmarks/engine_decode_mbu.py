@@ -24,20 +24,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _gpu_common import HERE, ROOT, apply_gemv_overrides, copy_bandwidth, decode_bytes_read, run_meta, write_results
 
 from structgen import Constraint, Engine, EngineConfig, GenerateRequest, SamplingParams
-from structgen.memory import MemoryConfig
+from structgen.engine import SchedulerConfig
 from structgen.models import write_preset_folder
+from structgen.runtime.memory import MemoryConfig
 
 MODES = [("sync", False, False), ("overlap", True, False), ("overlap, constrained", True, True)]
 
@@ -155,7 +152,7 @@ def main() -> None:
     ap.add_argument(
         "--gemv", default="", help="projection kernels at M = 1, e.g. qkv=dot:32:256:4:4,down=cublas (default: the tuned table)"
     )
-    ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--out", default=str(HERE / "results" / "decode"))
     args = ap.parse_args()
     try:
         gemv_applied = apply_gemv_overrides(args.gemv, args.config)
@@ -174,8 +171,8 @@ def main() -> None:
         write_preset_folder(args.config, tmp, tokenizer_dir=args.tokenizer)
         cfg = EngineConfig(
             device="cuda", dtype="bfloat16", random_weights_seed=0, cuda_graph_max_bs=max_bs,
-            memory=MemoryConfig(max_total_tokens=top * (args.context + args.steps + 64), max_running_requests=max_bs,
-                                max_context=args.context + args.steps + 64),
+            memory=MemoryConfig(max_total_tokens=top * (args.context + args.steps + 64), max_context=args.context + args.steps + 64),
+            scheduler=SchedulerConfig(max_running_requests=max_bs),
         )  # fmt: skip
         engine = Engine(tmp, cfg)
     timer = ForwardTimer(engine)

@@ -15,19 +15,17 @@ import argparse
 import itertools
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _gpu_common import run_meta
 
-from structgen.attention import ForwardBatch
-from structgen.memory import MemoryConfig
-from structgen.model_runner import ModelRunner
+from structgen.engine import EngineConfig, SchedulerConfig
+from structgen.engine.model_runner import ModelRunner
+from structgen.runtime.attention import ForwardBatch
+from structgen.runtime.memory import MemoryConfig
 
 HERE = Path(__file__).resolve().parent
 GPT2_DIR = HERE.parent / "tests" / "fixtures" / "gpt2"
@@ -103,15 +101,18 @@ def compare(config: object, device: torch.device, workdir: str) -> list[dict[str
     from structgen.models import write_random_checkpoint
 
     path = write_random_checkpoint(Path(workdir), config, seed=0, dtype=torch.bfloat16, tokenizer_dir=GPT2_DIR)
-    mem = MemoryConfig(max_total_tokens=4096, max_running_requests=16, max_context=512)
+    mem = MemoryConfig(max_total_tokens=4096, max_context=512)
+
+    def runner(**kw: Any) -> ModelRunner:
+        cfg = EngineConfig(device=str(device), memory=mem, scheduler=SchedulerConfig(max_running_requests=16), **kw)
+        return ModelRunner(str(path), cfg)
+
     runners = {
-        "torch": ModelRunner(str(path), mem, device=device, attention_backend="torch"),
-        "flashinfer": ModelRunner(str(path), mem, device=device, attention_backend="flashinfer", cuda_graph=False),
-        "flashinfer+graph": ModelRunner(
-            str(path), mem, device=device, attention_backend="flashinfer", cuda_graph=True, cuda_graph_max_bs=8, decode_kernel="flashinfer"
-        ),
-        "flashinfer+graph, triton decode": ModelRunner(
-            str(path), mem, device=device, attention_backend="flashinfer", cuda_graph=True, cuda_graph_max_bs=8, decode_kernel="triton"
+        "torch": runner(attention_backend="torch"),
+        "flashinfer": runner(attention_backend="flashinfer", cuda_graph=False),
+        "flashinfer+graph": runner(attention_backend="flashinfer", cuda_graph=True, cuda_graph_max_bs=8, decode_kernel="flashinfer"),
+        "flashinfer+graph, triton decode": runner(
+            attention_backend="flashinfer", cuda_graph=True, cuda_graph_max_bs=8, decode_kernel="triton"
         ),
     }
     g = torch.Generator().manual_seed(1)
@@ -153,7 +154,7 @@ def compare(config: object, device: torch.device, workdir: str) -> list[dict[str
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--out", default=str(HERE / "results" / "decode"))
     args = ap.parse_args()
     device = torch.device("cuda")
     rows: list[dict[str, object]] = []

@@ -12,12 +12,8 @@ read (+ written) and the mask words read.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _gpu_common import HERE, copy_bandwidth, run_meta, write_results
 from structgen.kernels import apply_mask_rows, masked_argmax
 
@@ -49,7 +45,7 @@ def main() -> None:
     ap.add_argument("--batches", default="1,64,256")
     ap.add_argument("--vocab", type=int, default=128256)
     ap.add_argument("--iters", type=int, default=200)
-    ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--out", default=str(HERE / "results" / "decode"))
     args = ap.parse_args()
     device = torch.device("cuda")
     bw = copy_bandwidth(device)

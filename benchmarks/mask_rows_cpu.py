@@ -17,14 +17,12 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _gpu_common import HERE, run_meta, write_results
 from structgen.fsm import Constraint, Vocabulary
 
 from structgen import fsm
-from structgen.bench_json import percentile
+from structgen.bench.common import percentile
 from structgen.demo.data import generate_examples
 
 
@@ -74,7 +72,7 @@ def main() -> None:
     ap.add_argument("--tokenizer", required=True, help="local Hugging Face tokenizer folder")
     ap.add_argument("--num-requests", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--out", default=str(HERE / "results" / "mask-rows-cpu"))
     args = ap.parse_args()
     if args.num_requests < 1:
         ap.error("--num-requests must be ≥ 1")

@@ -4,8 +4,10 @@ under the report's limits; prints each outcome and time, and the counts.
 
 A quick check of a compiler change against the slow tail, without the full conformance run.
 
-    python benchmarks/retime_failures.py --tokenizer ../shared/fixtures/tokenizers/llama3 \
-        [--report benchmarks/results/conformance-llama3.json] [--maskbench ../shared/fixtures/maskbench/data]
+    python benchmarks/retime_failures.py --tokenizer TOKENIZER_DIR --report OUT/conformance-llama3.json \
+        --maskbench MASKBENCH_DATA_DIR
+
+(the report is the per-schema JSON that ``structgen bench conformance --out OUT`` writes).
 """
 
 from __future__ import annotations
@@ -19,19 +21,18 @@ from pathlib import Path
 from structgen.fsm import CompilerConfig, Constraint, GrammarCompileError, GrammarCompiler, GrammarTimeoutError, Vocabulary
 from structgen.schemas import SchemaOptions
 
-HERE = Path(__file__).resolve().parent
 FAILED = ("timeout", "hard-timeout", "state-cap")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokenizer", required=True)
-    ap.add_argument("--report", default=str(HERE / "results" / "conformance-llama3.json"))
-    ap.add_argument("--maskbench", default=str(HERE.parent.parent / "shared" / "fixtures" / "maskbench" / "data"))
+    ap.add_argument("--report", required=True, help="a conformance run's per-schema JSON report")
+    ap.add_argument("--maskbench", default=None, help="JSONSchemaBench maskbench/data folder (required)")
     args = ap.parse_args()
     if not Path(args.report).is_file():
         ap.error(f"--report {args.report!r} does not exist (run structgen bench conformance first)")
-    if not Path(args.maskbench).is_dir():
+    if args.maskbench is None or not Path(args.maskbench).is_dir():
         ap.error(f"--maskbench {args.maskbench!r} is not a folder")
     report = json.loads(Path(args.report).read_text())
     meta = report["meta"]

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import httpx
 import jsonschema
 
-from structgen.bench_json import percentile
+from structgen.bench.common import percentile
 
 HERE = Path(__file__).resolve().parent
 
@@ -221,11 +221,11 @@ def main() -> None:
     ap.add_argument("--url", default=None, help="an already running server (default: start one in-process)")
     ap.add_argument("--model", default=None, help="model folder (default: a tiny random Llama with the GPT-2 tokenizer)")
     ap.add_argument("--preset", default=None, help="a random-weight preset (llama3-8b) with --tokenizer")
-    ap.add_argument("--tokenizer", default=None)
+    ap.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the GPT-2 test fixture for the tiny model)")
     ap.add_argument("--num-requests", type=int, default=500)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[64])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--out", default=str(HERE / "results" / "server-load"))
     ap.add_argument("--stem", default=None, help="results file stem (default: server-load-<cpu|gpu>)")
     args = ap.parse_args()
 
@@ -243,9 +243,9 @@ def main() -> None:
         for conc in args.concurrency:
             runs.append((conc, *asyncio.run(run_load(args.url, level_jobs[conc], conc))))
     else:
-        from structgen.engine import EngineConfig
-        from structgen.memory import MemoryConfig
-        from structgen.scheduler import SchedulerConfig
+        from structgen.engine.engine import EngineConfig
+        from structgen.engine.scheduler import SchedulerConfig
+        from structgen.runtime.memory import MemoryConfig
         from structgen.server import ServerConfig, ServerThread, create_app
 
         tmp = tempfile.mkdtemp(prefix="structgen-load-")
@@ -255,13 +255,15 @@ def main() -> None:
 
             model, random_seed = os.fspath(write_preset_folder(args.preset, tmp, tokenizer_dir=args.tokenizer)), 0
         elif model is None:
-            from structgen.models.presets import write_random_gpt2_checkpoint
+            from structgen.models.presets import write_random_preset_checkpoint
 
-            model = str(write_random_gpt2_checkpoint("llama-gpt2-tiny", tmp))
+            model = str(
+                write_random_preset_checkpoint("llama-gpt2-tiny", tmp, args.tokenizer or HERE.parent / "tests" / "fixtures" / "gpt2")
+            )
         top = max(64, *args.concurrency)
         engine = EngineConfig(
             random_weights_seed=random_seed,
-            memory=MemoryConfig(max_running_requests=top, max_context=2048, mem_fraction=0.8),
+            memory=MemoryConfig(max_context=2048, mem_fraction=0.8),
             scheduler=SchedulerConfig(max_running_requests=top),
         )
         app = create_app(ServerConfig(model=model, max_queue=max(1024, 2 * top), engine=engine))

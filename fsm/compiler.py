@@ -451,3 +451,19 @@ def _state_without_vocab(fsm: TokenFSM) -> dict[str, Any]:
     state = fsm.__getstate__()
     state.pop("vocab")
     return state
+
+
+def compile(constraint: Constraint | str, vocab: Vocabulary | Any, *, timeout_s: float = 10.0, max_states: int = 50_000) -> TokenFSM:
+    """Compile a :class:`Constraint` (or a regex string, fullmatch semantics) for ``vocab``.
+
+    ``vocab``: a :class:`Vocabulary`, a tokenizer folder, or a ``transformers`` tokenizer.
+    Returns a :class:`TokenFSM` whose initial mask row is ready.  Raises ``RegexError`` /
+    ``SchemaError`` / ``UnsupportedSchemaError`` for bad constraints, ``GrammarCompileError``
+    (state cap, empty language) and ``GrammarTimeoutError`` (``timeout_s``).
+    """
+    if not isinstance(vocab, Vocabulary):
+        vocab = Vocabulary.from_tokenizer(vocab)
+    if isinstance(constraint, str):
+        constraint = Constraint.regex(constraint)
+    compiler = GrammarCompiler(vocab, CompilerConfig(timeout_s=timeout_s, max_states=max_states, cache_size=0))
+    return compiler.compile(constraint)

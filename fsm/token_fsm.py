@@ -454,7 +454,7 @@ def _prefix_successor(prefix: bytes) -> bytes | None:
     return bytes(p)
 
 
-def _utf8_complete_prefix(data: bytes) -> int:
+def utf8_complete_prefix(data: bytes) -> int:
     """Length of the longest prefix of ``data`` that does not end inside a UTF-8 sequence."""
     n = len(data)
     i = n - 1
@@ -500,11 +500,12 @@ class Cursor:
         return not self.finished and self.fsm.next_state(self._states[-1], token_id) >= 0
 
     @property
-    def mask_row(self) -> int:
-        """Row index (into ``fsm.mask_rows()``) of the current state's token bitmask."""
+    def mask_row_index(self) -> int:
+        """Row index (into ``fsm.mask_rows()``) of the current state's token bitmask (the row
+        itself: ``fsm.mask_row(cursor.state)``)."""
         return self.fsm.mask_row_index(self._states[-1])
 
-    def budget_row(self, tokens_left: int) -> int:
+    def budget_row_index(self, tokens_left: int) -> int:
         """Row index of the current state's bitmask restricted to ``tokens_left`` tokens
         (:meth:`TokenFSM.budget_row_index`)."""
         return self.fsm.budget_row_index(self._states[-1], tokens_left)
@@ -616,7 +617,7 @@ class Cursor:
         old = self._tokens[len(self._tokens) - k :]
         ctx = vocab.decode_bytes(old)
         text = ctx + forced
-        cut = _utf8_complete_prefix(text)
+        cut = utf8_complete_prefix(text)
         if cut <= len(ctx):
             return None
         ids = vocab.encode_bytes(text[:cut])

@@ -1,13 +1,13 @@
 """structgen: constrained-decoding-first structured output engine.
 
-The compile layer is importable without a GPU, triton or flashinfer:
-
-    >>> from structgen import Constraint, Vocabulary, compile
-    >>> fsm = compile(Constraint.json_schema({"type": "integer"}), "tests/fixtures/gpt2")  # doctest: +SKIP
+``structgen.generate`` (a validated object from a Pydantic model, JSON Schema or regex and a
+prompt), the :class:`Engine` behind it, and the compile layer (``Constraint`` →
+``GrammarCompiler`` → ``TokenFSM``).  Importable without a GPU, triton or flashinfer.
 """
 
-from __future__ import annotations
-
+from structgen.api import GenerationError, generate
+from structgen.engine.engine import Engine, EngineConfig
+from structgen.engine.request import GenerateRequest, RequestError, RequestOutput, SamplingParams, StreamChunk, Usage
 from structgen.fsm import Constraint, Cursor, GrammarCompiler, JumpForward, TokenFSM, Vocabulary, compile
 from structgen.fsm.errors import GrammarCompileError, GrammarTimeoutError
 from structgen.schemas import RegexError, SchemaError, SchemaOptions, UnsupportedSchemaError
@@ -16,32 +16,25 @@ __version__ = "0.1.0"
 __all__ = [
     "Constraint",
     "Cursor",
+    "Engine",
+    "EngineConfig",
+    "GenerateRequest",
+    "GenerationError",
     "GrammarCompileError",
     "GrammarCompiler",
     "GrammarTimeoutError",
     "JumpForward",
     "RegexError",
-    "SchemaError",
-    "SchemaOptions",
-    "TokenFSM",
-    "UnsupportedSchemaError",
-    "Vocabulary",
-    "compile",
-]
-
-from structgen.api import GenerationError, generate
-from structgen.engine import Engine, EngineConfig
-from structgen.request import GenerateRequest, RequestError, RequestOutput, SamplingParams, StreamChunk, Usage
-
-__all__ += [
-    "Engine",
-    "EngineConfig",
-    "GenerateRequest",
-    "GenerationError",
     "RequestError",
     "RequestOutput",
     "SamplingParams",
+    "SchemaError",
+    "SchemaOptions",
     "StreamChunk",
+    "TokenFSM",
+    "UnsupportedSchemaError",
     "Usage",
+    "Vocabulary",
+    "compile",
     "generate",
 ]

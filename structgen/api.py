@@ -1,5 +1,5 @@
 """``structgen.generate``: a Pydantic model, JSON Schema or regex plus a prompt → a validated
-object, through an :class:`~structgen.engine.Engine`."""
+object, through an :class:`~structgen.engine.engine.Engine`."""
 
 from __future__ import annotations
 
@@ -9,14 +9,12 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from structgen.engine.engine import Engine, EngineConfig
+from structgen.engine.request import GenerateRequest, RequestError, RequestOutput, SamplingParams
 from structgen.fsm import Constraint
 from structgen.fsm.compiler import OutputValidationError
 from structgen.fsm.errors import GrammarCompileError
 from structgen.schemas import ConstraintError, SchemaOptions
-
-from .demo.prompting import format_prompt
-from .engine import Engine, EngineConfig
-from .request import GenerateRequest, RequestError, RequestOutput, SamplingParams
 
 
 class GenerationError(RuntimeError):
@@ -42,27 +40,13 @@ _engines_lock = threading.Lock()
 
 
 def default_model_path() -> str:
-    """The embedded default model folder (see :mod:`structgen.default_model`)."""
-    from .default_model import ensure_default_model
-
-    return os.fspath(ensure_default_model())
-
-
-def uses_extraction_prompt(model_path: str | os.PathLike[str]) -> bool:
-    """True for a model folder trained on structgen's extraction prompt (``structgen_prompt.json``)."""
-    return os.path.isfile(os.path.join(os.fspath(model_path), "structgen_prompt.json"))
-
-
-def extraction_prompts(constraint: Constraint | None, prompts: list[Any]) -> list[Any]:
-    """``prompts`` for a model trained on structgen's extraction prompt: each text prompt wrapped
-    in it (the schema's field list, then the text) when ``constraint`` is a JSON Schema object;
-    chat messages, regexes and free text are left as they are."""
-    if constraint is None or constraint.kind != "json_schema":
-        return prompts
-    schema = constraint.schema()
-    if not isinstance(schema, dict):
-        return prompts
-    return [format_prompt(schema, p) if isinstance(p, str) else p for p in prompts]
+    """The embedded default model folder (``structgen/assets/demo-extractor``: an
+    11.75M-parameter Llama trained on synthetic extraction records, with its model card).
+    Raises ``FileNotFoundError`` if the package was installed without its data files."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "demo-extractor")
+    if not os.path.isfile(os.path.join(path, "model.safetensors")):
+        raise FileNotFoundError(f"the embedded demo model is missing from {path}; reinstall structgen with its package data")
+    return path
 
 
 def get_engine(model: str | os.PathLike[str] | None = None, config: EngineConfig | None = None) -> Engine:
@@ -133,13 +117,7 @@ def generate(
     regex: str | None = None,
     engine: Engine | None = None,
     model: str | os.PathLike[str] | None = None,
-    max_tokens: int = 256,
-    temperature: float = 0.0,
-    top_p: float = 1.0,
-    top_k: int = 0,
-    seed: int | None = None,
-    jump_forward: bool | None = None,
-    budget_completion: bool = True,
+    params: SamplingParams | None = None,
     schema_options: SchemaOptions | None = None,
     return_output: bool = False,
 ) -> Any:
@@ -147,13 +125,14 @@ def generate(
     Schema → a validated ``dict``/value) or ``regex`` (→ a fully matching ``str``).
 
     ``prompt``: text, chat messages (the tokenizer's chat template), or a *list* of those to run
-    concurrently (returns a list).  With a model trained on structgen's extraction prompt (the
-    embedded demo model: its folder has ``structgen_prompt.json``), a text prompt for a schema is
-    wrapped in that prompt (the schema's field list, then the text).  ``engine``: an :class:`Engine`; else the shared engine of
-    ``model`` (a local folder), else of the embedded default model.  ``budget_completion``
-    (default on) steers the last tokens so the object is complete within ``max_tokens``
-    (:class:`SamplingParams`).  With ``return_output`` the
-    result is ``(value, RequestOutput)`` (usage and stats).
+    concurrently (returns a list).  A model folder that declares a prompt format
+    (``structgen_prompt.json``, as the embedded demo model does) gets each text prompt for a
+    schema in that format (:mod:`structgen.engine.prompt_format`).  ``engine``: an
+    :class:`Engine`; else the shared engine of ``model`` (a local folder), else of the embedded
+    default model.  ``params``: the :class:`SamplingParams` of every prompt (default: greedy,
+    256 tokens at most, budget completion on, so the object ends complete within
+    ``max_tokens``).  With ``return_output`` the result is ``(value, RequestOutput)`` (usage
+    and stats).
 
     Raises ``SchemaError`` / ``UnsupportedSchemaError`` / ``RegexError`` (bad constraint),
     ``RequestError`` (bad prompt or parameter), :class:`GenerationError` (no valid object: raw
@@ -163,22 +142,16 @@ def generate(
     constraint.to_ir()  # schema / regex errors surface here, before any generation
     if prompt is None:
         raise RequestError("prompt is required")
-    params = SamplingParams(
-        max_tokens=max_tokens,
-        temperature=temperature,
-        top_p=top_p,
-        top_k=top_k,
-        seed=seed,
-        jump_forward=jump_forward,
-        budget_completion=budget_completion,
-    )
+    if params is None:
+        params = SamplingParams()
+    elif not isinstance(params, SamplingParams):
+        raise TypeError(f"params must be a structgen.SamplingParams, got {type(params).__name__}")
     batch = (
         isinstance(prompt, Sequence) and not isinstance(prompt, str) and bool(prompt) and all(isinstance(p, (str, list)) for p in prompt)
     )
     prompts = list(prompt) if batch else [prompt]
     eng = engine if engine is not None else get_engine(model)
-    if uses_extraction_prompt(eng.model_path):
-        prompts = extraction_prompts(constraint, prompts)
+    prompts = eng.prompt_format.apply(constraint, prompts)
     outs = eng.generate([GenerateRequest(p, params, constraint) for p in prompts])
     for out in outs:  # input errors surface as themselves, not as GenerationError
         if isinstance(out.error, (RequestError, ConstraintError, GrammarCompileError)):

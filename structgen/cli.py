@@ -8,13 +8,6 @@ import shlex
 import sys
 from pathlib import Path
 
-_SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "fixtures")
-
-
-def _default(path: str) -> str | None:
-    p = os.path.normpath(os.path.join(_SHARED, path))
-    return p if os.path.exists(p) else None
-
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="structgen", description="Constrained-decoding structured output engine")
@@ -33,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     what = gen.add_mutually_exclusive_group()
     what.add_argument("--schema", help="JSON Schema: a file path or inline JSON")
     what.add_argument("--regex", help="a regex the output must fully match")
-    what.add_argument("--pydantic", help="module:Class of a Pydantic model (default: structgen.examples:Character)")
+    what.add_argument("--pydantic", help="module:Class of a Pydantic model (default: structgen.demo.examples:Character)")
     gen.add_argument("--prompt", required=True, help="prompt text")
     gen.add_argument("--chat", action="store_true", help="send the prompt as one user message through the chat template")
     gen.add_argument("--max-tokens", type=int, default=256)
@@ -97,12 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
         "engine's with every reachable state's mask row precomputed, on worker processes); "
         "default: every run starts with empty grammar caches and compiles count in TTFT",
     )
-    bj.add_argument("--maskbench-dir", default=None, help="MaskBench schema folder (default: ../shared/fixtures/maskbench/data)")
+    bj.add_argument("--maskbench-dir", default=None, help="JSONSchemaBench maskbench/data folder (maskbench is skipped without it)")
     bj.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
     bj.add_argument("--device", default="auto")
     bj.add_argument("--dtype", default="auto")
     bj.add_argument("--seed", type=int, default=0)
-    bj.add_argument("--out", default="benchmarks/results/bench-json")
+    bj.add_argument("--out", default="benchmarks/results/bench-json-cpu")
     bj.add_argument("--no-progress", action="store_true")
     bj.add_argument(
         "--profile",
@@ -112,8 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     conf = bsub.add_parser("conformance", help="JSON-Schema-Test-Suite and MaskBench through the compile layer")
     conf.add_argument("--tokenizer", required=True, help="local Hugging Face tokenizer folder")
     conf.add_argument("--suites", default="test-suite,maskbench", help="comma list of test-suite, maskbench")
-    conf.add_argument("--test-suite", default=_default("json-schema-test-suite"), help="JSON-Schema-Test-Suite root")
-    conf.add_argument("--maskbench", default=_default("maskbench/data"), help="MaskBench data folder")
+    conf.add_argument("--test-suite", default=None, help="JSON-Schema-Test-Suite root (its tests/ folder inside)")
+    conf.add_argument("--maskbench", default=None, help="JSONSchemaBench maskbench/data folder")
     conf.add_argument("--maskbench-limit", type=int, default=None, help="seeded sample of N MaskBench schemas")
     conf.add_argument("--timeout-s", type=float, default=10.0)
     conf.add_argument("--max-states", type=int, default=50_000)
@@ -137,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="leave the garbage collector on during compiles (CompilerConfig.pause_gc=False; for A/B runs)",
     )
-    conf.add_argument("--out", default="benchmarks/results")
+    conf.add_argument("--out", default="benchmarks/results/conformance")
     return parser
 
 
@@ -229,9 +222,9 @@ def _generate_command(args: argparse.Namespace) -> int:
     from pydantic import BaseModel
 
     from structgen.api import GenerationError, default_model_path, generate
-    from structgen.engine import Engine, EngineConfig
+    from structgen.engine.engine import Engine, EngineConfig
+    from structgen.engine.request import RequestError, SamplingParams
     from structgen.models import ModelLoadError, UnsupportedModelError
-    from structgen.request import RequestError
     from structgen.schemas import ConstraintError
 
     try:
@@ -241,28 +234,23 @@ def _generate_command(args: argparse.Namespace) -> int:
         elif args.regex is not None:
             regex = args.regex
         else:
-            spec = args.pydantic or "structgen.examples:Character"
+            spec = args.pydantic or "structgen.demo.examples:Character"
             mod, _, name = spec.partition(":")
             model_cls = getattr(importlib.import_module(mod), name, None)
             if not (isinstance(model_cls, type) and issubclass(model_cls, BaseModel)):
                 raise ValueError(f"--pydantic {spec!r} is not a pydantic.BaseModel subclass")
         path = args.model if args.model is not None else default_model_path()
         prompt = [{"role": "user", "content": args.prompt}] if args.chat else args.prompt
+        params = SamplingParams(
+            max_tokens=args.max_tokens,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            top_k=args.top_k,
+            seed=args.seed,
+            jump_forward=not args.no_jump_forward,
+        )
         with Engine(path, EngineConfig(device=args.device, dtype=args.dtype)) as engine:
-            value, out = generate(
-                model_cls,
-                prompt,
-                schema=schema,
-                regex=regex,
-                engine=engine,
-                max_tokens=args.max_tokens,
-                temperature=args.temperature,
-                top_p=args.top_p,
-                top_k=args.top_k,
-                seed=args.seed,
-                jump_forward=not args.no_jump_forward,
-                return_output=True,
-            )
+            value, out = generate(model_cls, prompt, schema=schema, regex=regex, engine=engine, params=params, return_output=True)
             stats = engine.stats()
     except GenerationError as e:
         print(f"structgen: no valid output ({e.finish_reason}): {e}\nraw text: {e.text!r}", file=sys.stderr)
@@ -292,12 +280,12 @@ def _serve_command(args: argparse.Namespace) -> int:
     except ImportError as e:
         print(f"structgen: error: the server needs the 'server' extra (pip install 'structgen[server]'): {e}", file=sys.stderr)
         return 2
-    from structgen.engine import EngineConfig
+    from structgen.engine.engine import EngineConfig
+    from structgen.engine.scheduler import SchedulerConfig
     from structgen.fsm import CompilerConfig
-    from structgen.memory import MemoryConfig
     from structgen.models.llama import UnsupportedModelError
     from structgen.models.loader import ModelLoadError
-    from structgen.scheduler import SchedulerConfig
+    from structgen.runtime.memory import MemoryConfig
 
     try:
         engine = EngineConfig(
@@ -308,7 +296,6 @@ def _serve_command(args: argparse.Namespace) -> int:
             memory=MemoryConfig(
                 max_total_tokens=args.max_total_tokens,
                 mem_fraction=args.mem_fraction,
-                max_running_requests=args.max_running_requests,
                 max_context=args.max_context,
             ),
             scheduler=SchedulerConfig(
@@ -340,8 +327,8 @@ def _serve_command(args: argparse.Namespace) -> int:
 def _bench_json_command(args: argparse.Namespace, argv: list[str]) -> int:
     import tempfile
 
-    from structgen.bench_json import bench_json
-    from structgen.engine import EngineConfig
+    from structgen.bench.json_bench import bench_json
+    from structgen.engine.engine import EngineConfig
     from structgen.models.llama import UnsupportedModelError
     from structgen.models.loader import ModelLoadError
 
@@ -409,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "bench" and args.bench == "json":
         return _bench_json_command(args, argv)
     if args.command == "bench" and args.bench == "conformance":
-        from structgen.conformance import run
+        from structgen.bench.conformance import run
 
         try:
             out = run(
@@ -431,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
         except (FileNotFoundError, ValueError) as e:
             print(f"structgen: error: {e}", file=sys.stderr)
             return 2
-        from structgen.conformance import render_markdown
+        from structgen.bench.conformance import render_markdown
 
         print(render_markdown(out["meta"], out["suites"]))
         return 0

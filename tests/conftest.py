@@ -12,6 +12,8 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 from structgen.fsm.vocab import Vocabulary
 
+from structgen.models.presets import PLAIN_CHAT_TEMPLATE as CHAT_TEMPLATE
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 GPT2_DIR = os.path.join(HERE, "fixtures", "gpt2")
 SHARED = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "fixtures"))
@@ -63,9 +65,6 @@ TINY_TOKENS = [
 def tiny_vocab() -> Vocabulary:
     """Hand-built vocabulary: id 0 is EOS (special); multibyte 'é' split and whole."""
     return Vocabulary(TINY_TOKENS, eos_token_ids=[0], special_ids=[0])
-
-
-from structgen.default_model import CHAT_TEMPLATE  # noqa: E402
 
 
 def tiny_config(kind: str = "llama", **overrides: object) -> object:

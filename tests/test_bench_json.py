@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from structgen.bench_json import MODES, Record, build_workload, mode_config, percentile, summarize
-from structgen.engine import EngineConfig
+from structgen.bench.common import percentile
+from structgen.bench.json_bench import MODES, mode_config
+from structgen.bench.report import Record, summarize
+from structgen.bench.workloads import build_workload
+from structgen.engine.engine import EngineConfig
 
 
 def _rec(ttft: float, latency: float, tokens: int, *, forced: int = 0, prompt: int = 10, cached: int = 0, valid: bool = True) -> Record:
@@ -51,7 +54,7 @@ def test_summarize_on_synthetic_timings() -> None:
 
 
 def test_requests_per_level() -> None:
-    from structgen.bench_json import requests_at
+    from structgen.bench.json_bench import requests_at
 
     assert requests_at(512, 1, 0) == 512  # no waves: every level runs them all
     assert [requests_at(512, c, 2) for c in (1, 16, 64, 256)] == [4, 32, 128, 512]
@@ -137,7 +140,7 @@ def test_max_tokens_cover_the_longest_accepted_output(tiny_vocab: object) -> Non
     ones keep theirs; the byte DFA's max_length is exact on small regexes."""
     from structgen.fsm import Constraint, GrammarCompiler
 
-    from structgen.bench_json import BenchRequest, bound_max_tokens
+    from structgen.bench.workloads import BenchRequest, bound_max_tokens
 
     compiler = GrammarCompiler(tiny_vocab)  # type: ignore[arg-type]
     cases = {r"abc": 3, r"a{2,5}": 5, r"(ab|c)d?": 3, r"é{1,2}": 4, r"a*": None, r"[0-9]{1,3}(\.[0-9]+)?": None}
@@ -159,7 +162,7 @@ def test_max_tokens_cover_the_longest_accepted_output(tiny_vocab: object) -> Non
 
 
 def test_bound_schema_adds_bounds_only_where_missing() -> None:
-    from structgen.bench_json import bound_schema
+    from structgen.bench.workloads import bound_schema
 
     schema = {
         "type": "object",
@@ -185,10 +188,10 @@ def test_hf_baselines_share_the_engine_weights_and_give_valid_outputs(tiny_llama
     import torch
     from structgen.fsm import Constraint
 
-    from structgen.baselines import HFBaseline, load_hf_twin
-    from structgen.bench_json import BenchRequest
-    from structgen.engine import Engine
-    from structgen.request import GenerateRequest, SamplingParams
+    from structgen.bench.baselines import HFBaseline, load_hf_twin
+    from structgen.bench.workloads import BenchRequest
+    from structgen.engine.engine import Engine
+    from structgen.engine.request import GenerateRequest, SamplingParams
 
     cfg = EngineConfig(device="cpu", dtype="float32")
     with Engine(tiny_llama_dir, cfg) as engine:
@@ -246,10 +249,10 @@ def test_profile_breaks_each_step_into_phases(tmp_path: Path) -> None:
     """--profile writes one profile.md section per engine run, whose phases add up to at most
     the wall time, and leaves the shared model runner unwrapped afterwards."""
     from structgen.api import default_model_path
-    from structgen.bench_json import bench_json
-    from structgen.engine import Engine
-    from structgen.request import GenerateRequest, SamplingParams
-    from structgen.step_profile import StepProfiler
+    from structgen.bench.json_bench import bench_json
+    from structgen.bench.step_profile import StepProfiler
+    from structgen.engine.engine import Engine
+    from structgen.engine.request import GenerateRequest, SamplingParams
 
     out = tmp_path / "prof"
     bench_json(

@@ -58,7 +58,7 @@ def test_conformance_bad_limits_are_a_clear_error(
 
 
 def test_conformance_run_checks_pause_gc(tmp_path: Path) -> None:
-    from structgen.conformance import run
+    from structgen.bench.conformance import run
 
     with pytest.raises(ValueError, match="pause_gc must be a bool"):
         run(tokenizer=GPT2_DIR, suites=["maskbench"], test_suite_root=None, maskbench_root=str(tmp_path), out_dir=str(tmp_path),

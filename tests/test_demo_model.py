@@ -4,7 +4,6 @@ broken export cannot land)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import jsonschema
@@ -13,9 +12,7 @@ from pydantic import BaseModel, Field
 
 import structgen
 from structgen.demo.data import DOMAINS, GENERIC_LINKS_HELD_OUT, generate_examples, make_example
-from structgen.demo.prompting import describe_fields, format_prompt
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from structgen.engine.prompt_format import describe_fields, format_prompt
 
 # The issue's bar for this smoke set (benchmarks/results/demo-model.md gives the shipped model's
 # figure and that of random weights of the same shape).

@@ -13,9 +13,9 @@ from structgen.schemas import SchemaError, UnsupportedSchemaError
 
 import structgen
 from structgen import Constraint, Engine, EngineConfig, GenerateRequest, RequestError, SamplingParams
-from structgen.memory import MemoryConfig
+from structgen.engine.scheduler import SchedulerConfig
 from structgen.models import ModelLoadError, UnsupportedModelError
-from structgen.scheduler import SchedulerConfig
+from structgen.runtime.memory import MemoryConfig
 
 ENUMS = {
     "type": "object",
@@ -48,8 +48,8 @@ def make_engine(path: str, *, memory: MemoryConfig | None = None, **sched: objec
     return Engine(
         path,
         EngineConfig(
-            memory=memory or MemoryConfig(max_total_tokens=8192, max_context=512, max_running_requests=64),
-            scheduler=SchedulerConfig(**sched),
+            memory=memory or MemoryConfig(max_total_tokens=8192, max_context=512),
+            scheduler=SchedulerConfig(**{"max_running_requests": 64, **sched}),
         ),
     )  # type: ignore[arg-type]
 
@@ -72,7 +72,7 @@ def test_memory_pressure_retracts_and_matches_ample_run(tiny_llama_dir: str) -> 
     for radix in (True, False):
         tight = make_engine(
             tiny_llama_dir,
-            memory=MemoryConfig(max_total_tokens=160, max_context=512, max_running_requests=64),
+            memory=MemoryConfig(max_total_tokens=160, max_context=512),
             radix_cache=radix,
             decode_reserve_tokens=2,
         )
@@ -293,7 +293,7 @@ def test_cli_generate(tiny_llama_dir: str, tmp_path, capsys: pytest.CaptureFixtu
 def test_grammar_compiles_do_not_block_the_batch(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     from concurrent.futures import Future
 
-    from structgen.request import Status
+    from structgen.engine.request import Status
 
     held: Future = Future()
     real = engine.scheduler.grammar.compiler
@@ -314,7 +314,7 @@ def test_grammar_compiles_do_not_block_the_batch(engine: Engine, monkeypatch: py
 
 def test_idle_engine_admits_a_prompt_that_fills_the_pool(tiny_llama_dir: str) -> None:
     with make_engine(
-        tiny_llama_dir, memory=MemoryConfig(max_total_tokens=40, max_context=512, max_running_requests=4), decode_reserve_tokens=16
+        tiny_llama_dir, memory=MemoryConfig(max_total_tokens=40, max_context=512), max_running_requests=4, decode_reserve_tokens=16
     ) as eng:
         out = eng.generate([GenerateRequest(list(range(100, 135)), SamplingParams(max_tokens=50))])[0]
         assert out.finish_reason in ("stop", "length") and out.usage.completion_tokens <= 40 - 35
@@ -412,7 +412,7 @@ def test_gc_freeze_keeps_long_lived_state_out_of_collections(tiny_llama_dir: str
 def test_jump_forward_precheck_is_necessary(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     """``_jump_may_fit`` (checked before a plan is made) never refuses a plan that ``_jump_fits``
     would accept, and in a budget-bound run it does spare some plans."""
-    from structgen.scheduler import Scheduler
+    from structgen.engine.scheduler import Scheduler
 
     may_fit, fits_fn = Scheduler._jump_may_fit, Scheduler._jump_fits
     last: dict[int, bool] = {}

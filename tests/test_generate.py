@@ -10,8 +10,9 @@ import pytest
 from pydantic import BaseModel, Field
 
 import structgen
-from structgen.engine import Engine, EngineConfig
-from structgen.memory import MemoryConfig
+from structgen.engine import SamplingParams, SchedulerConfig
+from structgen.engine.engine import Engine, EngineConfig
+from structgen.runtime.memory import MemoryConfig
 
 Short = Field(max_length=6)
 
@@ -127,14 +128,17 @@ SCHEMAS = [
 
 @pytest.fixture(scope="module")
 def engine(tiny_llama_dir: str) -> Engine:
-    eng = Engine(tiny_llama_dir, EngineConfig(memory=MemoryConfig(max_total_tokens=4096, max_context=512, max_running_requests=32)))
+    eng = Engine(
+        tiny_llama_dir,
+        EngineConfig(memory=MemoryConfig(max_total_tokens=4096, max_context=512), scheduler=SchedulerConfig(max_running_requests=32)),
+    )
     yield eng  # type: ignore[misc]
     eng.close()
 
 
 @pytest.mark.parametrize("model", PYDANTIC, ids=lambda m: m.__name__)
 def test_generate_pydantic(engine: Engine, model: type[BaseModel]) -> None:
-    value, out = structgen.generate(model, "Fill in the JSON: ", engine=engine, max_tokens=200, return_output=True)
+    value, out = structgen.generate(model, "Fill in the JSON: ", engine=engine, params=SamplingParams(max_tokens=200), return_output=True)
     assert isinstance(value, model)
     jsonschema.validate(value.model_dump(mode="json"), model.model_json_schema())
     assert out.finish_reason == "stop" and out.usage.forced_tokens > 0
@@ -142,19 +146,21 @@ def test_generate_pydantic(engine: Engine, model: type[BaseModel]) -> None:
 
 @pytest.mark.parametrize("schema", SCHEMAS, ids=[f"schema{i}" for i in range(len(SCHEMAS))])
 def test_generate_json_schema(engine: Engine, schema: dict) -> None:
-    value = structgen.generate(schema=schema, prompt="JSON: ", engine=engine, max_tokens=200)
+    value = structgen.generate(schema=schema, prompt="JSON: ", engine=engine, params=SamplingParams(max_tokens=200))
     jsonschema.validate(value, schema, format_checker=jsonschema.FormatChecker())
 
 
 def test_generate_regex_and_batch(engine: Engine) -> None:
     out = structgen.generate(regex=r"(yes|no), [0-9]{3}", prompt="Answer: ", engine=engine)
     assert isinstance(out, str) and out[:2] in ("ye", "no") and out[-3:].isdigit()
-    values = structgen.generate(Flat, ["one", "two", "three", [{"role": "user", "content": "hi"}]], engine=engine, temperature=0.8, seed=1)
+    values = structgen.generate(
+        Flat, ["one", "two", "three", [{"role": "user", "content": "hi"}]], engine=engine, params=SamplingParams(temperature=0.8, seed=1)
+    )
     assert len(values) == 4 and all(isinstance(v, Flat) for v in values)
 
 
 def test_generation_error_carries_text(engine: Engine) -> None:
     with pytest.raises(structgen.GenerationError) as info:
-        structgen.generate(Flat, "x", engine=engine, max_tokens=3)
+        structgen.generate(Flat, "x", engine=engine, params=SamplingParams(max_tokens=3))
     err = info.value
     assert err.finish_reason == "length" and err.text.startswith('{"') and err.errors

@@ -4,7 +4,6 @@ generate() on the GPU, and the decode step's host synchronizations."""
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -12,13 +11,12 @@ import pytest
 import torch
 
 from structgen import Constraint, Engine, EngineConfig, GenerateRequest, SamplingParams
-from structgen.memory import MemoryConfig
-from structgen.scheduler import SchedulerConfig
+from structgen.engine.scheduler import SchedulerConfig
+from structgen.runtime.memory import MemoryConfig
 
 from .conftest import CHAT_TEMPLATE, GPT2_DIR, tiny_config
 
 pytestmark = pytest.mark.gpu
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +45,10 @@ def test_flashinfer_matches_torch_backend(model: str, tmp_path: Path) -> None:
 
 
 def _engine(path: str, **kw: object) -> Engine:
-    mem = MemoryConfig(max_total_tokens=8192, max_running_requests=16, max_context=1024)
-    return Engine(path, EngineConfig(device="cuda", dtype="bfloat16", memory=mem, cuda_graph_max_bs=16, **kw))  # type: ignore[arg-type]
+    mem = MemoryConfig(max_total_tokens=8192, max_context=1024)
+    sched = kw.pop("scheduler", SchedulerConfig())
+    sched = SchedulerConfig(**{**sched.__dict__, "max_running_requests": 16})  # type: ignore[union-attr]
+    return Engine(path, EngineConfig(device="cuda", dtype="bfloat16", memory=mem, scheduler=sched, cuda_graph_max_bs=16, **kw))  # type: ignore[arg-type]
 
 
 def test_engine_picks_flashinfer_and_graphs(gpu_model_dir: str) -> None:

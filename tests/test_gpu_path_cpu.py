@@ -8,9 +8,11 @@ import pytest
 import torch
 from structgen.fsm import GrammarCompiler, Vocabulary
 
-from structgen.mask_pool import MaskRowPool
-from structgen.memory import MemoryConfig
-from structgen.model_runner import ModelRunner, resolve_attention_backend
+from structgen.engine import EngineConfig, SchedulerConfig
+from structgen.engine.mask_pool import MaskRowPool
+from structgen.engine.model_runner import ModelRunner
+from structgen.runtime.attention import resolve_attention_backend
+from structgen.runtime.memory import MemoryConfig
 
 from .conftest import GPT2_DIR, tiny_config
 
@@ -66,7 +68,7 @@ def test_attention_backend_selection_falls_back_without_cuda() -> None:
 
 
 def test_cuda_graph_buckets() -> None:
-    from structgen.flashinfer_backend import graph_buckets
+    from structgen.runtime.cuda_graphs import graph_buckets
 
     assert graph_buckets(256) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
     assert graph_buckets(1) == [1]
@@ -74,7 +76,7 @@ def test_cuda_graph_buckets() -> None:
 
 
 def test_extend_graph_keys_and_padding() -> None:
-    from structgen.flashinfer_backend import extend_graph_key, extend_token_buckets, pad_extend
+    from structgen.runtime.cuda_graphs import extend_graph_key, extend_token_buckets, pad_extend
 
     assert extend_token_buckets(1, 1024) == [2, 3, 4, 6, 8, 12, 16]
     assert extend_token_buckets(64, 1024) == [128, 192, 256, 384, 512, 768, 1024]
@@ -106,16 +108,17 @@ def test_random_weights_on_device_need_only_a_config(tmp_path) -> None:  # type:
 
     write_model_folder(tmp_path, tiny_config("llama"), tokenizer_dir=GPT2_DIR)
     assert not list(tmp_path.glob("*.safetensors"))
-    mem = MemoryConfig(max_total_tokens=64, max_running_requests=2, max_context=32)
-    a = ModelRunner(str(tmp_path), mem, device=torch.device("cpu"), random_weights_seed=3)
-    b = ModelRunner(str(tmp_path), mem, device=torch.device("cpu"), random_weights_seed=3)
+    mem = MemoryConfig(max_total_tokens=64, max_context=32)
+    cfg = EngineConfig(device="cpu", memory=mem, scheduler=SchedulerConfig(max_running_requests=2), random_weights_seed=3)
+    a = ModelRunner(str(tmp_path), cfg)
+    b = ModelRunner(str(tmp_path), cfg)
     for (name, p), q in zip(a.model.named_parameters(), b.model.parameters()):
         assert torch.equal(p, q), name
     norm = a.model.model.norm.weight
     assert abs(float(norm.mean()) - 1.0) < 0.05 and float(a.model.lm_head.weight.std()) == pytest.approx(0.02, rel=0.1)
     assert a.attention_backend == "torch" and a.graph_runner is None and a.extend_graph_runner is None
     with pytest.raises(ValueError, match="cuda_graph_max_extend_tokens must be ≥ 0, got -1"):
-        ModelRunner(str(tmp_path), mem, device=torch.device("cpu"), cuda_graph_max_extend_tokens=-1, random_weights_seed=3)
+        EngineConfig(device="cpu", memory=mem, cuda_graph_max_extend_tokens=-1, random_weights_seed=3)
 
 
 def test_presets() -> None:
@@ -171,7 +174,7 @@ class _FakeEvent:
 
 
 def test_pinned_staging_ring_reuses_regions_only_after_their_copies() -> None:
-    from structgen.memory import PinnedStaging
+    from structgen.runtime.staging import PinnedStaging
 
     ring = PinnedStaging(4096, torch.device("cpu"), pin=False, event_factory=_FakeEvent)
     a = ring.alloc((100,), torch.int32)  # 400 bytes -> 512-byte region
@@ -204,7 +207,7 @@ def test_pinned_staging_ring_reuses_regions_only_after_their_copies() -> None:
     assert spans == [(512, 1024), (0, 512)] and ring2.pending[0][2] is not ring2.pending[1][2]  # one event per span
     big = ring.alloc((4096,), torch.uint8)  # over half the ring: its own buffer
     assert not (ring.buf_cpu.data_ptr() <= big.data_ptr() < ring.buf_cpu.data_ptr() + 4096)
-    from structgen.memory import pinned_staging
+    from structgen.runtime.staging import pinned_staging
 
     with pytest.raises(ValueError, match="pinned staging is for CUDA devices, got cpu"):
         pinned_staging(torch.device("cpu"))

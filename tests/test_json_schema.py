@@ -15,7 +15,7 @@ from structgen.fsm.automaton import LazyDFA, compile_lazy
 from structgen.schemas.errors import SchemaError, UnsupportedSchemaError
 from structgen.schemas.json_schema import SchemaOptions, pydantic_schema, schema_to_ir
 
-from structgen.conformance import _Orderer, exact_validator, sample_strings
+from structgen.bench.conformance import KeyOrderer, exact_validator, sample_strings
 
 CANON = SchemaOptions()
 
@@ -446,7 +446,7 @@ def test_random_schemas(schema: Any, data: st.DataObject) -> None:
     dfa = compile_schema(schema)
     rng = random.Random(0)
     validator = jsonschema.Draft202012Validator(schema)
-    orderer = _Orderer(schema)
+    orderer = KeyOrderer(schema)
     for _ in range(3):
         value = orderer.order(schema, data.draw(from_schema(schema)))  # our layout: keys in schema order
         assert accepts(dfa, value), (schema, value)

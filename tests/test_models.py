@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from structgen.attention import ForwardBatch
-from structgen.memory import MemoryConfig
-from structgen.model_runner import ModelRunner
+from structgen.engine import EngineConfig, SchedulerConfig
+from structgen.engine.model_runner import ModelRunner
 from structgen.models import ModelLoadError, UnsupportedModelError, load_model, write_random_checkpoint
+from structgen.runtime.attention import ForwardBatch
+from structgen.runtime.memory import MemoryConfig
 
 from .conftest import tiny_config
 
@@ -50,7 +51,10 @@ class Runner:
 
     def __init__(self, path: Path) -> None:
         self.mr = ModelRunner(
-            str(path), MemoryConfig(max_total_tokens=256, max_running_requests=4, max_context=128), device=torch.device("cpu")
+            str(path),
+            EngineConfig(
+                device="cpu", memory=MemoryConfig(max_total_tokens=256, max_context=128), scheduler=SchedulerConfig(max_running_requests=4)
+            ),
         )
         self.rows: dict[str, int] = {}
         self.lens: dict[str, int] = {}

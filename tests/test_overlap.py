@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from structgen import Constraint, Engine, EngineConfig, GenerateRequest, SamplingParams
-from structgen.memory import MemoryConfig
-from structgen.sampling import FutureIds
-from structgen.scheduler import SchedulerConfig
+from structgen.engine.sampling import FutureIds
+from structgen.engine.scheduler import SchedulerConfig
+from structgen.runtime.memory import MemoryConfig
 
 SCHEMA = {
     "type": "object",
@@ -28,8 +28,9 @@ SCHEMA = {
 
 
 def _engine(path: str, *, overlap: bool, tokens: int = 8192, **sched: Any) -> Engine:
-    mem = MemoryConfig(max_total_tokens=tokens, max_context=512, max_running_requests=32)
-    return Engine(path, EngineConfig(memory=mem, scheduler=SchedulerConfig(overlap_schedule=overlap, **sched)))
+    mem = MemoryConfig(max_total_tokens=tokens, max_context=512)
+    sched_cfg = SchedulerConfig(max_running_requests=32, overlap_schedule=overlap, **sched)
+    return Engine(path, EngineConfig(memory=mem, scheduler=sched_cfg))
 
 
 def _requests() -> list[GenerateRequest]:

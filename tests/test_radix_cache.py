@@ -6,8 +6,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from structgen.memory import KVAllocator
-from structgen.radix_cache import RadixCache
+from structgen.engine.radix_cache import RadixCache
+from structgen.runtime.memory import KVAllocator
 
 seqs = st.lists(st.integers(0, 3), min_size=1, max_size=12)
 

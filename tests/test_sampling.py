@@ -6,17 +6,17 @@ import numpy as np
 import pytest
 import torch
 
-from structgen.request import SamplingParams
-from structgen.sampling import DEAD_END, FutureIds, Sampler, _top_k, _top_p
+from structgen.engine.request import SamplingParams
+from structgen.engine.sampling import DEAD_END, FutureIds, Sampler, top_k_filter, top_p_filter
 
 
 def test_top_k_top_p() -> None:
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05], [0.25, 0.25, 0.25, 0.25]]))
-    k = _top_k(logits.clone(), [2, 0])
+    k = top_k_filter(logits.clone(), [2, 0])
     assert torch.isinf(k[0, 2:]).all() and not torch.isinf(k[1]).any()
-    p = _top_p(logits.clone(), [0.7, 1.0])
+    p = top_p_filter(logits.clone(), [0.7, 1.0])
     assert not torch.isinf(p[0, :2]).any() and torch.isinf(p[0, 2:]).all() and not torch.isinf(p[1]).any()
-    p = _top_p(logits.clone(), [0.1, 0.5])
+    p = top_p_filter(logits.clone(), [0.1, 0.5])
     assert torch.isinf(p[0, 1:]).all() and (~torch.isinf(p[1])).sum() == 2
 
 
@@ -49,7 +49,7 @@ def test_dead_end_state_is_reported_not_sampled(tiny_vocab) -> None:  # type: ig
     fsm = GrammarCompiler(tiny_vocab).compile(Constraint.regex("aq"))  # no token spells "q"
     cur = fsm.cursor()
     cur.advance(tiny_vocab.token_bytes.index(b"a"))
-    assert fsm.row_is_empty(cur.mask_row) and not fsm.row_is_empty(fsm.mask_row_index(fsm.initial))
+    assert fsm.row_is_empty(cur.mask_row_index) and not fsm.row_is_empty(fsm.mask_row_index(fsm.initial))
     r = _R(SamplingParams(), 0)
     r.cursor = cur  # type: ignore[assignment]
     free = _R(SamplingParams(), 1)

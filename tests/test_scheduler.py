@@ -4,39 +4,43 @@ from __future__ import annotations
 
 import torch
 
-from structgen.memory import KVAllocator, ReqToTokenPool
-from structgen.radix_cache import RadixCache
-from structgen.request import Req, SamplingParams
-from structgen.scheduler import CacheManager, PrefillManager, SchedulerConfig
+from structgen.engine.cache_manager import CacheManager
+from structgen.engine.prefill_manager import PrefillManager
+from structgen.engine.radix_cache import RadixCache
+from structgen.engine.request import Req, SamplingParams
+from structgen.engine.scheduler import SchedulerConfig
+from structgen.runtime.memory import KVAllocator, ReqToTokenPool
 
 
 def _req(rid: int, prompt: list[int]) -> Req:
     return Req(rid, prompt, SamplingParams(max_tokens=4), False, None, torch.Generator(), 0.0)
 
 
-def _setup(**cfg: int) -> tuple[PrefillManager, CacheManager]:
+def _setup(rows: int = 8, **cfg: int) -> tuple[PrefillManager, CacheManager]:
     alloc = KVAllocator(1000)
     radix = RadixCache(alloc)
     cached = list(range(1, 21))
     slots = alloc.alloc(20)
     assert slots is not None
     radix.insert(cached, slots)
-    cache = CacheManager(ReqToTokenPool(8, 128), alloc, radix)
+    cache = CacheManager(ReqToTokenPool(rows, 128), alloc, radix)
     return PrefillManager(SchedulerConfig(**cfg), cache), cache
 
 
 def test_longest_prefix_first_then_aging() -> None:
-    pm, _cache = _setup(max_running_requests=1, aging_tokens_per_step=16)
+    pm, cache = _setup(rows=1, aging_tokens_per_step=16)  # one request runs at a time
     a = _req(0, list(range(50, 60)))  # arrives first, nothing cached
     b = _req(1, [*range(1, 21), 99])  # 20 cached tokens
     pm.add(a)
     pm.add(b)
     ((got, n),) = pm.schedule(budget=100, num_running=0)
     assert got is b and n == 1 and b.cached_tokens == 20  # only the uncached token is computed
+    cache.unadmit(b)  # b leaves: its row, the only one, is free again
     d = _req(2, [*range(1, 21), 98])
     pm.add(d)
     ((got, _n),) = pm.schedule(budget=100, num_running=0)
     assert got is d  # a waited 1 step: 16 < 20
+    cache.unadmit(d)
     e = _req(3, [*range(1, 21), 97])
     pm.add(e)
     ((got, _n),) = pm.schedule(budget=100, num_running=0)

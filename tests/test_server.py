@@ -24,14 +24,12 @@ import pytest
 from pydantic import BaseModel, Field
 from structgen.fsm import CompilerConfig
 
-from structgen.engine import EngineConfig
-from structgen.memory import MemoryConfig
-from structgen.scheduler import SchedulerConfig
+from structgen.engine.engine import EngineConfig
+from structgen.engine.scheduler import SchedulerConfig
+from structgen.runtime.memory import MemoryConfig
 
 pytest.importorskip("fastapi")
 from structgen.server import ServerConfig, ServerThread, create_app
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 PERSON_SCHEMA = {
     "type": "object",
@@ -50,7 +48,7 @@ class Person(BaseModel):
 
 def _engine_config(**compiler: Any) -> EngineConfig:
     return EngineConfig(
-        memory=MemoryConfig(max_total_tokens=65536, max_context=512, max_running_requests=128),
+        memory=MemoryConfig(max_total_tokens=65536, max_context=512),
         scheduler=SchedulerConfig(max_running_requests=128),
         compiler=CompilerConfig(workers=2, **compiler),
     )
@@ -117,9 +115,16 @@ def _error(resp: httpx.Response, status: int) -> dict[str, Any]:
 # ------------------------------------------------------------------ the openai client
 
 
-def test_openai_chat_json_schema_and_parse(server: ServerThread) -> None:
+@pytest.fixture
+def oc(server: ServerThread) -> Iterator[Any]:
+    """The official ``openai`` client on the test server, closed afterwards (its pooled sockets
+    would otherwise surface as ResourceWarnings in later tests)."""
     openai = pytest.importorskip("openai")
-    oc = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
+    with openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0) as client:
+        yield client
+
+
+def test_openai_chat_json_schema_and_parse(oc: Any) -> None:
     resp = oc.chat.completions.create(
         model="tiny",
         messages=[{"role": "user", "content": "Describe Harry as JSON."}],
@@ -145,9 +150,7 @@ def test_openai_chat_json_schema_and_parse(server: ServerThread) -> None:
         assert isinstance(json.loads(obj.choices[0].message.content or ""), dict)
 
 
-def test_openai_streaming_and_completions(server: ServerThread) -> None:
-    openai = pytest.importorskip("openai")
-    oc = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
+def test_openai_streaming_and_completions(oc: Any) -> None:
     stream = oc.chat.completions.create(
         model="tiny",
         messages=[{"role": "user", "content": "JSON please"}],

@@ -15,7 +15,7 @@ from structgen.fsm.vocab import Vocabulary
 from structgen.schemas import SchemaError
 from structgen.schemas.json_schema import schema_to_ir
 
-from structgen import conformance as conf
+from structgen.bench import conformance as conf
 
 from .conftest import GPT2_DIR, shared_path
 from .test_token_fsm import _simulate, check_distances

@@ -86,7 +86,7 @@ def test_masks_agree_with_advance_on_gpt2(gpt2_vocab: Vocabulary) -> None:
         probe = np.concatenate([allowed[rng.integers(0, len(allowed), 50)], rng.integers(0, gpt2_vocab.size, 200)])
         for p in probe.tolist():
             assert (p in set(allowed.tolist())) == (fsm.next_state(cur.state, p) >= 0)
-        assert fsm.row_allows(cur.mask_row, t)
+        assert fsm.row_allows(cur.mask_row_index, t)
         cur.advance(t)
     assert cur.is_accepting()
 
@@ -672,7 +672,7 @@ def _sample(fsm: TokenFSM, rng: random.Random, budget: int) -> tuple[list[int], 
     cur = fsm.cursor()
     vocab = fsm.vocab
     for i in range(budget):
-        row = fsm.row(cur.budget_row(budget - i))
+        row = fsm.row(cur.budget_row_index(budget - i))
         allowed = np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little")[: vocab.size])
         assert allowed.size
         tok = int(rng.choice(allowed.tolist()))

@@ -41,8 +41,6 @@ def test_length_grouped_batches_refuse_fewer_rows_than_a_batch() -> None:
     import random
 
     import numpy as np
-
-    sys.path.insert(0, str(ROOT / "tools"))
     from train_demo_model import length_grouped_batches
 
     rows = [(np.zeros(n, dtype=np.int16), 1) for n in range(1, 11)]

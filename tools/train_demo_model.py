@@ -22,16 +22,14 @@ import json
 import math
 import os
 import random
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from structgen.demo.data import generate_examples
 
-from structgen.demo.data import generate_examples  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 CHAT_TEMPLATE = (
     "{% set fields = messages | selectattr('role', 'equalto', 'system') | map(attribute='content') | join(' ') %}"

@@ -32,11 +32,11 @@ import itertools
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NamedTuple
 
+from structgen.engine.prompt_format import format_prompt
 from structgen.schemas import SchemaOptions
-
-from .prompting import format_prompt
 
 SPLITS = ("train", "heldout")
 
@@ -122,9 +122,9 @@ def _token_pieces() -> tuple[tuple[str, ...], tuple[str, ...]]:
     pieces), read from the packaged ``tokenizer.json``."""
     import json
 
-    from structgen.default_model import ensure_default_model
+    from structgen.api import default_model_path
 
-    vocab = json.loads((ensure_default_model() / "tokenizer.json").read_text())["model"]["vocab"]
+    vocab = json.loads(Path(default_model_path(), "tokenizer.json").read_text())["model"]["vocab"]
     initial = tuple(sorted(t[1:] for t in vocab if t.startswith("\u0120") and t[1:].isascii() and t[1:].isalpha()))
     inner = tuple(sorted(t for t in vocab if t.isascii() and t.isalpha()))
     return initial, inner

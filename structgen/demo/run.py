@@ -43,9 +43,8 @@ def run_demo(model: str | None = None, *, held_out: int = 3, seed: int = 0) -> i
     if held_out < 0:
         raise ValueError(f"held_out must be ≥ 0, got {held_out}")
     from structgen.api import default_model_path, generate
-    from structgen.engine import Engine
-
-    from .data import generate_examples
+    from structgen.demo.data import generate_examples
+    from structgen.engine.engine import Engine
 
     path = model or default_model_path()
     t0 = time.perf_counter()

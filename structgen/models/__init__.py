@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from .llama import SUPPORTED_ARCHITECTURES, LlamaForCausalLM, ModelArgs, UnsupportedModelError
-from .loader import ModelLoadError, init_random_weights, load_hf_config, load_model, write_model_folder, write_random_checkpoint
-from .presets import PRESETS, preset_config, write_preset_folder
+from structgen.models.llama import SUPPORTED_ARCHITECTURES, LlamaForCausalLM, ModelArgs, UnsupportedModelError
+from structgen.models.loader import (
+    ModelLoadError,
+    init_random_weights,
+    load_hf_config,
+    load_model,
+    write_model_folder,
+    write_random_checkpoint,
+)
+from structgen.models.presets import PRESETS, preset_config, write_preset_folder
 
 __all__ = [
     "PRESETS",

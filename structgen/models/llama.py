@@ -8,7 +8,7 @@ matmul each at load time (as in vLLM and SGLang).
 
 Shapes: a forward takes ``T`` tokens of several requests flattened together (prefill chunks,
 jump-forward extends and one-token decodes side by side); attention reads and writes the paged KV
-pool through an :class:`~structgen.attention.AttentionBackend` planned once per forward.
+pool through an :class:`~structgen.runtime.attention.AttentionBackend` planned once per forward.
 
 Sources: Touvron et al. 2023 (Llama 2), Grattafiori et al. 2024 (Llama 3, ``llama3`` RoPE
 scaling), Jiang et al. 2023 (Mistral sliding window), Yang et al. 2024 (Qwen2); RoPE from Su et
@@ -27,7 +27,7 @@ from torch import nn
 from structgen import kernels
 
 if TYPE_CHECKING:
-    from structgen.attention import AttentionBackend
+    from structgen.runtime.attention import AttentionBackend
 
 
 class UnsupportedModelError(ValueError):

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from .llama import SUPPORTED_ARCHITECTURES, LlamaForCausalLM, ModelArgs, UnsupportedModelError, rope_inv_freq
+from structgen.models.llama import SUPPORTED_ARCHITECTURES, LlamaForCausalLM, ModelArgs, UnsupportedModelError, rope_inv_freq
 
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 DTYPES = {

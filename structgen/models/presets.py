@@ -5,8 +5,7 @@
 tokenizer and weights drawn on the GPU, it has the 8B model's exact shapes and memory traffic.
 ``llama-gpt2-tiny`` / ``llama-gpt2-small`` are 2-layer Llamas sized for the vendored GPT-2
 tokenizer (hidden 64 / 128): the CPU server-load and engine benchmarks write them with
-:func:`write_random_gpt2_checkpoint` (``llama-gpt2-small`` was the embedded default before the
-trained demo model).
+:func:`write_random_preset_checkpoint` and the GPT-2 tokenizer folder they are given.
 """
 
 from __future__ import annotations
@@ -61,6 +60,12 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+# A plain role-prefixed chat template for random-weight checkpoints whose tokenizer has none.
+PLAIN_CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}"
+)
+
+
 def preset_config(name: str) -> Any:
     """A ``transformers.LlamaConfig`` for preset ``name``; raises ``ValueError`` listing the
     presets for an unknown one."""
@@ -74,18 +79,17 @@ def preset_config(name: str) -> Any:
 def write_preset_folder(name: str, path: str | os.PathLike[str], tokenizer_dir: str | os.PathLike[str] | None = None) -> Path:
     """Write preset ``name``'s config.json and the tokenizer of ``tokenizer_dir`` (if given) into
     ``path`` (no weights; load with ``random_weights_seed``)."""
-    from .loader import write_model_folder
+    from structgen.models.loader import write_model_folder
 
     return write_model_folder(path, preset_config(name), tokenizer_dir=tokenizer_dir)
 
 
-def write_random_gpt2_checkpoint(name: str, path: str | os.PathLike[str], seed: int = 0) -> Path:
-    """A seeded random-weight checkpoint of preset ``name`` with the vendored GPT-2 tokenizer and
-    a plain chat template, written into ``path``.  Raises ``ValueError`` for an unknown preset
-    and ``FileNotFoundError`` without the source tree's GPT-2 tokenizer."""
-    from structgen.default_model import CHAT_TEMPLATE, gpt2_tokenizer_dir
-
+def write_random_preset_checkpoint(name: str, path: str | os.PathLike[str], tokenizer_dir: str | os.PathLike[str], seed: int = 0) -> Path:
+    """A seeded random-weight checkpoint of preset ``name`` with the tokenizer of
+    ``tokenizer_dir`` (``llama-gpt2-*``: a GPT-2 tokenizer folder) and
+    :data:`PLAIN_CHAT_TEMPLATE` as its chat template, written into ``path``.  Raises ``ValueError``
+    for an unknown preset and ``ModelLoadError`` for a folder without a tokenizer."""
     from .loader import write_random_checkpoint
 
-    write_random_checkpoint(path, preset_config(name), seed=seed, tokenizer_dir=gpt2_tokenizer_dir(), chat_template=CHAT_TEMPLATE)
+    write_random_checkpoint(path, preset_config(name), seed=seed, tokenizer_dir=tokenizer_dir, chat_template=PLAIN_CHAT_TEMPLATE)
     return Path(path)

@@ -1,8 +1,8 @@
-"""One engine loop thread that owns the :class:`~structgen.engine.Engine` (and its device);
+"""One engine loop thread that owns the :class:`~structgen.engine.engine.Engine` (and its device);
 asyncio handlers talk to it through a command inbox and per-request chunk queues.
 
 The loop drains the inbox (submit / abort / call), runs one ``Engine.step`` when there is work,
-and hands each :class:`~structgen.request.StreamChunk` to its request's ``asyncio.Queue`` with
+and hands each :class:`~structgen.engine.request.StreamChunk` to its request's ``asyncio.Queue`` with
 ``loop.call_soon_threadsafe``.  Nothing but this thread touches the engine's scheduler, pools
 or radix cache, so aborts from disconnecting clients are applied between steps.
 """
@@ -18,9 +18,9 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, NamedTuple, TypeVar
 
-from structgen.engine import Engine
+from structgen.engine.engine import Engine
+from structgen.engine.request import GenerateRequest, StreamChunk
 from structgen.fsm import Constraint, TokenFSM
-from structgen.request import GenerateRequest, StreamChunk
 
 log = logging.getLogger("structgen.server")
 T = TypeVar("T")

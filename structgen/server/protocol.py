@@ -7,9 +7,12 @@ Fields we cannot honour are refused with a 400 naming the field rather than igno
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from structgen.engine.request import SamplingParams
 
 Whitespace = Literal["canonical", "compact", "flexible"]
 
@@ -69,6 +72,13 @@ class _Sampling(_Strict):
     def stop_tuple(self) -> tuple[str, ...]:
         return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
 
+    def sampling_params(self) -> SamplingParams:
+        """The body's decoding parameters (``max_tokens`` None: the room the context leaves).
+        Raises ``RequestError`` naming a field out of range."""
+        return SamplingParams(
+            max_tokens=self.max_tokens, temperature=self.temperature, top_p=self.top_p, seed=self.seed, stop=self.stop_tuple()
+        )
+
 
 class StructuredRequest(_Sampling):
     """``POST /v1/structured``: ``prompt`` or ``messages``; at most one of ``json_schema`` and
@@ -87,6 +97,10 @@ class StructuredRequest(_Sampling):
     whitespace: Whitespace = "canonical"
     strict: bool = True
     model: str | None = None
+
+    def sampling_params(self) -> SamplingParams:
+        params = super().sampling_params()
+        return replace(params, top_k=self.top_k, jump_forward=self.jump_forward, budget_completion=self.budget_completion)
 
     @model_validator(mode="after")
     def _check_inputs(self) -> StructuredRequest:

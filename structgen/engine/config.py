@@ -1,0 +1,73 @@
+"""``EngineConfig``: the engine's settings, one frozen dataclass holding the layer configs
+(memory, scheduler, compiler) that the model runner and scheduler are built from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from structgen.engine.scheduler import SchedulerConfig
+from structgen.fsm import CompilerConfig
+from structgen.kernels import BACKENDS as KERNEL_BACKENDS
+from structgen.runtime.attention import check_attention_backend
+from structgen.runtime.flashinfer_backend import check_decode_kernel
+from structgen.runtime.memory import MemoryConfig
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Engine settings: ``device`` ("auto": CUDA when available, else CPU), ``dtype`` ("auto",
+    "float32", "bfloat16", "float16"), ``seed`` (generator of unseeded sampled requests),
+    ``mask_backend`` ("auto" | "torch" | "triton") and ``attention_backend`` ("auto" |
+    "torch" | "flashinfer") kernel choices, ``decode_kernel`` (the decode graphs' attention:
+    "auto" | "flashinfer" | "triton"), ``cuda_graph`` / ``cuda_graph_max_bs`` /
+    ``cuda_graph_max_extend_tokens`` (decode and small-extend graphs with FlashInfer on CUDA; 0
+    extend tokens: decode graphs only), ``mask_pool_rows`` (device-resident FSM mask rows),
+    ``random_weights_seed`` (draw weights on the device instead of reading a checkpoint: for
+    benchmarks of large configurations), ``gc_freeze`` (move the heap into the garbage
+    collector's permanent generation after start-up and whenever a newly compiled grammar
+    starts serving, so full collections never walk model, tokenizer and automaton objects:
+    such a pass walks every cached automaton while all running requests wait; vLLM freezes
+    its start-up heap the same way; :meth:`Engine.close` unfreezes),
+    and the layer configs.  Raises ``ValueError`` for values out of range."""
+
+    device: str = "auto"
+    dtype: str = "auto"
+    seed: int = 0
+    mask_backend: str = "auto"
+    attention_backend: str = "auto"
+    decode_kernel: str = "auto"
+    cuda_graph: bool = True
+    cuda_graph_max_bs: int = 256
+    cuda_graph_max_extend_tokens: int = 1024
+    mask_pool_rows: int = 4096
+    random_weights_seed: int | None = None
+    gc_freeze: bool = True
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    compiler: CompilerConfig = field(default_factory=CompilerConfig)
+
+    def __post_init__(self) -> None:
+        if self.device != "auto":
+            torch.device(self.device)  # raises RuntimeError for a malformed device string
+        if self.mask_backend not in KERNEL_BACKENDS:
+            raise ValueError(f"mask_backend must be one of {', '.join(KERNEL_BACKENDS)}; got {self.mask_backend!r}")
+        check_attention_backend(self.attention_backend)
+        check_decode_kernel(self.decode_kernel)
+        if self.cuda_graph_max_bs < 1:
+            raise ValueError(f"cuda_graph_max_bs must be ≥ 1, got {self.cuda_graph_max_bs}")
+        if self.cuda_graph_max_extend_tokens < 0:
+            raise ValueError(f"cuda_graph_max_extend_tokens must be ≥ 0, got {self.cuda_graph_max_extend_tokens}")
+        if self.mask_pool_rows < 1:
+            raise ValueError(f"mask_pool_rows must be ≥ 1, got {self.mask_pool_rows}")
+        if not isinstance(self.gc_freeze, bool):
+            raise ValueError(f"gc_freeze must be a bool, got {self.gc_freeze!r}")
+        if self.random_weights_seed is not None and self.random_weights_seed < 0:
+            raise ValueError(f"random_weights_seed must be ≥ 0, got {self.random_weights_seed}")
+
+    def torch_device(self) -> torch.device:
+        """``device`` resolved: "auto" is CUDA when available, else the CPU."""
+        if self.device == "auto":
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return torch.device(self.device)

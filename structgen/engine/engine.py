@@ -1,0 +1,363 @@
+"""The engine: tokenizer + model runner + scheduler + sampler, stepped as schedule → forward →
+sample → process results (nano-vllm's and mini-sglang's loop, with SGLang's overlap
+scheduler)."""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import os
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
+from typing import Any, NamedTuple
+
+import torch
+
+from structgen.engine.cache_manager import CacheManager
+from structgen.engine.config import EngineConfig
+from structgen.engine.grammar_manager import GrammarManager
+from structgen.engine.model_runner import ModelRunner
+from structgen.engine.observer import StepObserver, StepPhases
+from structgen.engine.prompt_format import load_prompt_format
+from structgen.engine.radix_cache import RadixCache
+from structgen.engine.request import GenerateRequest, Req, RequestError, RequestOutput, SamplingParams, Status, StreamChunk, Usage
+from structgen.engine.sampling import SampledIds, Sampler
+from structgen.engine.scheduler import ScheduledBatch, Scheduler
+from structgen.fsm import Constraint, GrammarCompiler, Vocabulary
+
+
+def eos_token_ids(model_path: str, hf_config: Any, tokenizer: Any) -> list[int]:
+    """The ids that end generation: generation_config.json's ``eos_token_id``, else
+    config.json's, plus the tokenizer's EOS.  Raises ``ValueError`` when none is named."""
+    ids: list[int] = []
+    gen_cfg = os.path.join(model_path, "generation_config.json")
+    if os.path.isfile(gen_cfg):
+        import json
+
+        with open(gen_cfg, encoding="utf-8") as f:
+            eos = json.load(f).get("eos_token_id")
+        ids = [eos] if isinstance(eos, int) else list(eos or [])
+    if not ids:
+        eos = getattr(hf_config, "eos_token_id", None)
+        ids = [eos] if isinstance(eos, int) else list(eos or [])
+    tok_eos = tokenizer.eos_token_id
+    if tok_eos is not None and tok_eos not in ids:
+        ids.append(tok_eos)
+    ids = [i for i in ids if 0 <= i < len(tokenizer)]
+    if not ids:
+        raise ValueError(f"{model_path!r}: neither generation_config.json, config.json nor the tokenizer names an EOS token")
+    return ids
+
+
+class EngineStats(NamedTuple):
+    """Engine-wide counters: forwards run, prompt tokens computed by prefill (retracted
+    requests count again), radix-cache hit / evicted tokens, retractions, requests finished."""
+
+    forwards: int
+    prefill_tokens_computed: int
+    cache_hit_tokens: int
+    cache_evicted_tokens: int
+    retractions: int
+    finished: int
+
+
+class Engine:
+    """A loaded model serving requests with continuous batching (a context manager).
+
+    ``model_path``: a local Hugging Face folder (config.json, safetensors, tokenizer files);
+    ``tokenizer_path``: another folder for the tokenizer (default: ``model_path``);
+    ``runner``: the :class:`ModelRunner` of an earlier, closed engine of the same model (its
+    weights, pools and CUDA graphs are reused, so benchmarks compare scheduler settings without
+    reloading; ``config.cuda_graph`` switches its replays on or off; memory and kernel settings
+    stay the runner's).  Raises ``ModelLoadError`` / ``UnsupportedModelError`` for a bad
+    folder and ``ValueError`` for a runner whose pools are not empty.
+    """
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str],
+        config: EngineConfig | None = None,
+        *,
+        tokenizer_path: str | os.PathLike[str] | None = None,
+        runner: ModelRunner | None = None,
+    ) -> None:
+        self.config = cfg = config or EngineConfig()
+        self.model_path = os.fspath(model_path)
+        if runner is not None:
+            if not runner.pools_empty():
+                raise ValueError("the reused ModelRunner still holds KV slots or req-to-token rows: close its engine first")
+            runner.use_cuda_graph = cfg.cuda_graph
+        else:
+            runner = ModelRunner(self.model_path, cfg)
+        self.runner = runner
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(os.fspath(tokenizer_path or model_path), local_files_only=True)
+        self.prompt_format = load_prompt_format(self.model_path)  # applied by the API and server to text prompts
+        self.eos_token_ids = eos_token_ids(self.model_path, self.runner.hf_config, self.tokenizer)
+        self.vocab = Vocabulary.from_tokenizer(self.tokenizer, eos_token_ids=self.eos_token_ids)
+        self.vocab.prepare()  # trie tables and the sorted order: built at start-up, not in a request's step
+        self.compiler = GrammarCompiler(self.vocab, cfg.compiler)
+        radix = RadixCache(self.runner.allocator) if cfg.scheduler.radix_cache else None
+        self.cache = CacheManager(self.runner.req_to_token, self.runner.allocator, radix)
+        self.sampler = Sampler(
+            self.runner.vocab_size,
+            self.vocab.size,
+            device=runner.device,
+            mask_backend=cfg.mask_backend,
+            pool_rows=cfg.mask_pool_rows,
+            future=self.runner.future_ids,
+        )
+        self.scheduler = Scheduler(
+            cfg.scheduler,
+            self.cache,
+            GrammarManager(self.compiler, gc_freeze=cfg.gc_freeze),
+            self.vocab.token_bytes,
+            frozenset(self.eos_token_ids),
+        )
+        self.observer: StepObserver | None = None
+        self._rids = itertools.count()
+        self._generator = torch.Generator().manual_seed(cfg.seed)
+        self._reqs: dict[int, Req] = {}
+        self._closed = False
+        if cfg.gc_freeze:
+            gc.collect()
+            gc.freeze()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop compile workers, abort what is still running and empty the radix cache, so the
+        runner's pools are all free again (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            for rid in list(self._reqs):
+                self.abort(rid)
+            while self.scheduler.has_work():
+                self.step()
+            radix = self.cache.radix
+            if radix is not None:
+                radix.evict(radix.total_size)
+        finally:
+            self.compiler.close()
+            if self.config.gc_freeze:
+                gc.unfreeze()  # what this engine held may now be collected
+
+    # ------------------------------------------------------------------ requests
+
+    def tokenize(self, prompt: Any) -> list[int]:
+        """Prompt → ids: text (the tokenizer's special tokens added), chat messages (the
+        tokenizer's chat template with the generation prompt) or a list of ids.  Raises
+        ``RequestError``."""
+        tok = self.tokenizer
+        if isinstance(prompt, str):
+            ids = list(tok(prompt)["input_ids"])
+        elif isinstance(prompt, Sequence) and prompt and all(isinstance(m, dict) for m in prompt):
+            if not getattr(tok, "chat_template", None):
+                raise RequestError(
+                    f"prompt: chat messages need a chat template, and the tokenizer of {self.model_path!r} has none; pass text",
+                    param="prompt",
+                )
+            try:
+                text = tok.apply_chat_template(list(prompt), add_generation_prompt=True, tokenize=False)
+            except Exception as exc:  # jinja errors, bad roles
+                raise RequestError(f"prompt: the chat template rejected the messages: {exc}", param="prompt") from None
+            ids = list(tok(text, add_special_tokens=False)["input_ids"])
+        elif isinstance(prompt, Sequence) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+            bad = [t for t in prompt if not 0 <= t < self.runner.vocab_size]
+            if bad:
+                raise RequestError(f"prompt: token ids {bad[:5]} outside the vocabulary [0, {self.runner.vocab_size})", param="prompt")
+            ids = list(prompt)
+        else:
+            raise RequestError("prompt must be a non-empty string, a list of chat messages (dicts) or a list of token ids", param="prompt")
+        if not ids:
+            raise RequestError("prompt is empty after tokenization", param="prompt")
+        return ids
+
+    def check_context(self, num_prompt_tokens: int, params: SamplingParams, *, clip: bool = False) -> SamplingParams:
+        """``params`` with ``max_tokens`` resolved for a prompt of ``num_prompt_tokens`` (None:
+        the room left; beyond the room: clipped to it with ``clip``, as :meth:`submit` does).
+        The context is the model's (``max_context``) or the KV pool's capacity, whichever is
+        smaller.  Raises ``RequestError`` (code ``context_length_exceeded``) when the prompt
+        leaves no room, or without ``clip`` when ``max_tokens`` exceeds the room left (the
+        server's answer is then a 400)."""
+        ctx = min(self.runner.max_context, self.runner.allocator.capacity)
+        if num_prompt_tokens >= ctx:
+            raise RequestError(
+                f"the prompt has {num_prompt_tokens} tokens; the context is {ctx} tokens and at least one must be left to generate",
+                param="prompt",
+                code="context_length_exceeded",
+            )
+        room = ctx - num_prompt_tokens
+        if params.max_tokens is None or (clip and params.max_tokens > room):
+            return replace(params, max_tokens=room)
+        if params.max_tokens > room:
+            raise RequestError(
+                f"max_tokens={params.max_tokens} plus the prompt's {num_prompt_tokens} tokens exceed the context of {ctx} tokens "
+                f"(at most {room} completion tokens fit)",
+                param="max_tokens",
+                code="context_length_exceeded",
+            )
+        return params
+
+    def submit(self, request: GenerateRequest) -> int:
+        """Queue ``request``; returns its id.  ``max_tokens`` beyond the room the context leaves
+        is clipped to it (:meth:`check_context`).  Raises ``RequestError`` (bad prompt or
+        parameter) without touching other requests."""
+        if self._closed:
+            raise RuntimeError("engine is closed")
+        if not isinstance(request.params, SamplingParams):
+            raise RequestError("params must be a SamplingParams", param="params")
+        if request.constraint is not None and not isinstance(request.constraint, Constraint):
+            raise RequestError("constraint must be a structgen.Constraint", param="constraint")
+        ids = self.tokenize(request.prompt)
+        params = self.check_context(len(ids), request.params, clip=True)
+        rid = next(self._rids)
+        gen = torch.Generator().manual_seed(params.seed) if params.seed is not None else self._generator
+        jf = self.config.scheduler.jump_forward if params.jump_forward is None else params.jump_forward
+        req = Req(
+            rid=rid,
+            prompt_ids=ids,
+            params=params,
+            jump_forward=jf,
+            constraint=request.constraint,
+            generator=gen,
+            arrival_s=time.perf_counter(),
+        )
+        self._reqs[rid] = req
+        self.scheduler.add(req)
+        return rid
+
+    def abort(self, rid: int) -> bool:
+        """Cancel request ``rid``; True if it was still unfinished."""
+        return self.scheduler.abort(rid) is not None
+
+    # ------------------------------------------------------------------ the loop
+
+    @torch.inference_mode()
+    def step(self) -> list[StreamChunk]:
+        """One engine step: schedule → forward → sample → process results.  With the overlap
+        scheduler the forward is launched on placeholder ids before the previous step's tokens
+        are processed (host work overlaps the GPU), and this step's tokens are processed in the
+        next step.  Returns the stream chunks of the requests processed."""
+        t0 = time.perf_counter()
+        batch = self.scheduler.schedule()  # schedule
+        if batch is None and self.scheduler.inflight is None and len(self.scheduler.grammar):
+            self.scheduler.grammar.wait(0.05)  # nothing to run until a compile finishes
+        t1 = time.perf_counter()
+        logits = self.runner.forward(batch.forward) if batch is not None else None  # forward: [S, V]
+        if self.observer is not None and self.observer.synchronize:
+            self.runner.synchronize()
+        t2 = time.perf_counter()
+        chunks = self.scheduler.process_launched(batch)  # overlap: the previous step's tokens
+        t3 = time.perf_counter()
+        sampled = self.sample(batch, logits)  # sample
+        t4 = time.perf_counter()
+        chunks += self.scheduler.process_results(batch, sampled)  # process results
+        if self.observer is not None:
+            phases = StepPhases(t1 - t0, t2 - t1, t4 - t3, t3 - t2 + time.perf_counter() - t4)
+            self.observer.on_step(batch, self.runner.last_forward_kind if batch is not None else None, phases)
+        return chunks
+
+    def sample(self, batch: ScheduledBatch | None, logits: torch.Tensor | None) -> SampledIds | None:
+        """Launch the sample of ``batch``'s live samplers from ``logits`` (float32 ``[S, V]``):
+        mask rows of their cursors, temperature, top-k / top-p, draw; None when nothing is
+        sampled.  With a synchronizing observer it waits for the ids."""
+        if batch is None or not batch.samplers:
+            return None
+        assert logits is not None
+        sampled = self.sampler.launch(logits, batch.samplers, batch.live())
+        if self.observer is not None and self.observer.synchronize:
+            sampled.result()  # cached: the scheduler reads the same ids
+        return sampled
+
+    def observe(self, observer: StepObserver | None) -> None:
+        """Attach ``observer`` (told every step's phases) or, with None, detach the current one.
+        A synchronizing observer turns the overlap scheduler off while attached.  Raises
+        ``RuntimeError`` when one is already attached."""
+        if observer is not None and self.observer is not None:
+            raise RuntimeError("an observer is already attached to this engine")
+        self.observer = observer
+        sync = observer is not None and observer.synchronize
+        self.scheduler.overlap = self.config.scheduler.overlap_schedule and not sync
+
+    def has_unfinished(self) -> bool:
+        return self.scheduler.has_work()
+
+    def output(self, rid: int) -> RequestOutput:
+        """The result of a finished request (``KeyError`` if unknown, ``RuntimeError`` if running)."""
+        req = self._reqs[rid]
+        if req.status is not Status.FINISHED:
+            raise RuntimeError(f"request {rid} is still {req.status.value}")
+        text = self.scheduler.text_bytes(req).decode("utf-8", errors="replace")
+        return RequestOutput(rid, text, list(req.output_ids), req.finish_reason or "error", req.usage(), req.error)
+
+    def _prepare(self, requests: Iterable[GenerateRequest]) -> tuple[list[int | None], list[RequestOutput | None]]:
+        rids: list[int | None] = []
+        errors: list[RequestOutput | None] = []
+        for r in requests:
+            try:
+                rids.append(self.submit(r))
+                errors.append(None)
+            except RequestError as exc:
+                rids.append(None)
+                errors.append(RequestOutput(-1, "", [], "error", _empty_usage(), exc))
+        return rids, errors
+
+    def generate(self, requests: Sequence[GenerateRequest]) -> list[RequestOutput]:
+        """Run ``requests`` concurrently to completion; outputs in input order.  A request that
+        cannot be served gets ``finish_reason="error"`` with its ``error``; the others run."""
+        rids, outs = self._prepare(requests)
+        pending = {r for r in rids if r is not None}
+        while pending:
+            for chunk in self.step():
+                if chunk.finished:
+                    pending.discard(chunk.rid)
+        return [o if o is not None else self.output(r) for r, o in zip(rids, outs)]  # type: ignore[arg-type]
+
+    def stream(self, requests: Sequence[GenerateRequest]) -> Iterator[tuple[int, StreamChunk]]:
+        """Run ``requests``, yielding ``(index, chunk)`` as text arrives; each request's last
+        chunk has ``finished`` set.  Rejected requests yield one finished error chunk."""
+        rids, outs = self._prepare(requests)
+        index = {r: i for i, r in enumerate(rids) if r is not None}
+        for i, o in enumerate(outs):
+            if o is not None:
+                yield i, StreamChunk(-1, "", True, "error", o.usage, o.error)
+        pending = set(index)
+        while pending:
+            for chunk in self.step():
+                if chunk.rid in index:
+                    if chunk.finished:
+                        pending.discard(chunk.rid)
+                    yield index[chunk.rid], chunk
+
+    def stats(self) -> EngineStats:
+        radix = self.cache.radix
+        finished = sum(1 for r in self._reqs.values() if r.status is Status.FINISHED)
+        return EngineStats(
+            forwards=self.scheduler.num_forwards,
+            prefill_tokens_computed=self.cache.prefill_tokens_computed,
+            cache_hit_tokens=radix.hit_tokens if radix else 0,
+            cache_evicted_tokens=radix.evicted_tokens if radix else 0,
+            retractions=sum(r.retractions for r in self._reqs.values()),
+            finished=finished,
+        )
+
+    def forget(self, rid: int) -> None:
+        """Drop a finished request's record (long-running servers)."""
+        req = self._reqs.get(rid)
+        if req is not None and req.status is Status.FINISHED:
+            del self._reqs[rid]
+
+
+def _empty_usage() -> Usage:
+    return Usage(0, 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0)

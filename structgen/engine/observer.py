@@ -1,0 +1,38 @@
+"""``StepObserver``: a hook the engine calls after every step with the host time of each phase
+(schedule → forward → sample → process results), for profilers and benchmarks."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import NamedTuple
+
+from structgen.engine.scheduler import ScheduledBatch
+
+
+class StepPhases(NamedTuple):
+    """Seconds (host clock) of one engine step's phases: ``schedule_s`` (including the wait for
+    a compile when nothing can run), ``forward_s`` (the launch; device time too when the
+    observer synchronizes), ``sample_s`` (mask rows, mask kernel and draw; with
+    ``synchronize`` also the wait for the sampled ids), ``process_s`` (cursors, jump-forward,
+    stop rules, stream chunks; with the overlap scheduler the previous step's tokens)."""
+
+    schedule_s: float
+    forward_s: float
+    sample_s: float
+    process_s: float
+
+
+class StepObserver(ABC):
+    """Attached with :meth:`Engine.observe <structgen.engine.engine.Engine.observe>`.
+
+    ``synchronize`` (class attribute): while attached the engine runs without the overlap
+    scheduler, synchronizes the device after each forward and waits for the sampled ids inside
+    the sample phase, so every phase's time is its own (a slower run, for breakdowns)."""
+
+    synchronize: bool = False
+
+    @abstractmethod
+    def on_step(self, batch: ScheduledBatch | None, forward_kind: str | None, phases: StepPhases) -> None:
+        """Called once per step, after its results are processed.  ``batch``: what ran (None for
+        a step with nothing to run); ``forward_kind``: ``"decode graph"``, ``"extend graph"`` or
+        ``"eager"`` (None without a forward).  Must not raise or touch the engine."""

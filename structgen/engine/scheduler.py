@@ -1,0 +1,372 @@
+"""The scheduler: small managers composed into one schedule → process-results loop.
+
+* :class:`~.grammar_manager.GrammarManager`: asynchronous grammar compiles; requests wait in
+  a grammar queue.
+* :class:`~.cache_manager.CacheManager`: req-to-token rows, KV slots, the radix cache (match,
+  insert, evict).
+* :class:`~.prefill_manager.PrefillManager`: the waiting queue and admission (KV budget,
+  cache-aware order with aging, in-batch prefix sharing, chunked prefill).
+* :class:`~.decode_manager.DecodeManager`: running requests (continuous batching: join and
+  leave between steps), their pending extends (decode tokens, jump-forward chains, prefill
+  chunks), and retraction when KV runs out.
+
+Every forward is one mixed extend batch: each scheduled request contributes the tokens of its
+sequence that have no KV yet (1 for a decode, n for a forced chain or a prefill chunk).
+
+With ``overlap_schedule`` (SGLang's overlap scheduler, vLLM's async scheduling) a step
+launches its forward before the host has read the previous step's sampled ids: a decode's
+input is a placeholder the device resolves from the ids it sampled (:class:`~.sampling.FutureIds`),
+and the previous step's tokens are processed (cursors, jump-forward, stop rules) while the new
+forward runs.  A launched sample goes stale when its request's sequence changes before the host
+sees it (a jump-forward, a finish, a retraction: :attr:`Req.version`); its id is dropped and the
+KV it computed is freed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+
+from structgen.engine.cache_manager import CacheManager
+from structgen.engine.decode_manager import DecodeManager
+from structgen.engine.grammar_manager import GrammarManager
+from structgen.engine.prefill_manager import PrefillManager
+from structgen.engine.request import Req, Status, StreamChunk
+from structgen.engine.sampling import DEAD_END, FutureIds, SampledIds
+from structgen.fsm.token_fsm import JumpForward, utf8_complete_prefix
+from structgen.runtime.attention import ForwardBatch
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """Scheduling policy.
+
+    ``max_batch_tokens``: extend tokens per forward beyond one per decoding request (prompts
+    longer than this are chunked); ``max_running_requests``: requests running at once (the rows of
+    the req-to-token pool); ``decode_reserve_tokens``: KV kept free
+    per admitted request for its next tokens; ``radix_cache``, ``jump_forward``: engine-wide
+    switches; ``max_rollback``: tokens jump-forward may re-tokenize; ``in_batch_prefix_min``:
+    a waiting request sharing at least this many uncached tokens with one admitted in the same
+    step waits one step so it can reuse that prefix; ``aging_tokens_per_step``: priority a
+    waiting request gains per step (starvation guard for the longest-prefix-first order);
+    ``overlap_schedule``: launch each step's forward before processing the previous step's
+    sampled tokens (hides the host's scheduling and result processing behind the GPU; every
+    token is reported one step later; a request that finishes wastes the one decode launched
+    for it meanwhile, and a jump-forward costs one more forward: the decode launched meanwhile
+    is for a position the forced tokens take, so they extend in the step after).
+    """
+
+    max_batch_tokens: int = 4096
+    max_running_requests: int = 256
+    decode_reserve_tokens: int = 16
+    radix_cache: bool = True
+    jump_forward: bool = True
+    max_rollback: int = 3
+    in_batch_prefix_min: int = 32
+    aging_tokens_per_step: int = 16
+    overlap_schedule: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.overlap_schedule, bool):
+            raise ValueError(f"overlap_schedule must be a bool, got {self.overlap_schedule!r}")
+        if self.max_batch_tokens < 1:
+            raise ValueError(f"max_batch_tokens must be ≥ 1, got {self.max_batch_tokens}")
+        if self.max_running_requests < 1:
+            raise ValueError(f"max_running_requests must be ≥ 1, got {self.max_running_requests}")
+        if self.decode_reserve_tokens < 0 or self.max_rollback < 0 or self.in_batch_prefix_min < 1 or self.aging_tokens_per_step < 0:
+            raise ValueError("decode_reserve_tokens, max_rollback, aging_tokens_per_step must be ≥ 0 and in_batch_prefix_min ≥ 1")
+
+
+class ScheduledBatch(NamedTuple):
+    """One step's work: ``forward`` and the requests in it with their token counts
+    (``items[b] = (req, extend_len)``), in the forward's order; ``samplers``: the requests whose
+    next token is sampled from this forward (same order as ``forward.sample_rows``);
+    ``versions``: each sampler's :attr:`Req.version` when the batch was built (its sample is
+    used only while the version is unchanged)."""
+
+    forward: ForwardBatch
+    items: list[tuple[Req, int]]
+    samplers: list[Req]
+    versions: list[int]
+
+    def live(self) -> list[bool]:
+        """Per sampler: its sample is still wanted (no finish, jump-forward or retraction since
+        the batch was built)."""
+        return [r.version == v for r, v in zip(self.samplers, self.versions)]
+
+
+class Scheduler:
+    """Composes the managers: :meth:`schedule` builds one forward; :meth:`process_launched` and
+    :meth:`process_results` take the sampled tokens: they advance cursors, apply jump-forward
+    and finish requests.  The engine runs the forward and the sample between them."""
+
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        cache: CacheManager,
+        grammar: GrammarManager,
+        vocab_bytes: list[bytes],
+        eos_ids: frozenset[int],
+    ) -> None:
+        self.config = config
+        self.cache = cache
+        self.grammar = grammar
+        self.prefill = PrefillManager(config, cache)
+        self.decode = DecodeManager(config, cache, lambda r: self.prefill.add(r, front=True))
+        self.vocab_bytes = vocab_bytes
+        self.eos_ids = eos_ids
+        self.finished: list[Req] = []
+        self.num_forwards = 0
+        self.overlap = config.overlap_schedule  # the step profiler turns it off while attached
+        self.inflight: tuple[ScheduledBatch, SampledIds] | None = None  # launched, sampled ids not yet read (overlap)
+        self._reported: set[int] = set()  # rids whose chunk this step already produced
+
+    # ------------------------------------------------------------------ queue management
+
+    def add(self, req: Req) -> None:
+        if req.constraint is not None and req.cursor is None:
+            self.grammar.add(req)
+        else:
+            self.prefill.add(req)
+
+    def has_work(self) -> bool:
+        """True while a request is queued, running, or finished but not yet reported."""
+        return bool(len(self.grammar) or len(self.prefill) or len(self.decode) or self.finished or self.inflight)
+
+    def abort(self, rid: int) -> Req | None:
+        """Remove request ``rid`` wherever it is; returns it finished with reason "abort"."""
+        req = self.grammar.remove(rid) or self.prefill.remove(rid)
+        if req is None:
+            req = next((r for r in self.decode.running if r.rid == rid), None)
+        if req is not None:
+            self._finish(req, "abort")
+        return req
+
+    # ------------------------------------------------------------------ schedule
+
+    def schedule(self) -> ScheduledBatch | None:
+        ready, failed = self.grammar.poll()
+        for r in ready:
+            self.prefill.add(r)
+        for r in failed:
+            self._finish(r, "error")
+        items, budget = self.decode.schedule(self.config.max_batch_tokens)
+        new = self.prefill.schedule(budget, len(self.decode))
+        self.decode.add([r for r, _n in new])
+        items += new
+        if not items:
+            return None
+        return self._build(items)
+
+    def _build(self, items: list[tuple[Req, int]]) -> ScheduledBatch:
+        ids: list[int] = []
+        positions: list[int] = []
+        locs: list[torch.Tensor] = []
+        sample_rows: list[int] = []
+        samplers: list[Req] = []
+        table = self.cache.req_to_token.req_to_token_cpu
+        for req, n in items:
+            start, known = req.kv_len, req.seq_len
+            ids.extend(req.token_at(start, min(start + n, known)))
+            if start + n > known:  # the sampled token the host has not seen: the device fills it in
+                assert req.sample_ref is not None and start + n == known + 1, (req.rid, start, n, known)
+                ids.append(req.sample_ref)
+            positions.extend(range(start, start + n))
+            assert req.req_pool_idx is not None
+            locs.append(table[req.req_pool_idx, start : start + n])
+            if start + n == known + (req.sample_ref is not None):
+                sample_rows.append(len(ids) - 1)
+                samplers.append(req)
+        fb = ForwardBatch(
+            input_ids_cpu=torch.tensor(ids, dtype=torch.int64),
+            positions_cpu=torch.tensor(positions, dtype=torch.int64),
+            out_cache_loc_cpu=torch.cat(locs),
+            req_pool_indices=[r.req_pool_idx for r, _n in items],  # type: ignore[misc]
+            prefix_lens=[r.kv_len for r, _n in items],
+            extend_lens=[n for _r, n in items],
+            sample_rows=sample_rows,
+        )
+        return ScheduledBatch(fb, items, samplers, [r.version for r in samplers])
+
+    # ------------------------------------------------------------------ results
+
+    def process_launched(self, batch: ScheduledBatch | None) -> list[StreamChunk]:
+        """``batch``'s forward is launched (None: a step with nothing to run): its tokens count
+        as computed, and with the overlap scheduler the previous step's sampled tokens are
+        processed now, while the forward runs, so that every cursor is current before this
+        step's sample reads its mask row.  Returns the chunks of the requests processed."""
+        self._reported = set()
+        if batch is not None:
+            self._on_launch(batch)
+        if self.inflight is None:
+            return []
+        launched, sampled = self.inflight
+        self.inflight = None
+        return [c for c in self._process_sampled(launched, sampled) if c is not None]
+
+    def process_results(self, batch: ScheduledBatch | None, sampled: SampledIds | None) -> list[StreamChunk]:
+        """``sampled``: the ids sampled from ``batch``'s logits (None when nothing was sampled).
+        Each live sampler's next input becomes a placeholder for its id on the device; with
+        the overlap scheduler the ids are processed in the next step (:meth:`process_launched`),
+        without it now: a token advances its cursor, then jump-forward and the stop rules apply.
+        Returns the stream chunks of the requests processed and of those finished meanwhile
+        (aborts, grammar failures)."""
+        out: list[StreamChunk | None] = []
+        if sampled is not None:
+            assert batch is not None
+            for i, (req, live) in enumerate(zip(batch.samplers, batch.live())):
+                if live:
+                    req.sample_ref = FutureIds.placeholder(i)
+            if self.overlap:
+                self.inflight = (batch, sampled)
+            else:
+                out += self._process_sampled(batch, sampled)
+        out.extend(self._stream_chunk(r) for r in self.finished if r.rid not in self._reported)
+        self.finished = []
+        return [c for c in out if c is not None]
+
+    def _on_launch(self, batch: ScheduledBatch) -> None:
+        """The forward of ``batch`` is launched: its tokens count as computed (later launches
+        read their KV in stream order), prompts are shared through the radix cache, and its
+        samplers have finished prefill."""
+        self.num_forwards += 1
+        for req, n in batch.items:
+            was_prefill = not req.prefill_done
+            req.kv_len += n
+            req.forwards += 1
+            if was_prefill:
+                self.cache.prefill_tokens_computed += n
+                self.cache.cache_prefix(req)
+        for req in batch.samplers:
+            req.prefill_done = True
+
+    def _process_sampled(self, batch: ScheduledBatch, handle: SampledIds) -> list[StreamChunk | None]:
+        """Wait for ``batch``'s sampled ids and process those still current (their rids join
+        ``_reported``); stale ones are dropped."""
+        tokens = handle.result()
+        now = time.perf_counter()
+        out: list[StreamChunk | None] = []
+        for req, tok, version in zip(batch.samplers, tokens, batch.versions):
+            if req.version != version:
+                continue  # finished, jumped forward or retracted since the launch
+            req.sample_ref = None
+            if req.first_token_s is None:
+                req.first_token_s = now
+            if tok == DEAD_END:
+                assert req.cursor is not None
+                req.error = RuntimeError(f"grammar dead end: no token of the vocabulary continues FSM state {req.cursor.state}")
+                self._finish(req, "error")
+            else:
+                self._on_token(req, tok)
+            out.append(self._stream_chunk(req))
+            self._reported.add(req.rid)
+        return out
+
+    def _on_token(self, req: Req, tok: int) -> None:
+        req.sampled_tokens += 1
+        cur = req.cursor
+        if tok in self.eos_ids and (cur is None or cur.is_accepting()):
+            req.eos_sampled = True
+            self._finish(req, "stop")
+            return
+        if cur is not None:
+            cur.advance(tok)  # the mask guarantees the token is allowed
+        req.output_ids.append(tok)
+        if self._check_stop(req):
+            return
+        if cur is not None and req.jump_forward and self.config.jump_forward:
+            rollbackable = req.seq_len - max(req.cache_protected_len, len(req.prompt_ids))
+            max_rollback = min(self.config.max_rollback, rollbackable)
+            if not self._jump_may_fit(req, max_rollback):
+                return
+            plan = cur.peek_jump_forward(max_rollback=max_rollback)
+            if plan is not None and self._jump_fits(req, plan):
+                cur.apply_jump_forward(plan)
+                req.version += 1  # a sample launched after this token (overlap) is for a position the forced tokens take
+                if plan.rollback:
+                    req.rollback(plan.rollback, self.vocab_bytes)
+                    if req.kv_len > req.seq_len:
+                        self.cache.free_tail(req, req.seq_len)
+                room = req.max_tokens - len(req.output_ids)
+                forced = plan.token_ids[:room]
+                req.output_ids.extend(forced)
+                req.forced_tokens += len(forced)
+                if self._check_stop(req):
+                    return
+
+    @staticmethod
+    def _jump_may_fit(req: Req, max_rollback: int) -> bool:
+        """A cheap necessary condition for :meth:`_jump_fits`, checked before a plan is made
+        (a plan re-tokenizes; refused ones cost ~0.1 ms per step in a budget-bound run).  Along
+        a forced chain every continuation starts with the forced bytes, so the distance at the
+        chain's end is ``distance(state) − len(forced)``, and any plan's end state is at least
+        that far from acceptance; a plan emits ≥ 1 token and rolls back ≤ ``max_rollback``."""
+        left = req.tokens_left()
+        cur = req.cursor
+        if left is None or cur is None:
+            return True
+        fsm = cur.fsm
+        forced = fsm.forced_bytes(cur.state)
+        if not forced:
+            return False  # no plan exists
+        return fsm.distance(cur.state) - len(forced) <= left + max(max_rollback, 0) - 1
+
+    @staticmethod
+    def _jump_fits(req: Req, plan: JumpForward) -> bool:
+        """Whether a jump-forward keeps a budget-tracked request completable: the output after
+        it must still reach acceptance within ``max_tokens`` (one token per byte at worst).
+        Otherwise the forced bytes are decoded one masked step at a time instead, where the
+        budget-restricted rows keep that promise."""
+        left = req.tokens_left()
+        if left is None:
+            return True
+        after = left + plan.rollback - len(plan.token_ids)
+        return after >= 0 and req.cursor is not None and req.cursor.fsm.distance(plan.state) <= after
+
+    def _check_stop(self, req: Req) -> bool:
+        """Finish ``req`` if a stop rule fires after new tokens; returns True when finished."""
+        if req.params.stop and req.find_stop(self.vocab_bytes):
+            self._finish(req, "stop")
+            return True
+        cur = req.cursor
+        if cur is not None and cur.is_accepting() and not cur.fsm.can_continue(cur.state):
+            self._finish(req, "stop")  # complete: only EOS could follow
+            return True
+        if len(req.output_ids) >= req.max_tokens:
+            self._finish(req, "length")
+            return True
+        return False
+
+    def _finish(self, req: Req, reason: str) -> None:
+        req.sample_ref = None
+        req.version += 1  # a sample still in flight is dropped
+        if req.status is Status.RUNNING:
+            self.cache.release(req)
+            if req in self.decode.running:
+                self.decode.remove(req)
+        req.status = Status.FINISHED
+        req.finish_reason = reason
+        req.finished_s = time.perf_counter()
+        self.finished.append(req)
+
+    def text_bytes(self, req: Req) -> bytes:
+        """The output text's bytes, cut at the stop string that finished it (if any)."""
+        return bytes(req.visible_bytes(self.vocab_bytes))
+
+    def _stream_chunk(self, req: Req) -> StreamChunk | None:
+        data = req.visible_bytes(self.vocab_bytes)
+        done = req.status is Status.FINISHED
+        end = len(data) if done else utf8_complete_prefix(data)
+        if req.params.stop and not done:
+            end = max(req.sent_bytes, end - max(len(s.encode()) for s in req.params.stop) + 1)
+            end = utf8_complete_prefix(data[:end])
+        delta = data[req.sent_bytes : end].decode("utf-8", errors="replace") if end > req.sent_bytes else ""
+        req.sent_bytes = max(req.sent_bytes, end)
+        if not delta and not done:
+            return None
+        if done:
+            return StreamChunk(req.rid, delta, True, req.finish_reason, req.usage(), req.error)
+        return StreamChunk(req.rid, delta, False)

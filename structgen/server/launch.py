@@ -1,0 +1,81 @@
+"""``serve`` (uvicorn, graceful shutdown on SIGINT / SIGTERM) and ``ServerThread`` (a server on
+a background thread, for tests and benchmarks)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from typing import Any
+
+from structgen.server.app import create_app
+from structgen.server.config import ServerConfig
+
+
+def _uvicorn_config(app: Any, config: ServerConfig, log_level: str) -> Any:
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        host=config.host,
+        port=config.port,
+        log_level=log_level,
+        timeout_graceful_shutdown=int(config.shutdown_grace_s) or None,
+        access_log=False,
+        lifespan="on",
+    )
+
+
+def serve(config: ServerConfig, *, log_level: str = "info") -> None:
+    """Load the model and serve until SIGINT / SIGTERM (graceful: in-flight requests get
+    ``shutdown_grace_s`` to finish, then the rest are aborted)."""
+    import uvicorn
+
+    app = create_app(config)
+    uvicorn.Server(_uvicorn_config(app, config, log_level)).run()
+
+
+class ServerThread:
+    """A uvicorn server on a background thread, on an already-bound loopback socket (port 0
+    picks a free port): for tests and benchmarks.  ``url`` is its base URL; a context manager
+    that shuts the server down gracefully on exit.  Raises ``RuntimeError`` if it does not
+    start within ``start_timeout_s``."""
+
+    def __init__(
+        self, app: Any, *, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning", start_timeout_s: float = 60.0
+    ) -> None:
+        import uvicorn
+
+        self.app = app
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((host, port))
+        self.host, self.port = self._sock.getsockname()[:2]
+        self.url = f"http://{self.host}:{self.port}"
+        svc = getattr(app.state, "service", None)
+        grace = svc.config.shutdown_grace_s if svc is not None else 5.0
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on", timeout_graceful_shutdown=int(grace) or None)
+        )
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]}, name="structgen-uvicorn", daemon=True)
+        self.start_timeout_s = start_timeout_s
+
+    def start(self) -> ServerThread:
+        self._thread.start()
+        deadline = time.monotonic() + self.start_timeout_s
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the server on {self.url} did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout_s)
+        self._sock.close()
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
