@@ -35,8 +35,10 @@ from typing import Any
 
 import numpy as np
 from _gpu_common import HERE, run_meta, write_results
-from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler, Vocabulary, automaton, vocab
-from structgen.fsm.automaton import Budget, compile_lazy
+from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler, Vocabulary, lazy_dfa
+from structgen.fsm import trie as trie_mod
+from structgen.fsm.dfa import Budget
+from structgen.fsm.lazy_dfa import compile_lazy
 from structgen.fsm.token_fsm import TokenFSM
 from structgen.schemas.json_schema import SchemaOptions
 
@@ -91,10 +93,10 @@ def inside(v: Vocabulary, cs: list[Constraint]) -> dict[str, float]:
         return call
 
     for name in ("_c_walk", "_c_walk_bits"):
-        if getattr(vocab, name, None) is not None:
-            saved[name] = getattr(vocab, name)
-            setattr(vocab, name, timed(saved[name]))
-    expand = automaton.LazyDFA.expand
+        if getattr(trie_mod, name, None) is not None:
+            saved[name] = getattr(trie_mod, name)
+            setattr(trie_mod, name, timed(saved[name]))
+    expand = lazy_dfa.LazyDFA.expand
     depth = [0]
 
     def outer(self: Any, state: int) -> Any:
@@ -108,16 +110,16 @@ def inside(v: Vocabulary, cs: list[Constraint]) -> dict[str, float]:
             acc["expand"] += time.perf_counter() - t
             depth[0] -= 1
 
-    automaton.LazyDFA.expand = outer  # type: ignore[method-assign]
+    lazy_dfa.LazyDFA.expand = outer  # type: ignore[method-assign]
     try:
         t0 = time.perf_counter()
         for c in cs:
             split(v, c)
         total = time.perf_counter() - t0
     finally:
-        automaton.LazyDFA.expand = expand  # type: ignore[method-assign]
+        lazy_dfa.LazyDFA.expand = expand  # type: ignore[method-assign]
         for name, fn in saved.items():
-            setattr(vocab, name, fn)
+            setattr(trie_mod, name, fn)
     return {"total": total * 1e3, "walk": acc["walk"] * 1e3, "expand": acc["expand"] * 1e3}
 
 
@@ -144,16 +146,16 @@ def full_walks(v: Vocabulary) -> list[list[Any]]:
 
     def general() -> None:
         stack = np.zeros(trie.max_depth + 1, dtype=np.int32)
-        vocab._c_walk(dfa.table, dfa.num_classes, cob, trie.pre_byte, trie.pre_depth, trie.pre_skip, trie.pre_token, s, 0, stack,
+        trie_mod._c_walk(dfa.table, dfa.num_classes, cob, trie.pre_byte, trie.pre_depth, trie.pre_skip, trie.pre_token, s, 0, stack,
                       np.zeros(words, np.uint32), None)  # fmt: skip
 
     rows: list[list[Any]] = [["full walk", "walk (general)", round(median_us(general, 7)), "µs"]]
-    if getattr(vocab, "_c_walk_bits", None) is not None:
+    if getattr(trie_mod, "_c_walk_bits", None) is not None:
         nodes = trie.packed_nodes(trie_order=False).view(np.uint8)
 
         def packed() -> None:
             stack = np.zeros(trie.max_depth + 1, dtype=np.int32)
-            vocab._c_walk_bits(dfa.table, dfa.num_classes, cob, nodes, s, 0, stack, np.zeros(words, np.uint32))
+            trie_mod._c_walk_bits(dfa.table, dfa.num_classes, cob, nodes, s, 0, stack, np.zeros(words, np.uint32))
 
         rows.append(["full walk", "walk_bits (packed)", round(median_us(packed, 7)), "µs"])
     return rows
@@ -164,7 +166,7 @@ def string_state(v: Vocabulary) -> list[list[Any]]:
     dfa = compile_lazy(node, Budget(timeout_s=10))
     s = dfa.walk(dfa.initial, b'{"a": "')
     rows: list[list[Any]] = []
-    cap = getattr(vocab, "BODY_MAX_STATES", None)
+    cap = getattr(trie_mod, "BODY_MAX_STATES", None)
     body = v.trie.mask_bits(dfa, s)
     rows.append(
         [
@@ -175,12 +177,12 @@ def string_state(v: Vocabulary) -> list[list[Any]]:
         ]
     )
     if cap is not None:
-        vocab.BODY_MAX_STATES = 1  # the loop bytes alone
+        trie_mod.BODY_MAX_STATES = 1  # the loop bytes alone
         try:
             loop_only = v.trie.mask_bits(dfa, s)
             rows.append(["string state", "mask_bits (loop bytes only)", round(median_us(lambda: v.trie.mask_bits(dfa, s), 21)), "µs"])
         finally:
-            vocab.BODY_MAX_STATES = cap
+            trie_mod.BODY_MAX_STATES = cap
         if not np.array_equal(body, loop_only):
             raise SystemExit("the body skip and the loop-only walk disagree")
     return rows

@@ -80,7 +80,7 @@ def main() -> None:
     t0 = time.perf_counter()
     trie = vocab.trie
     trie_s = time.perf_counter() - t0
-    if not fsm.vocab.compiled_walk_available():
+    if not fsm.trie.compiled_walk_available():
         sys.exit("the compiled trie walk is not built (pip install -e . with a C compiler)")
     examples = list(generate_examples(args.num_requests, "heldout", args.seed))
     rows = [measure(vocab, examples, compiled) for compiled in (False, True)]

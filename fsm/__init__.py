@@ -6,10 +6,13 @@ Entry points: :func:`compile` (one constraint, no caching) and
 
 from __future__ import annotations
 
-from .automaton import Budget, ByteDFA, LazyDFA, compile_dfa, compile_lazy
 from .compiler import CompilerConfig, CompileStats, Constraint, GrammarCompiler, OutputValidationError, compile
+from .cursor import Cursor, JumpForward, TokenRejectedError
+from .dfa import Budget, ByteDFA
 from .errors import GrammarCompileError, GrammarTimeoutError
-from .token_fsm import Cursor, JumpForward, TokenFSM, TokenRejectedError
+from .lazy_dfa import LazyDFA, compile_lazy
+from .nfa import compile_dfa
+from .token_fsm import TokenFSM
 from .vocab import Vocabulary
 
 __all__ = [

@@ -5,7 +5,7 @@
   fingerprint;
 - an optional on-disk cache (``cache_dir``) of the pickled FSM (DFA plus the mask rows
   computed when it was stored);
-- every compile runs under a :class:`~structgen.fsm.automaton.Budget` (``timeout_s``,
+- every compile runs under a :class:`~structgen.fsm.dfa.Budget` (``timeout_s``,
   ``max_states``), so none runs past its limit or exhausts memory; :meth:`submit` runs
   compiles on a worker thread and returns a ``Future``.
 """
@@ -30,11 +30,13 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from structgen.schemas.errors import ConstraintError
+from structgen.schemas.ir import Node
 from structgen.schemas.json_schema import SchemaOptions, load_schema, pydantic_schema, schema_to_ir
-from structgen.schemas.regex import Node, regex_to_ir
+from structgen.schemas.regex import regex_to_ir
 
-from .automaton import Budget, compile_lazy
+from .dfa import Budget
 from .errors import GrammarCompileError
+from .lazy_dfa import compile_lazy
 from .token_fsm import TokenFSM
 from .vocab import Vocabulary
 

@@ -1,6 +1,7 @@
-"""Token-level FSM over a vocabulary, its per-request cursor, and jump-forward decoding.
+"""Token-level FSM over a vocabulary: mask rows, forced strings, distances; its per-request
+cursor and jump-forward are in :mod:`.cursor`.
 
-A :class:`TokenFSM` is a byte DFA (``automaton.ByteDFA``) seen through a
+A :class:`TokenFSM` is a byte DFA (``dfa.ByteDFA``) seen through a
 :class:`~structgen.fsm.vocab.Vocabulary`: from DFA state ``s`` token ``t`` is allowed iff
 walking ``t``'s bytes from ``s`` does not reach the dead state, and EOS is allowed iff ``s``
 accepts.  Token-level states are DFA states.
@@ -11,11 +12,6 @@ preorder scan, or a vectorized numpy walk where the C extension is not built; th
 of xgrammar / llguidance rather than outlines-core's eager index, because an eager index over
 a 128k vocabulary dominates compile time), deduplicated, and memoized: serving a state twice
 costs a list lookup.  :meth:`TokenFSM.materialize` computes all of them.
-
-Jump-forward (SGLang's compressed FSM, Zheng et al. 2024, "SGLang: Efficient Execution of
-Structured Language Model Programs", §4) uses the DFA's per-state forced byte string with
-canonical retokenization and llguidance's back-off rule (``fast_forward.md``): a trailing
-forced token is dropped when a longer allowed token starts with it.
 """
 
 from __future__ import annotations
@@ -23,40 +19,21 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
-from typing import Any, NamedTuple
+from bisect import bisect_right
+from typing import Any
 
 import numpy as np
 
-from .automaton import DEAD, LazyDFA
-from .vocab import LOOP_SKIP_MIN_BYTES, Vocabulary
-from .vocab import copy_bit_ranges as _copy_ranges
+from .cursor import Cursor, JumpForward
+from .dfa import DEAD
+from .lazy_dfa import LazyDFA
+from .shared_tails import SharedTails
+from .vocab import Vocabulary
 
 _FSM_UIDS = itertools.count(1)
-_JUMP_PLAN_MEMO = 1 << 16  # memoized jump-forward plans per FSM (cleared when full)
-# _SharedTails walks a target state's tails (about one full trie walk) once the rows
-# leading to it have asked for this many full tries' worth of first-byte subtrees (rent, then buy)
-SHARED_TAIL_AFTER_TRIES = 0.5
 # eager rows stop before the automaton holds this share of its state cap: the rest stays for
 # the states requests reach lazily (a precompute that filled the cap would leave them none)
 PRECOMPUTE_CAP_SHARE = 0.8
-
-
-class TokenRejectedError(ValueError):
-    """A token that the FSM does not allow in the cursor's current state."""
-
-
-class JumpForward(NamedTuple):
-    """Result of :meth:`Cursor.jump_forward`.
-
-    ``rollback``: how many already-emitted tokens to discard (their KV slots are freed);
-    ``token_ids``: the forced ids to append (one extend step); ``state``: FSM state after them.
-    """
-
-    rollback: int
-    token_ids: list[int]
-    state: int
 
 
 class TokenFSM:
@@ -366,7 +343,7 @@ class TokenFSM:
         if self._rows_complete:
             return len(self._state_to_row), True
         shared = self.vocab.trie.use_compiled and self.vocab.covers_every_byte
-        step = _SharedTails(self).step if shared else self._walk_step
+        step = SharedTails(self).step if shared else self._walk_step
         dfa = self.dfa
         seen = {self.initial}
         frontier = [self.initial]
@@ -441,345 +418,3 @@ class TokenFSM:
 
     def __repr__(self) -> str:
         return f"TokenFSM(states={self.num_states}, rows={len(self._rows)}, vocab={self.vocab!r})"
-
-
-def _prefix_successor(prefix: bytes) -> bytes | None:
-    """The smallest byte string greater than every string starting with ``prefix``."""
-    p = bytearray(prefix)
-    while p and p[-1] == 0xFF:
-        p.pop()
-    if not p:
-        return None
-    p[-1] += 1
-    return bytes(p)
-
-
-def utf8_complete_prefix(data: bytes) -> int:
-    """Length of the longest prefix of ``data`` that does not end inside a UTF-8 sequence."""
-    n = len(data)
-    i = n - 1
-    back = 0
-    while i >= 0 and back < 4 and 0x80 <= data[i] <= 0xBF:
-        i -= 1
-        back += 1
-    if i < 0:
-        return n
-    lead = data[i]
-    need = 1 if lead < 0x80 else 2 if lead >> 5 == 0b110 else 3 if lead >> 4 == 0b1110 else 4 if lead >> 3 == 0b11110 else 1
-    return n if n - i >= need else i
-
-
-class Cursor:
-    """Per-request position in a :class:`TokenFSM` (cheap: a list of states and tokens).
-
-    ``advance`` / ``rollback`` / ``jump_forward`` change the cursor; every other method is a
-    pure query.
-    """
-
-    __slots__ = ("_states", "_tokens", "finished", "fsm")
-
-    def __init__(self, fsm: TokenFSM) -> None:
-        self.fsm = fsm
-        self._states = [fsm.initial]
-        self._tokens: list[int] = []
-        self.finished = False
-
-    @property
-    def state(self) -> int:
-        return self._states[-1]
-
-    @property
-    def num_tokens(self) -> int:
-        """Tokens advanced so far (EOS excluded)."""
-        return len(self._tokens)
-
-    def is_accepting(self) -> bool:
-        return self.fsm.is_accepting(self._states[-1])
-
-    def is_allowed(self, token_id: int) -> bool:
-        return not self.finished and self.fsm.next_state(self._states[-1], token_id) >= 0
-
-    @property
-    def mask_row_index(self) -> int:
-        """Row index (into ``fsm.mask_rows()``) of the current state's token bitmask (the row
-        itself: ``fsm.mask_row(cursor.state)``)."""
-        return self.fsm.mask_row_index(self._states[-1])
-
-    def budget_row_index(self, tokens_left: int) -> int:
-        """Row index of the current state's bitmask restricted to ``tokens_left`` tokens
-        (:meth:`TokenFSM.budget_row_index`)."""
-        return self.fsm.budget_row_index(self._states[-1], tokens_left)
-
-    def advance(self, token_id: int) -> None:
-        """Consume ``token_id``.  EOS in an accepting state finishes the cursor.
-
-        Raises :class:`TokenRejectedError` if the token is not allowed (cursor unchanged).
-        """
-        if self.finished:
-            raise TokenRejectedError(f"token {token_id} after the FSM finished")
-        nxt = self.fsm.next_state(self._states[-1], token_id)
-        if nxt < 0:
-            raise TokenRejectedError(f"token {token_id} is not allowed in FSM state {self._states[-1]}")
-        if token_id in self.fsm.vocab.eos_token_ids:
-            self.finished = True
-            return
-        self._states.append(nxt)
-        self._tokens.append(token_id)
-
-    def rollback(self, n: int) -> None:
-        """Undo the last ``n`` advanced tokens (also un-finishes).  Raises ``ValueError`` if
-        fewer than ``n`` tokens were advanced."""
-        if n < 0 or n > len(self._tokens):
-            raise ValueError(f"cannot roll back {n} tokens; {len(self._tokens)} advanced")
-        self.finished = False
-        if n:
-            del self._states[-n:]
-            del self._tokens[-n:]
-
-    def jump_forward(self, recent_token_ids: Sequence[int] | None = None, *, max_rollback: int = 3) -> JumpForward | None:
-        """Apply jump-forward: roll back and append the forced tokens; None if nothing forced.
-
-        ``recent_token_ids``: the caller's last emitted ids (checked against the cursor's own
-        history; None uses the cursor's).  Up to ``max_rollback`` of them are re-tokenized
-        together with the forced bytes so the result is the tokenizer's canonical encoding:
-
-        1. decode the last k ≤ ``max_rollback`` tokens and append the forced bytes (cut to a
-           whole UTF-8 character);
-        2. re-tokenize with the tokenizer;
-        3. keep the longest prefix the FSM accepts from the state before those k tokens, which
-           must cover the k tokens' bytes;
-        4. drop a trailing token while some allowed token is a strict extension of it (it
-           could merge with what is generated next);
-        5. return (tokens to roll back, forced ids, new state).
-
-        Without a usable tokenizer encoding (e.g. bytes that are not UTF-8) it falls back to
-        greedy longest-match over the vocabulary with k = 0.
-        """
-        plan = self.peek_jump_forward(recent_token_ids, max_rollback=max_rollback)
-        if plan is not None:
-            self.apply_jump_forward(plan)
-        return plan
-
-    def apply_jump_forward(self, plan: JumpForward) -> None:
-        """Roll back ``plan.rollback`` tokens and advance through ``plan.token_ids`` (a plan
-        from :meth:`peek_jump_forward` on this cursor as it is now).  Raises ``ValueError``
-        (too many tokens to roll back) or :class:`TokenRejectedError` (a token the FSM does not
-        allow there) for a plan that does not fit, leaving the cursor unchanged."""
-        if plan.rollback < 0 or plan.rollback > len(self._tokens):
-            raise ValueError(f"cannot roll back {plan.rollback} tokens; {len(self._tokens)} advanced")
-        state = self._states[len(self._states) - 1 - plan.rollback]
-        for t in plan.token_ids:
-            nxt = self.fsm.next_state(state, t)
-            if nxt < 0 or t in self.fsm.vocab.eos_token_ids:
-                raise TokenRejectedError(f"jump-forward token {t} is not allowed in FSM state {state}")
-            state = nxt
-        self.rollback(plan.rollback)
-        for t in plan.token_ids:
-            self.advance(t)
-
-    def peek_jump_forward(self, recent_token_ids: Sequence[int] | None = None, *, max_rollback: int = 3) -> JumpForward | None:
-        """Like :meth:`jump_forward` but a pure query (the cursor is unchanged)."""
-        if self.finished:
-            return None
-        fsm = self.fsm
-        forced = fsm.forced_bytes(self._states[-1])
-        if not forced:
-            return None
-        if recent_token_ids is not None:
-            n = min(len(recent_token_ids), len(self._tokens))
-            if n and list(recent_token_ids)[-n:] != self._tokens[-n:]:
-                raise ValueError("recent_token_ids do not match the tokens this cursor advanced")
-        k = min(max_rollback, len(self._tokens))
-        vocab = fsm.vocab
-        while k > 0 and vocab.token_bytes[self._tokens[-k]][:1] and 0x80 <= vocab.token_bytes[self._tokens[-k]][0] <= 0xBF:
-            k -= 1  # never start re-tokenization inside a UTF-8 sequence
-        # The plan depends only on the state k tokens back and those tokens (they fix the
-        # current state, hence the forced bytes), so it is memoized per FSM.
-        key = (self._states[len(self._states) - 1 - k], tuple(self._tokens[len(self._tokens) - k :]))
-        memo = fsm._jump_plans
-        if key in memo:
-            return memo[key]
-        plan = None
-        for kk in (k, 0) if k else (0,):
-            plan = self._plan(kk, forced)
-            if plan is not None:
-                break
-        else:
-            plan = self._plan_greedy(forced)
-        if len(memo) >= _JUMP_PLAN_MEMO:
-            memo.clear()
-        memo[key] = plan
-        return plan
-
-    def _plan(self, k: int, forced: bytes) -> JumpForward | None:
-        fsm = self.fsm
-        vocab = fsm.vocab
-        old = self._tokens[len(self._tokens) - k :]
-        ctx = vocab.decode_bytes(old)
-        text = ctx + forced
-        cut = utf8_complete_prefix(text)
-        if cut <= len(ctx):
-            return None
-        ids = vocab.encode_bytes(text[:cut])
-        if ids is None:
-            return None
-        start = self._states[len(self._states) - 1 - k]
-        states = [start]
-        kept: list[int] = []
-        for t in ids:
-            nxt = fsm.next_state(states[-1], t)
-            if nxt < 0 or t in vocab.special_ids:
-                break
-            kept.append(t)
-            states.append(nxt)
-        kept, states = self._back_off(kept, states)
-        covered = len(vocab.decode_bytes(kept))
-        if covered <= len(ctx):
-            return None
-        common = 0
-        while common < min(len(old), len(kept)) and old[common] == kept[common]:
-            common += 1
-        return JumpForward(rollback=k - common, token_ids=kept[common:], state=states[len(kept)])
-
-    def _back_off(self, kept: list[int], states: list[int]) -> tuple[list[int], list[int]]:
-        fsm = self.fsm
-        order, sorted_bytes = fsm.vocab.sorted_order
-        while kept:
-            last = fsm.vocab.token_bytes[kept[-1]]
-            lo = bisect_left(sorted_bytes, last)
-            succ = _prefix_successor(last)
-            hi = len(sorted_bytes) if succ is None else bisect_left(sorted_bytes, succ)
-            if lo < hi and sorted_bytes[lo] == last:
-                lo += 1
-            if lo >= hi:
-                break
-            before = states[len(kept) - 1]
-            row = fsm.mask_row(before)
-            cand = order[lo:hi]
-            bits = (row[cand >> 5] >> (cand & 31)) & 1
-            if not bits.any():
-                break
-            kept = kept[:-1]
-            states = states[: len(kept) + 1]
-        return kept, states
-
-    def _plan_greedy(self, forced: bytes) -> JumpForward | None:
-        """Tokenize ``forced`` without the tokenizer: a shortest-path DP over byte offsets.
-
-        Every token that spells ``forced[i:j]`` is allowed at offset ``i`` (the forced bytes
-        are the only continuation), so the DP covers the longest coverable prefix with the
-        fewest tokens; then the back-off rule applies.
-        """
-        fsm = self.fsm
-        vocab = fsm.vocab
-        order, sorted_bytes = vocab.sorted_order
-        n = len(forced)
-        best: list[tuple[int, int, int] | None] = [None] * (n + 1)  # (tokens, prev offset, token id)
-        best[0] = (0, -1, -1)
-        for i in range(n):
-            if best[i] is None:
-                continue
-            cost = best[i][0] + 1  # type: ignore[index]
-            for j in range(i + 1, min(n, i + 128) + 1):
-                piece = forced[i:j]
-                k = bisect_left(sorted_bytes, piece)
-                if k >= len(sorted_bytes) or not sorted_bytes[k].startswith(piece):
-                    break  # no token starts with this piece: longer pieces cannot match either
-                if sorted_bytes[k] == piece:
-                    cur = best[j]
-                    if cur is None or cost < cur[0]:
-                        best[j] = (cost, i, int(order[k]))
-        end = max(j for j in range(n + 1) if best[j] is not None)
-        if end == 0:
-            return None
-        kept: list[int] = []
-        j = end
-        while j > 0:
-            _, i, t = best[j]  # type: ignore[misc]
-            kept.append(t)
-            j = i
-        kept.reverse()
-        states = [self._states[-1]]
-        for t in kept:
-            states.append(fsm.next_state(states[-1], t))
-        kept, states = self._back_off(kept, states)
-        if not kept:
-            return None
-        return JumpForward(rollback=0, token_ids=kept, state=states[-1])
-
-    def tokens(self) -> list[int]:
-        """Tokens advanced so far (copy)."""
-        return list(self._tokens)
-
-
-class _SharedTails:
-    """The rows of one :meth:`TokenFSM.precompute_rows` call for vocabularies that spell every
-    byte, computed with the compiled walk.
-
-    Every byte string is then a token sequence, so the token-reachable states are the
-    byte-reachable ones: the search reads a state's successors from its byte-automaton row,
-    with no need to record where tokens end.  Rows are built in the trie's token order
-    (:attr:`VocabTrie.trie_order`), where the tokens starting with one byte form one range.
-    A state's row is, per first byte ``b``, the tokens whose tail ``q = δ(s, b)`` accepts.
-    Many states share their ``q`` for many bytes: a property name that may still become a
-    declared one sends most letters to the same free-key state.  The tails of such a ``q``
-    (every first byte at once: one walk, about a full row's cost) are kept for the call and
-    copied range by range into each row that needs them; the other first bytes are walked.
-    A ``q`` gets its tails once the rows sent to it have asked for ``SHARED_TAIL_AFTER_TRIES``
-    full tries' worth of first-byte subtrees (pay per use until that adds up to the price of
-    buying).  Rows are deduplicated in trie order and only distinct ones are turned into token
-    order.  A state looping on at least ``LOOP_SKIP_MIN_BYTES`` bytes whose tails are not kept
-    takes its own :meth:`VocabTrie.mask_bits` walk instead, which skips the looping subtrees.
-    Results equal :meth:`TokenFSM._walk_step`'s (tests compare them).
-    """
-
-    def __init__(self, fsm: TokenFSM) -> None:
-        self.fsm = fsm
-        self.trie = fsm.vocab.trie
-        self.words = (len(self.trie.trie_order.k_token) + 31) // 32
-        with fsm._lock:
-            self.ranges, self.nodes = self.trie.class_ranges(np.asarray(fsm.dfa.class_of_byte), fsm.dfa.num_classes)
-        self.tails: dict[int, np.ndarray] = {}  # q -> trie-order tokens whose tail q accepts
-        self.asked: dict[int, int] = {}  # q -> trie nodes under the first bytes rows sent to q so far
-        self.buy = SHARED_TAIL_AFTER_TRIES * self.trie.num_nodes
-        self.by_key: dict[bytes, int] = {}  # trie-order row + accepting flag -> row index
-
-    def step(self, state: int) -> list[int]:
-        """Store ``state``'s row; return its successor states.  Caller holds the FSM's lock."""
-        fsm, dfa = self.fsm, self.fsm.dfa
-        row = np.array(dfa.expand(state), dtype=np.int32)  # [C] next state per byte class
-        if state not in fsm._state_to_row:
-            fsm._state_to_row[state] = self._row(state, row)
-        return [t for t in set(row.tolist()) if t != DEAD]
-
-    def _row(self, state: int, row: np.ndarray) -> int:
-        fsm, trie = self.fsm, self.trie
-        if state not in self.tails and int(np.count_nonzero(row[fsm.dfa.class_of_byte] == state)) >= LOOP_SKIP_MIN_BYTES:
-            # a state looping on many bytes: its own walk skips their subtrees (pre-set loop tokens)
-            return fsm._store_bits(trie.mask_bits(fsm.dfa, state), fsm.dfa.acc[state])
-        bits = np.zeros(self.words, dtype=np.uint32)  # [ceil(K/32)] trie order
-        walk_row = row.copy()
-        classes_of: dict[int, list[int]] = {}
-        live = np.flatnonzero(row)  # [L] classes not leading to the dead state (0)
-        for c, q in zip(live.tolist(), row[live].tolist()):
-            classes_of.setdefault(q, []).append(c)
-        for q, classes in classes_of.items():
-            tail = self.tails.get(q)
-            if tail is None:
-                self.asked[q] = self.asked.get(q, 0) + sum(self.nodes[c] for c in classes)
-                if self.asked[q] < self.buy:
-                    continue
-                tail = np.zeros(self.words, dtype=np.uint32)
-                trie.walk_trie_order(fsm.dfa, q, tail, np.full(len(row), q, dtype=np.int32))
-                self.tails[q] = tail
-            _copy_ranges(bits, tail, np.concatenate([self.ranges[c] for c in classes]))
-            walk_row[classes] = DEAD
-        if walk_row.any():
-            trie.walk_trie_order(fsm.dfa, state, bits, walk_row)
-        accepting = fsm.dfa.acc[state]
-        key = bits.tobytes() + (b"\1" if accepting else b"\0")
-        r = self.by_key.get(key)
-        if r is None:
-            r = fsm._store_bits(trie.to_token_order(bits), accepting)
-            self.by_key[key] = r
-        return r

@@ -8,7 +8,8 @@ in leap years, year 0000 excluded (``datetime.date.fromisoformat`` rejects it).
 
 from __future__ import annotations
 
-from .regex import Node, regex_to_ir
+from .ir import Node
+from .regex import regex_to_ir
 
 _LEAP_YEAR = r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
 _YEAR = r"(?:[1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])"

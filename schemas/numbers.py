@@ -13,7 +13,7 @@ import math
 from decimal import Decimal, InvalidOperation
 
 from .charset import CharSet
-from .regex import EPSILON, NOTHING, And, Node, alt, chars, lit, opt, rep, seq
+from .ir import EPSILON, NOTHING, And, Node, alt, chars, lit, opt, rep, seq
 
 DIGIT = chars(CharSet.of_ranges([(0x30, 0x39)]))
 NONZERO = chars(CharSet.of_ranges([(0x31, 0x39)]))

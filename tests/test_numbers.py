@@ -6,7 +6,7 @@ from decimal import Decimal
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from structgen.fsm.automaton import compile_dfa
+from structgen.fsm.nfa import compile_dfa
 from structgen.schemas.numbers import integer_range, multiple_of_integer, number_range
 
 

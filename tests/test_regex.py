@@ -5,7 +5,8 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from structgen.fsm.automaton import compile_dfa, compile_lazy
+from structgen.fsm.lazy_dfa import compile_lazy
+from structgen.fsm.nfa import compile_dfa
 from structgen.schemas.charset import CharSet, utf8_sequences
 from structgen.schemas.errors import RegexError
 from structgen.schemas.regex import parse_regex, regex_to_ir, resolve_anchors
@@ -126,7 +127,7 @@ def test_automata_agree_with_interegular(pattern: str, samples: list[str]) -> No
     """interegular (the design card's character-level FSM library) as an independent oracle,
     including intersection: our And of two regexes vs interegular's FSM intersection."""
     import interegular
-    from structgen.schemas.regex import And
+    from structgen.schemas.ir import And
 
     other = "[ab1]*"
     ours = compile_lazy(And((regex_to_ir(pattern), regex_to_ir(other))))
@@ -138,7 +139,7 @@ def test_automata_agree_with_interegular(pattern: str, samples: list[str]) -> No
 def test_long_bounded_counters_take_the_memoizing_closure_search() -> None:
     """``x{0,n}`` unrolls lazily into nested copies whose exits chain back out: closures past
     SMALL_CLOSURE states go through the SCC search, and the language stays exact."""
-    from structgen.fsm.automaton import SMALL_CLOSURE
+    from structgen.fsm.lazy_dfa import SMALL_CLOSURE
 
     n = 192
     assert n > 2 * SMALL_CLOSURE

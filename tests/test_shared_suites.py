@@ -8,8 +8,8 @@ import random
 from typing import Any
 
 import pytest
-from structgen.fsm.automaton import compile_lazy
 from structgen.fsm.errors import GrammarCompileError
+from structgen.fsm.lazy_dfa import compile_lazy
 from structgen.fsm.token_fsm import TokenFSM
 from structgen.fsm.vocab import Vocabulary
 from structgen.schemas import SchemaError
@@ -124,7 +124,7 @@ def test_precomputed_rows_equal_plain_walks_on_llama3_maskbench() -> None:
     walk with no skips, state by state, on MaskBench schemas with the Llama-3 vocabulary
     (128k tokens, many of them multi-byte UTF-8)."""
     import numpy as np
-    from structgen.fsm.vocab import compiled_walk_available
+    from structgen.fsm.trie import compiled_walk_available
 
     if not compiled_walk_available():
         pytest.skip("the C trie walk was not built (no compiler at install)")

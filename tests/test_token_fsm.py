@@ -7,8 +7,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from structgen.fsm.automaton import DEAD, compile_dfa, compile_lazy
-from structgen.fsm.token_fsm import JumpForward, TokenFSM, TokenRejectedError
+from structgen.fsm.cursor import JumpForward, TokenRejectedError
+from structgen.fsm.dfa import DEAD
+from structgen.fsm.lazy_dfa import compile_lazy
+from structgen.fsm.nfa import compile_dfa
+from structgen.fsm.token_fsm import TokenFSM
 from structgen.fsm.vocab import Vocabulary
 from structgen.schemas.json_schema import SchemaOptions, schema_to_ir
 from structgen.schemas.regex import regex_to_ir
@@ -317,7 +320,7 @@ WALK_CONSTRAINTS = [
 @pytest.mark.parametrize("vocab_name", ["tiny", "gpt2"])
 def test_compiled_walk_matches_numpy_walk(vocab_name: str, tiny_vocab: Vocabulary, gpt2_vocab: Vocabulary) -> None:
     """The C preorder walk and the numpy breadth-first walk give identical bits and end states."""
-    from structgen.fsm.vocab import VocabTrie, compiled_walk_available
+    from structgen.fsm.trie import VocabTrie, compiled_walk_available
 
     if not compiled_walk_available():
         pytest.skip("the C trie walk was not built (no compiler at install)")
@@ -355,8 +358,8 @@ def test_body_skip_matches_the_walk_and_falls_back(gpt2_vocab: Vocabulary, monke
     """A JSON string's loop state: the body (its UTF-8 and escape excursions) is found, its
     tokens are pre-set once per automaton shape, and the bits equal a plain walk's; with the
     body capped below its size the loop bytes alone are used, with the same bits."""
-    from structgen.fsm import vocab as vocab_module
-    from structgen.fsm.vocab import VocabTrie, compiled_walk_available
+    from structgen.fsm import trie as trie_module
+    from structgen.fsm.trie import VocabTrie, compiled_walk_available
 
     if not compiled_walk_available():
         pytest.skip("the C trie walk was not built (no compiler at install)")
@@ -374,7 +377,7 @@ def test_body_skip_matches_the_walk_and_falls_back(gpt2_vocab: Vocabulary, monke
         assert body.sum() > loop_bytes.sum()
         np.testing.assert_array_equal(trie.mask_bits(dfa, s), plain)
     assert len(trie._body_cache) == 1  # both strings' bodies have one shape: one body walk
-    monkeypatch.setattr(vocab_module, "BODY_MAX_STATES", 1)
+    monkeypatch.setattr(trie_module, "BODY_MAX_STATES", 1)
     row = np.asarray(dfa.expand(states[0]))
     loop_bytes = row[np.asarray(dfa.class_of_byte)] == states[0]
     body, _ = trie._body(dfa, states[0], row, loop_bytes)
@@ -387,7 +390,7 @@ def test_body_skip_matches_the_walk_and_falls_back(gpt2_vocab: Vocabulary, monke
 def test_packed_walk_helpers_refuse_bad_buffers() -> None:
     """walk_bits, pack_nodes, subtree_within and body_shape raise ValueError on inconsistent
     buffers instead of reading out of bounds."""
-    from structgen.fsm.vocab import PACKED_NODE, VocabTrie, compiled_walk_available
+    from structgen.fsm.trie import PACKED_NODE, VocabTrie, compiled_walk_available
 
     if not compiled_walk_available():
         pytest.skip("the C trie walk was not built (no compiler at install)")
@@ -437,7 +440,7 @@ def test_packed_walk_helpers_refuse_bad_buffers() -> None:
 
 def test_compiled_walk_duplicate_tokens_and_bad_buffers() -> None:
     """Tokens with equal bytes get equal bits; inconsistent buffers raise ValueError, not a crash."""
-    from structgen.fsm.vocab import VocabTrie, compiled_walk_available
+    from structgen.fsm.trie import VocabTrie, compiled_walk_available
 
     if not compiled_walk_available():
         pytest.skip("the C trie walk was not built (no compiler at install)")
@@ -529,7 +532,7 @@ def test_shared_precompute_equals_walk_per_state(gpt2_vocab: Vocabulary, index: 
     """The precompute path with shared tails (trie order, byte-DFA search) computes, for the
     same automaton, the token-reachable states of the walk-per-state path and the same row
     for each."""
-    from structgen.fsm.vocab import compiled_walk_available
+    from structgen.fsm.trie import compiled_walk_available
 
     if not compiled_walk_available():
         pytest.skip("the C trie walk was not built (no compiler at install)")
@@ -553,7 +556,7 @@ def test_trie_order_walk_and_bit_helpers(gpt2_vocab: Vocabulary) -> None:
     class to q gives per first byte the tokens whose tail q accepts; the bit helpers match numpy
     and refuse bad input."""
     from structgen.fsm import _trie_walk
-    from structgen.fsm.vocab import compiled_walk_available, copy_bit_ranges
+    from structgen.fsm.trie import compiled_walk_available, copy_bit_ranges
 
     if not compiled_walk_available():
         pytest.skip("the C trie walk was not built (no compiler at install)")

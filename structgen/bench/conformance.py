@@ -34,10 +34,12 @@ from typing import Any
 import numpy as np
 
 from structgen.bench.common import git_commit, percentile
-from structgen.fsm.automaton import DEAD, LazyDFA
 from structgen.fsm.compiler import CompilerConfig, Constraint, GrammarCompiler
+from structgen.fsm.cursor import TokenRejectedError
+from structgen.fsm.dfa import DEAD
 from structgen.fsm.errors import GrammarCompileError, GrammarTimeoutError
-from structgen.fsm.token_fsm import TokenFSM, TokenRejectedError
+from structgen.fsm.lazy_dfa import LazyDFA
+from structgen.fsm.token_fsm import TokenFSM
 from structgen.fsm.vocab import Vocabulary
 from structgen.schemas.errors import SchemaError, UnsupportedSchemaError
 from structgen.schemas.json_schema import SchemaOptions

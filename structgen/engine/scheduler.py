@@ -36,7 +36,7 @@ from structgen.engine.grammar_manager import GrammarManager
 from structgen.engine.prefill_manager import PrefillManager
 from structgen.engine.request import Req, Status, StreamChunk
 from structgen.engine.sampling import DEAD_END, FutureIds, SampledIds
-from structgen.fsm.token_fsm import JumpForward, utf8_complete_prefix
+from structgen.fsm.cursor import JumpForward, utf8_complete_prefix
 from structgen.runtime.attention import ForwardBatch
 
 

@@ -1,0 +1,408 @@
+"""Eager byte DFAs: subset construction over byte equivalence classes, trimming (states that
+cannot reach acceptance become the dead state 0), Moore partition refinement (minimisation), the
+product automata of intersections and differences, forced strings and path lengths.  Textbook
+constructions: Hopcroft, Motwani & Ullman, *Introduction to Automata Theory*, ch. 2 and 4.
+
+All work is bounded by a :class:`Budget` (wall-clock deadline and state caps); exceeding it
+raises :class:`GrammarTimeoutError` / :class:`GrammarCompileError` naming the limit.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .errors import GrammarCompileError, GrammarTimeoutError
+
+if TYPE_CHECKING:
+    from .nfa import NFA
+
+DEAD = 0
+
+
+@dataclass
+class Budget:
+    """Limits for one compilation.
+
+    ``timeout_s``: wall-clock seconds from construction; ``max_states``: cap on DFA states
+    (each automaton, including intermediate products); ``max_nfa_states``: cap on NFA states.
+    """
+
+    timeout_s: float = 10.0
+    max_states: int = 50_000
+    max_nfa_states: int = 2_000_000
+    deadline: float = field(default=0.0)
+
+    def __post_init__(self) -> None:
+        if self.timeout_s <= 0 or self.max_states <= 0 or self.max_nfa_states <= 0:
+            raise ValueError("Budget limits must be positive")
+        self.deadline = time.perf_counter() + self.timeout_s
+
+    def check_time(self) -> None:
+        if time.perf_counter() > self.deadline:
+            raise GrammarTimeoutError(f"grammar compilation exceeded timeout_s={self.timeout_s:g}")
+
+    def check_states(self, n: int) -> None:
+        if n > self.max_states:
+            raise GrammarCompileError(f"automaton exceeds max_states={self.max_states} DFA states")
+
+
+@dataclass(frozen=True, eq=False)
+class ByteDFA:
+    """A trimmed deterministic automaton over bytes.
+
+    - ``table``: ``int32 [S, 256]``; ``table[s, b]`` is the next state; state 0 is the dead
+      state (all transitions to 0, never accepting).  Every other state can reach an accepting
+      state (trimmed), so a walk that stays out of state 0 can always be completed.
+    - ``accepting``: ``bool [S]``.
+    - ``initial``: the start state (0 only for the empty language).
+    - ``forced``: per state, the longest byte string that every accepted continuation starts
+      with (empty at accepting or branching states).
+
+    Immutable and picklable.
+    """
+
+    table: np.ndarray
+    accepting: np.ndarray
+    initial: int
+    forced: tuple[bytes, ...]
+
+    @property
+    def num_states(self) -> int:
+        return int(self.table.shape[0])
+
+    def is_empty(self) -> bool:
+        return self.initial == DEAD
+
+    def walk(self, state: int, data: bytes) -> int:
+        """State after reading ``data`` from ``state`` (0 if it dies). Does not change self."""
+        t = self.table
+        for b in data:
+            state = int(t[state, b])
+            if state == DEAD:
+                return DEAD
+        return state
+
+    def accepts(self, data: bytes) -> bool:
+        s = self.walk(self.initial, data)
+        return s != DEAD and bool(self.accepting[s])
+
+
+# ----------------------------------------------------------------------------- subset construction
+
+
+def determinize(nfa: NFA, start: int, final: int, budget: Budget) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Subset construction. Returns (trans [S, C] int32 with -1 = none, accepting [S], class_of_byte [256])."""
+    bounds = {0, 256}
+    for out in nfa.edges:
+        for lo, hi, _ in out:
+            bounds.add(lo)
+            bounds.add(hi + 1)
+    cuts = sorted(bounds)
+    class_of_byte = np.zeros(256, dtype=np.int32)
+    for c, (a, b) in enumerate(zip(cuts, cuts[1:])):
+        class_of_byte[a:b] = c
+    num_classes = len(cuts) - 1
+    cls_edges: list[list[tuple[int, int, int]]] = [
+        [(int(class_of_byte[lo]), int(class_of_byte[hi]), t) for lo, hi, t in out] for out in nfa.edges
+    ]
+    eps = nfa.eps
+    has_edges = [bool(e) for e in nfa.edges]
+
+    def closure(seeds: list[int]) -> tuple[frozenset[int], bool]:
+        seen = set(seeds)
+        stack = list(seeds)
+        while stack:
+            q = stack.pop()
+            for r in eps[q]:
+                if r not in seen:
+                    seen.add(r)
+                    stack.append(r)
+        return frozenset(q for q in seen if has_edges[q]), final in seen
+
+    start_key = closure([start])
+    index: dict[tuple[frozenset[int], bool], int] = {start_key: 0}
+    sets = [start_key[0]]
+    accepting = [start_key[1]]
+    rows: list[list[int]] = []
+    i = 0
+    while i < len(sets):
+        if i % 256 == 255:
+            budget.check_time()
+        moves: dict[int, list[int]] = {}
+        for q in sets[i]:
+            for clo, chi, t in cls_edges[q]:
+                for c in range(clo, chi + 1):
+                    lst = moves.get(c)
+                    if lst is None:
+                        moves[c] = [t]
+                    else:
+                        lst.append(t)
+        row = [-1] * num_classes
+        by_targets: dict[tuple[int, ...], int] = {}
+        for c, targets in moves.items():
+            tkey = tuple(sorted(set(targets)))
+            d = by_targets.get(tkey)
+            if d is None:
+                key = closure(list(tkey))
+                d = index.get(key, -1)
+                if d < 0:
+                    if not key[0] and not key[1]:
+                        continue
+                    d = len(sets)
+                    index[key] = d
+                    sets.append(key[0])
+                    accepting.append(key[1])
+                    budget.check_states(len(sets))
+                by_targets[tkey] = d
+            row[c] = d
+        rows.append(row)
+        i += 1
+    trans = np.array(rows, dtype=np.int32).reshape(len(rows), num_classes)
+    return trans, np.array(accepting, dtype=bool), class_of_byte
+
+
+def trim_and_minimize(
+    trans: np.ndarray, accepting: np.ndarray, class_of_byte: np.ndarray, initial: int, budget: Budget, minimize: bool
+) -> ByteDFA:
+    """Drop states that cannot reach acceptance, optionally minimise, renumber with dead = 0."""
+    n, c = trans.shape
+    # co-reachability by reverse BFS over a CSR of reversed edges
+    src = np.repeat(np.arange(n, dtype=np.int64), c)
+    dst = trans.reshape(-1).astype(np.int64)
+    ok = dst >= 0
+    src, dst = src[ok], dst[ok]
+    order = np.argsort(dst, kind="stable")
+    rsrc = src[order]
+    indptr = np.searchsorted(dst[order], np.arange(n + 1))
+    live = accepting.copy()
+    frontier = np.flatnonzero(live)
+    while frontier.size:
+        preds = np.concatenate([rsrc[indptr[f] : indptr[f + 1]] for f in frontier])
+        preds = np.unique(preds)
+        preds = preds[~live[preds]]
+        live[preds] = True
+        frontier = preds
+    # map: dead/pruned -> 0, live states -> 1..L ; add an explicit dead row
+    full = np.where(trans >= 0, trans, n)  # n = sink
+    full = np.vstack([full, np.full((1, c), n, dtype=full.dtype)])
+    live_ext = np.concatenate([live, [False]])
+    full = np.where(live_ext[full], full, n)
+    acc_ext = np.concatenate([accepting & live, [False]])
+    if not live[initial]:
+        return empty_dfa()
+    if minimize and n <= _MOORE_MAX_STATES:
+        part = _moore(full, acc_ext, live_ext, n, budget)
+    else:
+        part = None
+    if part is None:
+        # renumber live states only
+        part = np.zeros(n + 1, dtype=np.int64)
+        part[np.flatnonzero(live_ext)] = np.arange(1, int(live_ext.sum()) + 1)
+    # part: block id per state, dead sink block = 0
+    num = int(part.max()) + 1
+    rep = np.zeros(num, dtype=np.int64)
+    rep[part] = np.arange(n + 1)
+    table_cls = part[full[rep]].astype(np.int32)  # [num, C]
+    table_cls[0] = 0
+    acc = acc_ext[rep].copy()
+    acc[0] = False
+    table = table_cls[:, class_of_byte]
+    init = int(part[initial])
+    return ByteDFA(table=np.ascontiguousarray(table), accepting=acc, initial=init, forced=forced_strings(table, acc))
+
+
+_MOORE_MAX_STATES = 20_000
+_MOORE_MAX_ITERATIONS = 256
+
+
+def _moore(full: np.ndarray, acc: np.ndarray, live: np.ndarray, sink: int, budget: Budget) -> np.ndarray | None:
+    """Moore partition refinement with 128-bit signatures; sink block is 0.
+
+    Returns None if it does not converge within its iteration cap (the caller then keeps the
+    unminimised, still correct, automaton).
+    """
+    m, c = full.shape
+    rng = np.random.default_rng(0x5EED)
+    k1 = rng.integers(1, 2**62, size=c + 1, dtype=np.uint64) | np.uint64(1)
+    k2 = rng.integers(1, 2**62, size=c + 1, dtype=np.uint64) | np.uint64(1)
+    part = np.where(live, np.where(acc, 2, 1), 0).astype(np.int64)
+    blocks = len(np.unique(part))
+    for it in range(_MOORE_MAX_ITERATIONS):
+        if it % 16 == 15:
+            budget.check_time()
+        nb = part[full].astype(np.uint64)  # [M, C]
+        with np.errstate(over="ignore"):
+            h1 = (nb * k1[1:]).sum(axis=1, dtype=np.uint64) + part.astype(np.uint64) * k1[0]
+            h2 = (nb * k2[1:]).sum(axis=1, dtype=np.uint64) + part.astype(np.uint64) * k2[0]
+        order = np.lexsort((h2, h1))
+        sh1, sh2 = h1[order], h2[order]
+        starts = np.empty(m, dtype=bool)
+        starts[0] = True
+        starts[1:] = (sh1[1:] != sh1[:-1]) | (sh2[1:] != sh2[:-1])
+        inv = np.empty(m, dtype=np.int64)
+        inv[order] = np.cumsum(starts) - 1
+        new_blocks = int(inv.max()) + 1
+        # make the sink's block 0
+        sink_block = inv[sink]
+        inv = np.where(inv == sink_block, -1, inv)
+        inv = np.where(inv > sink_block, inv - 1, inv) + 1
+        if new_blocks == blocks:
+            return inv.astype(np.int64)
+        blocks = new_blocks
+        part = inv.astype(np.int64)
+    return None
+
+
+def forced_strings(table: np.ndarray, accepting: np.ndarray) -> tuple[bytes, ...]:
+    n = table.shape[0]
+    live_counts = (table != DEAD).sum(axis=1)
+    first_live = np.argmax(table != DEAD, axis=1)
+    single = (live_counts == 1) & ~accepting
+    single[0] = False
+    forced: list[bytes | None] = [None] * n
+    forced[0] = b""
+    for s in range(n):
+        if forced[s] is not None:
+            continue
+        chain: list[int] = []
+        cur = s
+        while forced[cur] is None and single[cur] and len(chain) <= n:
+            chain.append(cur)
+            cur = int(table[cur, first_live[cur]])
+        known = forced[cur]
+        tail: bytes = known if known is not None else b""
+        if known is None:
+            forced[cur] = b""
+        for st in reversed(chain):
+            tail = bytes([int(first_live[st])]) + tail
+            forced[st] = tail
+    return tuple(f if f is not None else b"" for f in forced)
+
+
+def empty_dfa() -> ByteDFA:
+    return ByteDFA(table=np.zeros((1, 256), dtype=np.int32), accepting=np.zeros(1, dtype=bool), initial=DEAD, forced=(b"",))
+
+
+def product_dfa(a: ByteDFA, b: ByteDFA, budget: Budget, *, minus: bool) -> ByteDFA:
+    """Product automaton: intersection, or ``a`` minus ``b`` when ``minus``."""
+    if a.is_empty() or (b.is_empty() and not minus):
+        return empty_dfa()
+    # joint byte classes
+    columns = np.concatenate([a.table, b.table], axis=0).T  # [256, Sa + Sb]
+    _, rep_bytes, class_of_byte = np.unique(columns, axis=0, return_index=True, return_inverse=True)
+    class_of_byte = class_of_byte.reshape(-1).astype(np.int32)
+    ta = a.table[:, rep_bytes]  # [Sa, C]
+    tb = b.table[:, rep_bytes]  # [Sb, C]
+    c = len(rep_bytes)
+    start = (a.initial, b.initial)
+    index = {start: 0}
+    order = [start]
+    rows: list[np.ndarray] = []
+    i = 0
+    while i < len(order):
+        if i % 256 == 255:
+            budget.check_time()
+        p, q = order[i]
+        na, nb = ta[p], tb[q]
+        row = np.full(c, -1, dtype=np.int32)
+        for j in range(c):
+            x = int(na[j])
+            y = int(nb[j])
+            if x == DEAD or (y == DEAD and not minus):
+                continue
+            key = (x, y)
+            d = index.get(key)
+            if d is None:
+                d = len(order)
+                index[key] = d
+                order.append(key)
+                budget.check_states(len(order))
+            row[j] = d
+        rows.append(row)
+        i += 1
+    trans = np.stack(rows)
+    acc = np.array([bool(a.accepting[p]) and (not bool(b.accepting[q]) if minus else bool(b.accepting[q])) for p, q in order])
+    return trim_and_minimize(trans, acc, class_of_byte, 0, budget, minimize=True)
+
+
+NO_PATH = 1 << 40
+"""Distance of a state (or length of a language) with no accepted string: larger than any real one."""
+
+
+def worst_dfa(dfa: ByteDFA) -> int:
+    """The largest distance to acceptance over the live states of an eager :class:`ByteDFA`
+    (reverse BFS from its accepting states; 0 for the empty language)."""
+    n = dfa.num_states
+    preds: list[set[int]] = [set() for _ in range(n)]
+    for q in range(1, n):
+        for t in np.unique(dfa.table[q]).tolist():
+            if t != DEAD:
+                preds[t].add(q)
+    dist = {q: 0 for q in range(1, n) if dfa.accepting[q]}
+    frontier = list(dist)
+    depth = 0
+    while frontier:
+        depth += 1
+        nxt: list[int] = []
+        for q in frontier:
+            for p in preds[q]:
+                if p not in dist:
+                    dist[p] = depth
+                    nxt.append(p)
+        frontier = nxt
+    return max(dist.values(), default=0)
+
+
+def longest_dfa(dfa: ByteDFA) -> int | None:
+    """Bytes in the longest string an eager, trimmed :class:`ByteDFA` accepts; None when a
+    cycle makes it unbounded (every live state is on an accepting path)."""
+    if dfa.is_empty():
+        return 0
+    longest: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[int, list[int]]] = []
+
+    def succ(q: int) -> list[int]:
+        return [t for t in np.unique(dfa.table[q]).tolist() if t != DEAD]
+
+    stack.append((dfa.initial, succ(dfa.initial)))
+    on_path.add(dfa.initial)
+    while stack:
+        q, todo = stack[-1]
+        if todo:
+            t = todo.pop()
+            if t in on_path:
+                return None
+            if t not in longest:
+                on_path.add(t)
+                stack.append((t, succ(t)))
+            continue
+        stack.pop()
+        on_path.discard(q)
+        longest[q] = max([0 if dfa.accepting[q] else -1] + [longest[t] + 1 for t in succ(q)])
+    return longest[dfa.initial]
+
+
+def shortest_dfa(dfa: ByteDFA) -> int:
+    """Bytes in the shortest string an eager :class:`ByteDFA` accepts (``NO_PATH`` if none): BFS."""
+    if dfa.is_empty():
+        return NO_PATH
+    seen = {dfa.initial}
+    frontier = [dfa.initial]
+    depth = 0
+    while frontier:
+        if any(dfa.accepting[q] for q in frontier):
+            return depth
+        nxt: list[int] = []
+        for q in frontier:
+            for t in np.unique(dfa.table[q]).tolist():
+                if t != DEAD and t not in seen:
+                    seen.add(t)
+                    nxt.append(t)
+        frontier = nxt
+        depth += 1
+    return NO_PATH

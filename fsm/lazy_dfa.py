@@ -1,0 +1,495 @@
+"""``LazyDFA``: subset construction on demand over a lazily built NFA, so a compile builds only
+the states its requests reach; ``compile_lazy`` prunes empty sub-languages first, so every NFA
+state can reach acceptance."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+from structgen.schemas.charset import utf8_sequences
+from structgen.schemas.ir import NOTHING, Alt, Anchor, And, Chars, Join, Lit, Members, Minus, Node, Rep, Seq
+
+from .dfa import DEAD, NO_PATH, Budget
+from .errors import GrammarCompileError
+from .nfa import NFABuilder, byte_ranges
+
+# ----------------------------------------------------------------------------- lazy determinization
+
+
+def prune(node: Node, builder: NFABuilder, memo: dict[int, Node]) -> Node:
+    """Rewrite ``node`` without empty sub-languages (``NOTHING`` if the whole is empty).
+
+    After pruning every NFA state the builder makes can reach the final state, which is what
+    lets :class:`LazyDFA` discover states without a trimming pass: every non-empty state set
+    is live.  ``And`` / ``Minus`` are compiled here (eagerly, trimmed) and memoized.
+    """
+    got = memo.get(id(node))
+    if got is not None:
+        return got
+    out: Node
+    if isinstance(node, Lit):
+        out = node
+    elif isinstance(node, Chars):
+        out = node if utf8_sequences(node.cs) else NOTHING
+    elif isinstance(node, Seq):
+        items = [prune(i, builder, memo) for i in node.items]
+        out = NOTHING if any(i is NOTHING for i in items) else Seq(tuple(items))
+    elif isinstance(node, Alt):
+        items = [i for i in (prune(b, builder, memo) for b in node.items) if i is not NOTHING]
+        out = NOTHING if not items else items[0] if len(items) == 1 else Alt(tuple(items))
+    elif isinstance(node, Rep):
+        item = prune(node.item, builder, memo)
+        if item is NOTHING:
+            out = Seq(()) if node.lo == 0 else NOTHING
+        else:
+            out = Rep(item, node.lo, node.hi)
+    elif isinstance(node, Join):
+        item = prune(node.item, builder, memo)
+        sep = prune(node.sep, builder, memo)
+        if item is NOTHING:
+            out = NOTHING
+        elif sep is NOTHING:
+            out = item if node.lo <= 1 else NOTHING
+        else:
+            out = Join(item, sep, node.lo, node.hi)
+    elif isinstance(node, Members):
+        kept: list[tuple[Node, bool]] = []
+        out = NOTHING
+        dead = False
+        for member, required in node.items:
+            m = prune(member, builder, memo)
+            if m is NOTHING:
+                if required:
+                    dead = True
+                    break
+                continue
+            kept.append((m, required))
+        if not dead:
+            sep = prune(node.sep, builder, memo)
+            extra = prune(node.extra, builder, memo) if node.extra is not None else None
+            if sep is NOTHING:
+                raise GrammarCompileError("object member separator matches nothing")
+            out = Members(tuple(kept), sep, None if extra is NOTHING else extra)
+    elif isinstance(node, (And, Minus)):
+        out = NOTHING if builder.product(node).is_empty() else node
+    elif isinstance(node, Anchor):
+        raise GrammarCompileError("regex IR still contains an anchor; resolve anchors before compiling")
+    else:
+        raise TypeError(f"not a regex IR node: {node!r}")
+    memo[id(node)] = out
+    return out
+
+
+SMALL_CLOSURE = 64  # closures up to this many NFA states skip the memoizing SCC search
+
+
+class LazyDFA:
+    """A byte DFA whose states are built on demand by subset construction.
+
+    State 0 is the dead state; every other state is live (can reach acceptance) because the
+    NFA comes from a pruned IR.  ``table`` is ``int32 [capacity, C]`` over ``C`` byte classes
+    (``class_of_byte``: ``int32 [256]``), ``-1`` in the rows of states not expanded yet.
+    Expansion mutates the object but never changes the language or the meaning of a state id,
+    so all queries are deterministic; callers serialize expansions (``TokenFSM`` holds a lock).
+    Picklable.  ``max_states`` caps discovered states (:class:`GrammarCompileError`).
+    """
+
+    def __init__(self, builder: NFABuilder, start: int, final: int, max_states: int) -> None:
+        nfa = builder.nfa
+        self.builder = builder
+        # byte classes must be fixed before lazily built fragments add edges: take them from
+        # every byte range in the whole IR, not only from the part built so far
+        cuts = sorted(nfa.bounds)
+        class_of_byte = np.zeros(256, dtype=np.int32)
+        for c, (a, b) in enumerate(zip(cuts, cuts[1:])):
+            class_of_byte[a:b] = c
+        self.class_of_byte = class_of_byte
+        self._cob = class_of_byte.tolist()
+        self.class_first_byte = np.array(cuts[:-1], dtype=np.int32)
+        self.class_size = np.diff(np.array(cuts, dtype=np.int32))
+        self.num_classes = len(cuts) - 1
+        self.edges = nfa.edges
+        self.eps = nfa.eps
+        self.has_edges = [bool(e) for e in nfa.edges]
+        self.final = final
+        self.max_states = max_states
+        self.index: dict[tuple[frozenset[int], bool], int] = {(frozenset(), False): 0}
+        self.sets: list[frozenset[int]] = [frozenset()]
+        self.acc: list[bool] = [False]
+        self.table = np.full((64, self.num_classes), -1, dtype=np.int32)
+        self.table[0] = 0
+        self._forced: dict[int, bytes] = {0: b""}
+        self._nfa_dist: list[int] = []  # NFA state -> bytes to final (distance_to_accept)
+        self._nfa_dist_n = 0
+        self._dfa_dist: dict[int, int] = {}
+        self.distance_bound: int | None = None  # ≥ every state's distance_to_accept (compile_lazy)
+        self.length_bound: int | None = None  # ≥ the longest accepted string's bytes; None: unbounded
+        self._closures: dict[int, tuple[frozenset[int], bool]] = {}  # NFA state -> its closure
+        self.initial = self._state_of(self._closure([start]))
+
+    @property
+    def num_states(self) -> int:
+        """States discovered so far (including the dead state 0)."""
+        return len(self.sets)
+
+    def is_empty(self) -> bool:
+        return self.initial == DEAD
+
+    def _closure(self, seeds: list[int]) -> tuple[frozenset[int], bool]:
+        """Epsilon closure of ``seeds``: (members with byte edges, whether ``final`` is reached).
+
+        Single-state closures are memoized: once the stubs met on the way are expanded, no
+        epsilon list reachable from a state changes again, so a closure never goes stale.
+        """
+        if len(seeds) == 1:
+            return self._closure_one(seeds[0])
+        parts = [self._closure_one(q) for q in seeds]
+        return frozenset().union(*(p[0] for p in parts)), any(p[1] for p in parts)
+
+    def _closure_one(self, seed: int) -> tuple[frozenset[int], bool]:
+        """Closure of one NFA state, memoizing the closure of every state the search meets.
+
+        Iterative Tarjan SCC search over epsilon edges: states of one strongly connected
+        component share a closure, which is their own members with byte edges plus the closures
+        of the components they reach.  A lazily unrolled counter (``x{0,2048}``: each copy's
+        exit leads through the exits of all enclosing copies) then costs each exit once instead
+        of once per closure through it (quadratic in the bound).  Stubs are expanded when
+        reached, before their epsilon edges are read."""
+        memo = self._closures
+        got = memo.get(seed)
+        if got is not None:
+            return got
+        got = self._closure_small(seed)
+        if got is not None:
+            memo[seed] = got
+            return got
+        eps = self.eps
+        pending = self.builder.pending
+        final = self.final
+        index: dict[int, int] = {}
+        low: dict[int, int] = {}
+        parts: dict[int, tuple[set[int], bool]] = {}  # open state -> (members reached so far, final reached)
+        scc_stack: list[int] = []
+        work: list[tuple[int, int]] = []  # (state, next epsilon edge to follow)
+
+        def enter(q: int) -> None:
+            if q in pending:
+                self._expand_stub(q)
+            index[q] = low[q] = len(index)
+            parts[q] = (set(), q == final)
+            scc_stack.append(q)
+            work.append((q, 0))
+
+        enter(seed)
+        while work:
+            q, i = work[-1]
+            succ = eps[q]
+            if i < len(succ):
+                work[-1] = (q, i + 1)
+                r = succ[i]
+                done = memo.get(r)
+                if done is not None:  # a finished component: take its closure whole
+                    qm, qf = parts[q]
+                    qm.update(done[0])
+                    if not qf and done[1]:
+                        parts[q] = (qm, True)
+                elif r not in index:
+                    enter(r)
+                elif r in parts:  # on the stack: same component
+                    low[q] = min(low[q], index[r])
+                continue
+            work.pop()
+            if work:
+                p = work[-1][0]
+                low[p] = min(low[p], low[q])
+            if low[q] != index[q]:
+                continue
+            comp: list[int] = []  # q roots a component: pop it and publish its closure
+            members: set[int] = set()
+            fin = False
+            while True:
+                r = scc_stack.pop()
+                comp.append(r)
+                m, f = parts.pop(r)
+                members |= m
+                fin = fin or f
+                if r == q:
+                    break
+            has = self.has_edges
+            members.update(r for r in comp if has[r])
+            closure = (frozenset(members), fin)
+            for r in comp:
+                memo[r] = closure
+            if work:  # the parent reaches this component
+                p = work[-1][0]
+                pm, pf = parts[p]
+                pm |= members
+                if fin and not pf:
+                    parts[p] = (pm, True)
+        return memo[seed]
+
+    def _expand_stub(self, q: int) -> None:
+        """Build the pending fragment at NFA state ``q`` and note which new states have byte edges."""
+        self.builder.expand_stub(q)
+        self.has_edges.extend(bool(e) for e in self.edges[len(self.has_edges) :])
+
+    def _closure_small(self, seed: int) -> tuple[frozenset[int], bool] | None:
+        """Closure of ``seed`` by a plain depth-first search (memoizing only ``seed``), or None
+        once it passes :data:`SMALL_CLOSURE` states: the common case without the SCC search's
+        bookkeeping.  Stubs met are expanded (the SCC search then finds them built)."""
+        eps = self.eps
+        pending = self.builder.pending
+        seen = {seed}
+        stack = [seed]
+        while stack:
+            q = stack.pop()
+            if q in pending:
+                self._expand_stub(q)
+            for r in eps[q]:
+                if r not in seen:
+                    if len(seen) >= SMALL_CLOSURE:
+                        return None
+                    seen.add(r)
+                    stack.append(r)
+        has = self.has_edges
+        return frozenset(q for q in seen if has[q]), self.final in seen
+
+    def _state_of(self, key: tuple[frozenset[int], bool]) -> int:
+        d = self.index.get(key)
+        if d is not None:
+            return d
+        d = len(self.sets)
+        if d >= self.max_states:
+            raise GrammarCompileError(f"automaton exceeds max_states={self.max_states} DFA states")
+        if d >= self.table.shape[0]:
+            grow = np.full((self.table.shape[0], self.num_classes), -1, dtype=np.int32)
+            self.table = np.concatenate([self.table, grow])
+        self.index[key] = d
+        self.sets.append(key[0])
+        self.acc.append(key[1])
+        return d
+
+    def expand(self, state: int) -> np.ndarray:
+        """The transition row of ``state`` (``int32 [C]``), computing it on first use."""
+        row = self.table[state]
+        if row[0] >= 0:
+            return row
+        moves: dict[int, list[int]] = {}
+        edges, cob = self.edges, self._cob
+        for q in self.sets[state]:
+            for lo, hi, t in edges[q]:
+                for c in range(cob[lo], cob[hi] + 1):
+                    lst = moves.get(c)
+                    if lst is None:
+                        moves[c] = [t]
+                    else:
+                        lst.append(t)
+        new = [DEAD] * self.num_classes
+        by_target: dict[int, int] = {}  # one NFA target (most classes) -> DFA state
+        by_targets: dict[tuple[int, ...], int] = {}
+        for c, targets in moves.items():
+            if len(targets) == 1:
+                t = targets[0]
+                d = by_target.get(t)
+                if d is None:
+                    d = by_target[t] = self._state_of(self._closure(targets))
+            else:
+                tkey = tuple(sorted(set(targets)))
+                d = by_targets.get(tkey)
+                if d is None:
+                    d = by_targets[tkey] = self._state_of(self._closure(list(tkey)))
+            new[c] = d
+        self.table[state] = new
+        return self.table[state]
+
+    def is_accepting(self, state: int) -> bool:
+        return self.acc[state]
+
+    def next_state(self, state: int, byte: int) -> int:
+        return int(self.expand(state)[self.class_of_byte[byte]])
+
+    def walk(self, state: int, data: bytes) -> int:
+        """State after ``data`` from ``state`` (0 if it dies)."""
+        for b in data:
+            state = self.next_state(state, b)
+            if state == DEAD:
+                return DEAD
+        return state
+
+    def accepts(self, data: bytes) -> bool:
+        s = self.walk(self.initial, data)
+        return s != DEAD and self.acc[s]
+
+    def forced(self, state: int) -> bytes:
+        """The longest byte string every accepted continuation from ``state`` starts with."""
+        got = self._forced.get(state)
+        if got is not None:
+            return got
+        chain: list[tuple[int, int]] = []
+        cur = state
+        seen = set()
+        while cur not in self._forced and not self.acc[cur] and cur not in seen:
+            seen.add(cur)
+            row = self.expand(cur)
+            live = np.flatnonzero(row != DEAD)
+            if len(live) != 1 or self.class_size[live[0]] != 1:
+                break
+            chain.append((cur, int(self.class_first_byte[live[0]])))
+            cur = int(row[live[0]])
+        tail = self._forced.setdefault(cur, b"")  # accepting, branching, or already known
+        for st, b in reversed(chain):
+            tail = bytes([b]) + tail
+            self._forced[st] = tail
+        return self._forced[state]
+
+    def max_length(self, state: int | None = None) -> int | None:
+        """Bytes in the longest accepted string from ``state`` (default: the initial state), or
+        None when the language from there is infinite (a cycle is reachable: every state is
+        live, so any reachable cycle repeats forever).  Expands every reachable state; the
+        state cap raises ``GrammarCompileError`` as in any expansion.  Deterministic.  Raises
+        ``ValueError`` for a state the automaton has not discovered."""
+        start = self.initial if state is None else state
+        if not 0 <= start < self.num_states:
+            raise ValueError(f"state {start} is not a discovered automaton state (0..{self.num_states - 1})")
+        if start == DEAD:
+            return None
+        longest: dict[int, int] = {}
+        on_path: set[int] = set()
+        stack: list[tuple[int, list[int], list[int]]] = []  # (state, successors, successors left to visit)
+
+        def push(q: int) -> None:
+            succ = [int(t) for t in np.unique(self.expand(q)).tolist() if t != DEAD]
+            on_path.add(q)
+            stack.append((q, succ, list(succ)))
+
+        push(start)
+        while stack:
+            q, succ, todo = stack[-1]
+            if todo:
+                t = todo.pop()
+                if t in on_path:
+                    return None
+                if t not in longest:
+                    push(t)
+                continue
+            stack.pop()
+            on_path.discard(q)
+            longest[q] = max([0 if self.acc[q] else -1] + [longest[t] + 1 for t in succ])  # live: -1 never wins
+        return longest[start]
+
+    def distance_to_accept(self, state: int) -> int:
+        """Bytes in the shortest accepted continuation from ``state`` (0 when accepting;
+        ``NO_PATH`` for the dead state).  Exact: NFA shortest paths where a fragment not built
+        yet costs its language's exact shortest length (:meth:`NFABuilder.shortest`), so building
+        it later never changes a known distance.  Memoized; updating the NFA distances costs
+        O(states and edges added since the last call).  Callers serialize it with expansions.
+        Raises ``ValueError`` for a state the automaton has not discovered."""
+        if not 0 <= state < len(self.sets):
+            raise ValueError(f"state {state} is not a discovered automaton state (0..{len(self.sets) - 1})")
+        if self.acc[state]:
+            return 0
+        got = self._dfa_dist.get(state)
+        if got is not None:
+            return got
+        if self._nfa_dist_n != len(self.eps):
+            self._extend_nfa_dist()
+        dist = self._nfa_dist
+        out = min((dist[q] for q in self.sets[state]), default=NO_PATH)
+        self._dfa_dist[state] = out
+        return out
+
+    def prepare_distances(self) -> None:
+        """Bring the NFA distances behind :meth:`distance_to_accept` up to date now (e.g. after an
+        eager expansion, so later queries cost a lookup).  Callers serialize it with expansions."""
+        if self._nfa_dist_n != len(self.eps):
+            self._extend_nfa_dist()
+
+    def _extend_nfa_dist(self) -> None:
+        """Distances to ``final`` for the NFA states added since the last call (Dijkstra over the
+        new states only).  Sound because fragments only ever grow: a new state leaves its
+        fragment through exits into older states, whose distances are already exact."""
+        import heapq
+
+        n0, n1 = self._nfa_dist_n, len(self.eps)
+        dist = self._nfa_dist
+        dist.extend([NO_PATH] * (n1 - n0))
+        rev: defaultdict[int, list[tuple[int, int]]] = defaultdict(list)  # new state -> [(new predecessor, cost)]
+        heap: list[tuple[int, int]] = []
+        pending = self.builder.pending
+        shortest = self.builder.shortest
+
+        if n0 <= self.final < n1:
+            dist[self.final] = 0
+            heap.append((0, self.final))
+        eps, edges = self.eps, self.edges
+        for q in range(n0, n1):  # each edge q -> r of cost 0 / 1 / a stub's shortest length
+            best = dist[q]
+            for r in eps[q]:
+                if r >= n0:
+                    rev[r].append((q, 0))
+                elif dist[r] < best:
+                    best = dist[r]
+            for _lo, _hi, r in edges[q]:
+                if r >= n0:
+                    rev[r].append((q, 1))
+                elif dist[r] + 1 < best:
+                    best = dist[r] + 1
+            stub = pending.get(q)
+            if stub is not None:
+                r, cost = stub[1], shortest(stub[0])
+                if r >= n0:
+                    rev[r].append((q, cost))
+                elif dist[r] + cost < best:
+                    best = dist[r] + cost
+            if best < dist[q]:
+                dist[q] = best
+                heapq.heappush(heap, (best, q))
+        while heap:
+            d, r = heapq.heappop(heap)
+            if d > dist[r]:
+                continue
+            for q, cost in rev.get(r, ()):
+                if d + cost < dist[q]:
+                    dist[q] = d + cost
+                    heapq.heappush(heap, (d + cost, q))
+        self._nfa_dist_n = n1
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        state.setdefault("_closures", {})  # pickles from before the closure memo
+        if not isinstance(state.get("_nfa_dist"), list):  # pickles from before exact distances
+            state.update(_nfa_dist=[], _nfa_dist_n=0, _dfa_dist={})
+        state.setdefault("distance_bound", None)  # unknown: budgets then always check successors
+        state.setdefault("length_bound", None)
+        self.__dict__.update(state)
+        self.builder.__dict__.setdefault("_shortest", {})
+        self.builder.__dict__.setdefault("_worst", {})
+        self.builder.__dict__.setdefault("_longest", {})
+
+
+def compile_lazy(node: Node, budget: Budget | None = None) -> LazyDFA:
+    """Compile an anchor-free IR node into a :class:`LazyDFA` (only the initial state is built).
+
+    Sub-automata of ``And`` / ``Minus`` are built eagerly under ``budget``; the returned
+    automaton caps its discovered states at ``budget.max_states``.  The empty language gives
+    ``initial == 0``.
+    """
+    budget = budget or Budget()
+    builder = NFABuilder(budget, lazy=True)
+    pruned = prune(node, builder, {})
+    if pruned is NOTHING:
+        pruned = Alt(())
+    for lo, hi in byte_ranges(pruned, builder):
+        builder.nfa.bounds.add(lo)
+        builder.nfa.bounds.add(hi + 1)
+    start, end = builder.build(pruned)
+    budget.check_time()
+    dfa = LazyDFA(builder, start, end, budget.max_states)
+    dfa.distance_bound = builder.worst_distance(pruned)
+    longest = builder.longest(pruned)
+    dfa.length_bound = None if longest >= NO_PATH else longest
+    # later expansions happen while serving: the compile deadline no longer applies, the caps do
+    serving = Budget(timeout_s=1e9, max_states=budget.max_states, max_nfa_states=budget.max_nfa_states)
+    builder.budget = serving
+    builder.nfa.budget = serving
+    return dfa

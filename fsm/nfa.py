@@ -1,0 +1,502 @@
+"""Regex IR → byte NFA (Thompson construction; code-point classes expanded into UTF-8 byte
+ranges that share their continuation tails), and :func:`compile_dfa` (IR → eager DFA through
+it).  Fragments are built lazily where the lazy DFA asks for them; intersections (:class:`~structgen.schemas.regex.And`) and differences
+(:class:`~structgen.schemas.regex.Minus`) are eager product DFAs (:mod:`.dfa`) spliced back in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import fields
+from typing import Any
+
+import numpy as np
+from structgen.schemas.charset import CharSet, utf8_sequences
+from structgen.schemas.ir import Alt, Anchor, And, Chars, Join, Lit, Members, Minus, Node, Rep, Seq
+
+from .dfa import DEAD, NO_PATH, Budget, ByteDFA, determinize, longest_dfa, product_dfa, shortest_dfa, trim_and_minimize, worst_dfa
+from .errors import GrammarCompileError
+
+# ----------------------------------------------------------------------------- NFA
+
+
+class NFA:
+    def __init__(self, budget: Budget) -> None:
+        self.eps: list[list[int]] = []
+        self.edges: list[list[tuple[int, int, int]]] = []
+        self.budget = budget
+        self.bounds: set[int] = {0, 256}
+
+    def edge(self, q: int, lo: int, hi: int, target: int) -> None:
+        self.edges[q].append((lo, hi, target))
+        self.bounds.add(lo)
+        self.bounds.add(hi + 1)
+
+    def new(self) -> int:
+        eps = self.eps
+        eps.append([])
+        self.edges.append([])
+        n = len(eps)
+        if not n & 4095:
+            if n > self.budget.max_nfa_states:
+                raise GrammarCompileError(f"automaton exceeds max_nfa_states={self.budget.max_nfa_states} NFA states")
+            self.budget.check_time()
+        return n - 1
+
+
+class NFABuilder:
+    def __init__(self, budget: Budget, lazy: bool = False) -> None:
+        self.budget = budget
+        self.nfa = NFA(budget)
+        self.lazy = lazy
+        self.pending: dict[int, tuple[Node, int]] = {}  # stub state -> (node to build, exit state)
+        self.child_dfas: dict[int, ByteDFA] = {}
+        self._keep: list[Node] = []
+        self._nullable: dict[int, bool] = {}
+        self._node_ids: dict[int, int] = {}  # id(node) -> structural id
+        self._interned: dict[tuple[Any, ...], int] = {}  # shallow structural key -> structural id
+        self._products: dict[int, ByteDFA] = {}  # structural id -> eager DFA (And / Minus)
+        self._shortest: dict[int, int] = {}  # structural id -> shortest string's bytes
+        self._worst: dict[int, int] = {}  # structural id -> worst_distance
+        self._longest: dict[int, int] = {}  # structural id -> longest bound
+
+    def nullable(self, node: Node) -> bool:
+        """Whether ``node`` matches the empty string (memoized by identity)."""
+        got = self._nullable.get(id(node))
+        if got is not None:
+            return got
+        if isinstance(node, Lit):
+            out = not node.data
+        elif isinstance(node, Chars):
+            out = False
+        elif isinstance(node, Seq):
+            out = all(self.nullable(i) for i in node.items)
+        elif isinstance(node, Alt):
+            out = any(self.nullable(i) for i in node.items)
+        elif isinstance(node, Rep):
+            out = node.lo == 0 or self.nullable(node.item)
+        elif isinstance(node, Join):
+            out = self.nullable(node.item) and (node.lo <= 1 or self.nullable(node.sep))
+        elif isinstance(node, Members):
+            out = all(not req or self.nullable(m) for m, req in node.items)
+        elif isinstance(node, (And, Minus)):
+            dfa = self.product(node)
+            out = not dfa.is_empty() and bool(dfa.accepting[dfa.initial])
+        else:
+            out = False
+        self._nullable[id(node)] = out
+        return out
+
+    def _memoized(self, table: dict[int, int], node: Node, compute: Callable[[Node], int]) -> int:
+        """``table[structural id of node]``, filled with ``compute(node)`` capped at ``NO_PATH``."""
+        key = self.structural_id(node)
+        got = table.get(key)
+        if got is None:
+            got = min(compute(node), NO_PATH)
+            table[key] = got
+        return got
+
+    def shortest(self, node: Node) -> int:
+        """Bytes in the shortest string of ``node`` (``NO_PATH`` for an empty language): exact,
+        so a stub's cost in the distance-to-acceptance search is exact too.  Memoized by
+        structure."""
+        return self._memoized(self._shortest, node, self._shortest_uncached)
+
+    def _shortest_uncached(self, node: Node) -> int:
+        out: int
+        if isinstance(node, Lit):
+            out = len(node.data)
+        elif isinstance(node, Chars):
+            out = min((len(sq) for sq in utf8_sequences(node.cs)), default=NO_PATH)
+        elif isinstance(node, Seq):
+            out = min(sum(self.shortest(i) for i in node.items), NO_PATH)
+        elif isinstance(node, Alt):
+            out = min((self.shortest(i) for i in node.items), default=NO_PATH)
+        elif isinstance(node, Rep):
+            out = 0 if node.lo == 0 else min(node.lo * self.shortest(node.item), NO_PATH)
+        elif isinstance(node, Join):
+            lo = max(node.lo, 1)  # Join always has at least one item
+            out = min(lo * self.shortest(node.item) + (lo - 1) * self.shortest(node.sep), NO_PATH)
+        elif isinstance(node, Members):
+            out = min(self._junction_costs(node)[0], NO_PATH)
+        elif isinstance(node, (And, Minus)):
+            out = shortest_dfa(self.product(node))
+        else:
+            raise TypeError(f"not a regex IR node: {node!r}")
+        return out
+
+    def longest(self, node: Node) -> int:
+        """An upper bound on the bytes of ``node``'s longest string, ``NO_PATH`` when it may be
+        unbounded (an unbounded repetition or extra members).  Memoized by structure."""
+        return self._memoized(self._longest, node, self._longest_uncached)
+
+    def _longest_uncached(self, node: Node) -> int:
+        out: int
+        if isinstance(node, Lit):
+            out = len(node.data)
+        elif isinstance(node, Chars):
+            out = max((len(sq) for sq in utf8_sequences(node.cs)), default=0)
+        elif isinstance(node, Seq):
+            out = sum(self.longest(i) for i in node.items)
+        elif isinstance(node, Alt):
+            out = max((self.longest(i) for i in node.items), default=0)
+        elif isinstance(node, Rep):
+            out = NO_PATH if node.hi is None else node.hi * self.longest(node.item)
+        elif isinstance(node, Join):
+            out = NO_PATH if node.hi is None else node.hi * self.longest(node.item) + max(node.hi - 1, 0) * self.longest(node.sep)
+        elif isinstance(node, Members):
+            sep = self.longest(node.sep)
+            out = NO_PATH if node.extra is not None else sum(self.longest(m) + sep for m, _req in node.items)
+        elif isinstance(node, (And, Minus)):
+            most = longest_dfa(self.product(node))
+            out = NO_PATH if most is None else most
+        else:
+            raise TypeError(f"not a regex IR node: {node!r}")
+        return out
+
+    def _junction_costs(self, node: Members) -> tuple[int, list[int]]:
+        """Shortest bytes from the junctions of :meth:`build_members` to the end: from J(0, F)
+        (nothing emitted), and from each J(i, T) (something emitted before member i), i = 0..n."""
+        sep = self.shortest(node.sep)
+        none_yet, some = 0, 0
+        after = [0]
+        for member, required in reversed(node.items):
+            m = self.shortest(member)
+            take_first, take_more = m + some, sep + m + some
+            none_yet, some = (take_first, take_more) if required else (min(take_first, none_yet), min(take_more, some))
+            after.append(some)
+        after.reverse()
+        return none_yet, after
+
+    def worst_distance(self, node: Node) -> int:
+        """An upper bound on the shortest way out of ``node`` from any position inside it: over
+        every prefix of its strings, the bytes of the shortest completion to the fragment's end.
+        Bounds :meth:`LazyDFA.distance_to_accept` for every state when applied to the root
+        (``NO_PATH``-capped).  Memoized by structure."""
+        return self._memoized(self._worst, node, self._worst_distance_uncached)
+
+    def _worst_distance_uncached(self, node: Node) -> int:
+        short, worst = self.shortest, self.worst_distance
+        out: int
+        if isinstance(node, Lit):
+            out = len(node.data)
+        elif isinstance(node, Chars):
+            out = max((len(sq) for sq in utf8_sequences(node.cs)), default=0)
+        elif isinstance(node, Seq):
+            out, tail = 0, 0
+            for item in reversed(node.items):
+                out = max(out, worst(item) + tail)
+                tail += short(item)
+        elif isinstance(node, Alt):
+            out = max((worst(i) for i in node.items), default=0)
+        elif isinstance(node, Rep):
+            out = 0 if node.hi == 0 else worst(node.item) + max(node.lo - 1, 0) * short(node.item)
+        elif isinstance(node, Join):
+            lo = max(node.lo, 1)
+            step = short(node.sep) + short(node.item)
+            out = max(worst(node.item) + (lo - 1) * step, worst(node.sep) + short(node.item) + max(lo - 2, 0) * step)
+        elif isinstance(node, Members):
+            first, after = self._junction_costs(node)
+            out = 0 if node.extra is None else max(worst(node.extra), worst(node.sep) + short(node.extra))
+            for (member, _required), rest in zip(node.items, after[1:]):  # inside member i, or its separator
+                out = max(out, max(worst(member), worst(node.sep) + short(member)) + rest)
+            out = max(out, first)
+        elif isinstance(node, (And, Minus)):
+            out = worst_dfa(self.product(node))
+        else:
+            raise TypeError(f"not a regex IR node: {node!r}")
+        return out
+
+    def stub(self, node: Node) -> tuple[int, int]:
+        """A fragment for ``node`` built only when an epsilon closure first reaches it."""
+        q, x = self.nfa.new(), self.nfa.new()
+        self.pending[q] = (node, x)
+        return q, x
+
+    def expand_stub(self, q: int) -> None:
+        node, x = self.pending.pop(q)
+        s, e = self.build(node)
+        self.nfa.eps[q].append(s)
+        self.nfa.eps[e].append(x)
+
+    def build(self, node: Node) -> tuple[int, int]:
+        nfa = self.nfa
+        if isinstance(node, Lit):
+            s = cur = nfa.new()
+            for b in node.data:
+                nxt = nfa.new()
+                nfa.edge(cur, b, b, nxt)
+                cur = nxt
+            return s, cur
+        if isinstance(node, Chars):
+            # UTF-8 sequences with shared suffixes: one state per distinct remaining tail
+            # ("two continuation bytes left", ...) instead of a chain per sequence, as in RE2's
+            # and Rust regex-automata's UTF-8 suffix caches; fewer NFA states and fewer DFA
+            # states, same language
+            s, e = nfa.new(), nfa.new()
+            tails: dict[tuple[tuple[int, int], ...], int] = {}
+
+            def tail_state(rest: tuple[tuple[int, int], ...]) -> int:
+                q = tails.get(rest)
+                if q is None:
+                    q = nfa.new()
+                    nfa.edge(q, rest[0][0], rest[0][1], e if len(rest) == 1 else tail_state(rest[1:]))
+                    tails[rest] = q
+                return q
+
+            for sq in utf8_sequences(node.cs):
+                nfa.edge(s, sq[0][0], sq[0][1], e if len(sq) == 1 else tail_state(tuple(sq[1:])))
+            return s, e
+        if isinstance(node, Seq):
+            if not node.items:
+                s = nfa.new()
+                return s, s
+            s, e = self.build(node.items[0])
+            for k in range(1, len(node.items)):
+                if self.lazy and not self.nullable(node.items[k - 1]):
+                    rest = node.items[k:]
+                    s2, e2 = self.stub(rest[0] if len(rest) == 1 else Seq(rest))
+                    nfa.eps[e].append(s2)
+                    return s, e2
+                s2, e2 = self.build(node.items[k])
+                nfa.eps[e].append(s2)
+                e = e2
+            return s, e
+        if isinstance(node, Alt):
+            s, e = nfa.new(), nfa.new()
+            for it in node.items:
+                s2, e2 = self.build(it)
+                nfa.eps[s].append(s2)
+                nfa.eps[e2].append(e)
+            return s, e
+        if isinstance(node, Rep):
+            return self.build_rep(node)
+        if isinstance(node, Members):
+            return self.build_members(node)
+        if isinstance(node, Join):
+            return self.build_join(node)
+        if isinstance(node, (And, Minus)):
+            return self.embed(self.product(node))
+        if isinstance(node, Anchor):
+            raise GrammarCompileError("regex IR still contains an anchor; resolve anchors before compiling")
+        raise TypeError(f"not a regex IR node: {node!r}")
+
+    def build_members(self, node: Members) -> tuple[int, int]:
+        """Junction construction: J(i, F) / J(i, T) = before member i with nothing / something
+        emitted; each member is built once and entered from both junctions."""
+        nfa = self.nfa
+        n = len(node.items)
+        jf = [nfa.new() for _ in range(n + 1)]
+        jt = [nfa.new() for _ in range(n + 1)]
+        for i, (member, required) in enumerate(node.items):
+            s, e = self.build(member)
+            nfa.eps[jf[i]].append(s)
+            ss, se = self.build(node.sep)
+            nfa.eps[jt[i]].append(ss)
+            nfa.eps[se].append(s)
+            nfa.eps[e].append(jt[i + 1])
+            if not required:
+                nfa.eps[jf[i]].append(jf[i + 1])
+                nfa.eps[jt[i]].append(jt[i + 1])
+        end = nfa.new()
+        nfa.eps[jf[n]].append(end)
+        nfa.eps[jt[n]].append(end)
+        if node.extra is not None:
+            xs, xe = self.build(node.extra)
+            nfa.eps[jf[n]].append(xs)
+            ss, se = self.build(node.sep)
+            nfa.eps[jt[n]].append(ss)
+            nfa.eps[se].append(xs)
+            nfa.eps[xe].append(jt[n])
+        return jf[0], end
+
+    def build_join(self, node: Join) -> tuple[int, int]:
+        nfa = self.nfa
+        if self.lazy and (node.hi is not None or node.lo > 1) and not self.nullable(node.item):
+            # unroll one item: item (end if lo <= 1 | sep Join(lo-1, hi-1))
+            if node.hi == 1:
+                return self.build(node.item)
+            more = Join(node.item, node.sep, max(node.lo - 1, 1), None if node.hi is None else node.hi - 1)
+            tail = Seq((node.sep, more))
+            return self.build(Seq((node.item, Alt((Seq(()), tail)) if node.lo <= 1 else tail)))
+        s = e = nfa.new()
+        if node.hi is not None:
+            end = nfa.new()
+            for k in range(node.hi):
+                if k:
+                    ss, se = self.build(node.sep)
+                    nfa.eps[e].append(ss)
+                    e = se
+                s2, e2 = self.build(node.item)
+                nfa.eps[e].append(s2)
+                e = e2
+                if k + 1 >= node.lo:
+                    nfa.eps[e].append(end)
+            return s, end
+        for _ in range(node.lo - 1):
+            s2, e2 = self.build(node.item)
+            nfa.eps[e].append(s2)
+            ss, se = self.build(node.sep)
+            nfa.eps[e2].append(ss)
+            e = se
+        s2, e2 = self.build(node.item)  # the loop copy
+        nfa.eps[e].append(s2)
+        ss, se = self.build(node.sep)
+        nfa.eps[e2].append(ss)
+        nfa.eps[se].append(s2)
+        return s, e2
+
+    def build_rep(self, node: Rep) -> tuple[int, int]:
+        nfa = self.nfa
+        if self.lazy and (node.hi is not None or node.lo > 0) and not self.nullable(node.item) and node.hi != 0:
+            # unroll one copy: item Rep(lo-1, hi-1), optional when lo == 0
+            more = Rep(node.item, max(node.lo - 1, 0), None if node.hi is None else node.hi - 1)
+            body = Seq((node.item, more)) if more.hi != 0 else node.item
+            return self.build(body if node.lo > 0 else Alt((Seq(()), body)))
+        s = e = nfa.new()
+        for _ in range(node.lo):
+            s2, e2 = self.build(node.item)
+            nfa.eps[e].append(s2)
+            e = e2
+        if node.hi is None:
+            s2, e2 = self.build(node.item)
+            loop_end = nfa.new()
+            nfa.eps[e].append(s2)
+            nfa.eps[e].append(loop_end)
+            nfa.eps[e2].append(s2)
+            nfa.eps[e2].append(loop_end)
+            return s, loop_end
+        optional = node.hi - node.lo
+        if optional:
+            end = nfa.new()
+            for _ in range(optional):
+                s2, e2 = self.build(node.item)
+                nfa.eps[e].append(s2)
+                nfa.eps[e].append(end)
+                e = e2
+            nfa.eps[e].append(end)
+            e = end
+        return s, e
+
+    def structural_id(self, node: Node) -> int:
+        """A small int equal for structurally equal IR nodes (hash-consing: a node's key holds its
+        children's ids, so keys stay shallow).  Nodes compare by identity; schemas often rebuild
+        equal sub-expressions (one pattern or format under several properties), and this lets
+        their eager DFAs be built once."""
+        got = self._node_ids.get(id(node))
+        if got is None:
+            key = (type(node).__name__, *(self._field_key(getattr(node, f.name)) for f in fields(node)))  # type: ignore[arg-type]
+            got = self._interned.setdefault(key, len(self._interned))
+            self._node_ids[id(node)] = got
+            self._keep.append(node)  # ids stay valid while the builder lives
+        return got
+
+    def _field_key(self, value: Any) -> Any:
+        if isinstance(value, Node):
+            return ("node", self.structural_id(value))
+        if isinstance(value, tuple):
+            return tuple(self._field_key(v) for v in value)
+        if isinstance(value, CharSet):
+            return ("cs", value.ranges)
+        return value
+
+    def child_dfa(self, node: Node) -> ByteDFA:
+        """Eager DFA of an operand of ``And`` / ``Minus``, memoized by structure (schemas share
+        operands such as "any JSON string" across many objects)."""
+        key = self.structural_id(node)
+        got = self.child_dfas.get(key)
+        if got is None:
+            got = compile_dfa(node, self.budget, minimize=True)
+            self.child_dfas[key] = got
+        return got
+
+    def product(self, node: And | Minus) -> ByteDFA:
+        """Eager (trimmed, minimized) DFA of an ``And`` / ``Minus`` node, memoized by structure."""
+        key = self.structural_id(node)
+        got = self._products.get(key)
+        if got is None:
+            got = self._product_uncached(node)
+            self._products[key] = got
+        return got
+
+    def _product_uncached(self, node: And | Minus) -> ByteDFA:
+        if isinstance(node, And):
+            dfas = [self.child_dfa(it) for it in node.items]
+            if not dfas:
+                raise GrammarCompileError("intersection of no languages")
+            acc = dfas[0]
+            for d in dfas[1:]:
+                acc = product_dfa(acc, d, self.budget, minus=False)
+            return acc
+        left = self.child_dfa(node.left)
+        right = self.child_dfa(node.right)
+        return product_dfa(left, right, self.budget, minus=True)
+
+    def embed(self, dfa: ByteDFA) -> tuple[int, int]:
+        nfa = self.nfa
+        s_in, s_out = nfa.new(), nfa.new()
+        if dfa.is_empty():
+            return s_in, s_out
+        ids = {st: nfa.new() for st in range(1, dfa.num_states)}
+        nfa.eps[s_in].append(ids[dfa.initial])
+        for st, q in ids.items():
+            row = dfa.table[st]
+            if dfa.accepting[st]:
+                nfa.eps[q].append(s_out)
+            for lo, hi, tgt in byte_runs(row):
+                nfa.edge(q, lo, hi, ids[tgt])
+        return s_in, s_out
+
+
+def byte_runs(row: np.ndarray) -> list[tuple[int, int, int]]:
+    """Maximal runs of equal non-dead targets in a 256-entry row: (lo, hi, target)."""
+    change = np.flatnonzero(np.diff(row)) + 1
+    starts = np.concatenate(([0], change))
+    ends = np.concatenate((change - 1, [255]))
+    return [(int(a), int(b), int(row[a])) for a, b in zip(starts, ends) if row[a] != DEAD]
+
+
+def byte_ranges(node: Node, builder: NFABuilder) -> set[tuple[int, int]]:
+    """Every byte range the NFA of ``node`` can ever use (sub-automata included)."""
+    out: set[tuple[int, int]] = set()
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, Lit):
+            out.update((b, b) for b in n.data)
+        elif isinstance(n, Chars):
+            for sq in utf8_sequences(n.cs):
+                out.update(sq)
+        elif isinstance(n, (And, Minus)):
+            dfa = builder.product(n)  # memoized: built while pruning
+            for st in range(1, dfa.num_states):
+                out.update((lo, hi) for lo, hi, _ in byte_runs(dfa.table[st]))
+        elif isinstance(n, (Seq, Alt)):
+            stack.extend(n.items)
+        elif isinstance(n, Rep):
+            stack.append(n.item)
+        elif isinstance(n, Join):
+            stack.extend((n.item, n.sep))
+        elif isinstance(n, Members):
+            stack.extend(m for m, _ in n.items)
+            stack.append(n.sep)
+            if n.extra is not None:
+                stack.append(n.extra)
+    return out
+
+
+def compile_dfa(node: Node, budget: Budget | None = None, *, minimize: bool = True) -> ByteDFA:
+    """Compile an anchor-free regex IR node into a trimmed (and, if small enough, minimal) ByteDFA.
+
+    Raises :class:`GrammarTimeoutError` / :class:`GrammarCompileError` when ``budget`` is
+    exceeded.  The empty language compiles to a DFA whose ``initial`` is 0.
+    """
+    budget = budget or Budget()
+    builder = NFABuilder(budget)
+    start, end = builder.build(node)
+    trans, accepting, class_of_byte = determinize(builder.nfa, start, end, budget)
+    return trim_and_minimize(trans, accepting, class_of_byte, 0, budget, minimize=minimize)

@@ -1,0 +1,210 @@
+"""``allOf`` (merged keyword by keyword, else intersected), ``anyOf``, ``oneOf`` (only with
+branches that provably exclude each other) and ``not`` of types and values."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from .errors import SchemaError
+from .ir import NOTHING, And, Minus, Node, alt, lit
+from .json_keywords import ANNOTATIONS, CONSTRAINTS, RecursionLimit, declared_types, json_equal, json_type, merge_into, values_of
+from .json_scalars import convert_types, types_of
+
+if TYPE_CHECKING:
+    from .json_schema import Converter
+
+
+def convert_all_of(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
+    items = schema["allOf"]
+    if not isinstance(items, list) or not items:
+        raise SchemaError("allOf must be a non-empty array", keyword="allOf", pointer=ptr)
+    rest = {k: v for k, v in schema.items() if k != "allOf"}
+    parts: list[Any] = [rest] if any(k in CONSTRAINTS for k in rest) else []
+    parts.extend(items)
+    merged, residue = merge_all(cv, parts, ptr + "/allOf")
+    if not residue:
+        return cv.convert(merged, ptr)
+    # intersected branches each constrain only what they declare: inside them undeclared
+    # properties must be allowed, or a property declared by one branch would be rejected
+    # by the others (the intersection itself still honours additionalProperties: false)
+    saved = cv.opt
+    cv.opt = dataclasses.replace(saved, allow_undeclared_properties=True)
+    try:
+        nodes = [cv.convert(merged, ptr)] + [cv.convert(r, ptr + "/allOf") for r in residue]
+    finally:
+        cv.opt = saved
+    return And(tuple(nodes))
+
+
+def merge_all(cv: Converter, parts: list[Any], ptr: str) -> tuple[Any, list[Any]]:
+    """Merge schemas keyword by keyword; what cannot be merged is returned as residue
+    (converted separately and intersected, which is always sound)."""
+    merged: dict[str, Any] = {}
+    residue: list[Any] = []
+    for part in parts:
+        seen: set[str] = set()
+        while isinstance(part, dict) and "$ref" in part and part["$ref"] not in seen:
+            seen.add(part["$ref"])
+            target, _ = cv.resolve_ref(part["$ref"], ptr)
+            extra = {k: v for k, v in part.items() if k != "$ref"}
+            if isinstance(target, dict) and "$ref" in target and extra:
+                residue.append(extra)
+                part = target
+                continue
+            if isinstance(target, dict):
+                dup = set(target) & set(extra) - ANNOTATIONS
+                if dup:
+                    residue.append(extra)
+                    part = target
+                else:
+                    part = {**target, **extra}
+            else:
+                part = target
+        if part is True:
+            continue
+        if part is False:
+            return False, []
+        if not isinstance(part, dict):
+            raise SchemaError("allOf items must be schemas", keyword="allOf", pointer=ptr)
+        if "$ref" in part:
+            residue.append(part)
+            continue
+        if "allOf" in part:
+            inner_rest = {k: v for k, v in part.items() if k != "allOf"}
+            sub, sub_res = merge_all(cv, [inner_rest, *part["allOf"]], ptr)
+            residue.extend(sub_res)
+            if sub is False:
+                return False, []
+            part = sub
+        ok = merge_into(merged, part)
+        if not ok:
+            residue.append(part)
+    return merged, residue
+
+
+def convert_union(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
+    key = "anyOf" if "anyOf" in schema else "oneOf"
+    branches = schema[key]
+    if not isinstance(branches, list) or not branches:
+        raise SchemaError(f"{key} must be a non-empty array", keyword=key, pointer=ptr)
+    rest = {k: v for k, v in schema.items() if k != key}
+    if key == "oneOf" and len(branches) > 1:
+        plan = disjoint_plan(cv, branches, ptr)
+        if plan is None:
+            cv.unsupported("oneOf", ptr, "oneOf branches are not provably disjoint (use anyOf if overlap is fine)")
+        else:
+            branches = plan
+    has_rest = any(k in CONSTRAINTS for k in rest)
+    nodes: list[Node] = []
+    last_limit: RecursionLimit | None = None
+    for i, b in enumerate(branches):
+        bptr = f"{ptr}/{key}/{i}"
+        try:
+            if has_rest:
+                nodes.append(cv.convert({"allOf": [rest, b]}, bptr))
+            else:
+                nodes.append(cv.convert(b, bptr))
+        except RecursionLimit as e:
+            last_limit = e
+    if not nodes and last_limit is not None:
+        raise last_limit
+    return alt(*nodes) if nodes else NOTHING
+
+
+def disjoint_plan(cv: Converter, branches: list[Any], ptr: str) -> list[Any] | None:
+    """Branches of a ``oneOf`` rewritten so that no value generated from one validates
+    another, or None when that cannot be shown.
+
+    Sound sufficient tests, checked in both directions (what A generates vs what B accepts):
+    disjoint JSON types, disjoint const/enum values, a property A requires that B forbids,
+    or a shared property whose const/enum values differ (a discriminator); a discriminator
+    A does not require is made required in A's generation (a narrowing).
+    """
+    infos: list[Any] = []
+    for b in branches:
+        seen: set[str] = set()
+        while isinstance(b, dict) and "$ref" in b and not (set(b) - ANNOTATIONS - {"$ref"}) and b["$ref"] not in seen:
+            seen.add(b["$ref"])
+            b, _ = cv.resolve_ref(b["$ref"], ptr)
+        infos.append(b)
+    forced: list[set[str]] = [set() for _ in infos]
+    for i in range(len(infos)):
+        for j in range(len(infos)):
+            if i != j and not _excludes(cv, infos[i], infos[j], forced[i]):
+                return None
+    out = []
+    for b, f in zip(branches, forced):
+        out.append({"allOf": [b, {"required": sorted(f)}]} if f else b)
+    return out
+
+
+def _excludes(cv: Converter, a: Any, b: Any, force: set[str]) -> bool:
+    """True if no value generated from ``a`` (with ``force`` made required) validates ``b``."""
+    if b is False or a is False:
+        return True
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return False
+    gen_types = _generated_types(cv, a)
+    sem_types = declared_types(b)
+    if gen_types is not None and not (gen_types & sem_types):
+        return True
+    va, vb = values_of(a), values_of(b)
+    if va is not None and vb is not None and not any(json_equal(x, y) for x in va for y in vb):
+        return True
+    if gen_types is None or gen_types - {"object"}:
+        return False
+    req_a = set(a.get("required") or []) | force
+    props_a = a.get("properties") or {}
+    props_b = b.get("properties") or {}
+    closed_b = b.get("additionalProperties") is False and not b.get("patternProperties")
+    for k in req_a:
+        if (closed_b and k not in props_b) or props_b.get(k) is False:
+            return True
+    for name in sorted(set(props_a) & set(props_b)):
+        xa, xb = values_of(props_a[name]), values_of(props_b[name])
+        if xa is not None and xb is not None and not any(json_equal(x, y) for x in xa for y in xb):
+            force.add(name)  # generate the discriminator even where a does not require it
+            return True
+    return False
+
+
+def _generated_types(cv: Converter, s: dict[str, Any]) -> set[str] | None:
+    """JSON types our grammar generates for ``s`` (None: unknown, e.g. nested applicators)."""
+    if "const" in s or "enum" in s:
+        vals = values_of(s)
+        return (
+            None if vals is None else {json_type(v) for v in vals} | ({"number"} if any(json_type(v) == "integer" for v in vals) else set())
+        )
+    if any(k in s for k in ("anyOf", "oneOf", "allOf", "$ref", "not")):
+        return None
+    types = types_of(cv, s)
+    if "integer" in types or "number" in types:
+        types = types | {"integer", "number"}
+    return types
+
+
+def convert_not(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
+    neg = schema["not"]
+    rest = {k: v for k, v in schema.items() if k != "not"}
+    if neg is True or (isinstance(neg, dict) and not any(k in CONSTRAINTS for k in neg)):
+        return NOTHING  # `not` of "anything" allows nothing
+    if neg is False:
+        return cv.convert(rest, ptr) if rest else cv.any_value(cv.opt.any_value_depth)
+    if isinstance(neg, dict) and set(neg) - ANNOTATIONS <= {"type"}:
+        excluded = neg.get("type")
+        excluded_set = set(excluded) if isinstance(excluded, list) else {excluded}
+        allowed = types_of(cv, rest) - excluded_set
+        if "number" in excluded_set:
+            allowed.discard("integer")
+        if "integer" in excluded_set and "number" in allowed:
+            cv.unsupported("not", ptr + "/not", "'not: integer' next to 'number' needs fractional-only numbers")
+        return convert_types(cv, {**rest, "type": sorted(allowed)}, ptr) if allowed else NOTHING
+    values = None
+    if isinstance(neg, dict) and set(neg) - ANNOTATIONS <= {"enum", "const", "type"}:
+        values = [neg["const"]] if "const" in neg else neg.get("enum")
+    if isinstance(values, list) and all(isinstance(v, (str, bool)) or v is None for v in values):
+        base = cv.convert(rest, ptr) if rest else cv.any_value(cv.opt.any_value_depth)
+        return Minus(base, alt(*[lit(cv.opt.dumps(v)) for v in values]))
+    cv.unsupported("not", ptr + "/not", "'not' is supported only for types and string/boolean/null values")
+    return cv.convert(rest, ptr) if rest else cv.any_value(cv.opt.any_value_depth)

@@ -1,0 +1,234 @@
+"""Arrays (``items`` / ``prefixItems``, item counts) and objects (declared properties in schema
+order, then ``patternProperties`` / ``additionalProperties``; property names as a language)."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from .errors import RegexError, SchemaError
+from .ir import NOTHING, And, Join, Lit, Members, Minus, Node, alt, lit, rep, seq
+from .json_keywords import CONSTRAINTS, RecursionLimit, escape_pointer
+from .json_strings import ANY_STRING_CONTENT, json_string, string_content
+from .regex import parse_regex, resolve_anchors
+
+if TYPE_CHECKING:
+    from .json_schema import Converter
+
+
+def key_language(cv: Converter, names: Any, ptr: str) -> Node | None:
+    """Code-point IR of the property names ``propertyNames`` allows (None: any name)."""
+    if names is None or names is True:
+        return None
+    if names is False:
+        return NOTHING
+    if not isinstance(names, dict):
+        raise SchemaError("propertyNames must be a schema", keyword="propertyNames", pointer=ptr)
+    allowed = {"type", "enum", "const", "minLength", "maxLength", "pattern", "format"}
+    extra = [k for k in names if k in CONSTRAINTS and k not in allowed]
+    if extra:
+        cv.unsupported("propertyNames", ptr, f"propertyNames with {extra[0]!r} is not supported")
+    t = names.get("type")
+    if t is not None and "string" not in (t if isinstance(t, list) else [t]):
+        return NOTHING
+    content = string_content(cv, names, ptr)
+    if "enum" in names or "const" in names:
+        values = [names["const"]] if "const" in names else names["enum"]
+        if not isinstance(values, list):
+            raise SchemaError("enum must be an array", keyword="enum", pointer=ptr)
+        lits = alt(*[lit(v) for v in values if isinstance(v, str)])
+        content = And((content, lits)) if content is not ANY_STRING_CONTENT else lits
+    return content
+
+
+def convert_array(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
+    if schema.get("uniqueItems") is True and schema.get("maxItems", 2) > 1:
+        cv.unsupported("uniqueItems", ptr, "uniqueItems cannot be enforced by a regular grammar")
+    prefix: list[Any] = []
+    rest: Any = True
+    prefix_key = "prefixItems"
+    if isinstance(schema.get("prefixItems"), list):
+        prefix = schema["prefixItems"]
+        rest = schema.get("items", True)
+    elif isinstance(schema.get("items"), list):
+        prefix = schema["items"]
+        prefix_key = "items"
+        rest = schema.get("additionalItems", True)
+    elif "items" in schema:
+        rest = schema["items"]
+    lo = schema.get("minItems", 0)
+    hi = schema.get("maxItems")
+    for kw, v in (("minItems", lo), ("maxItems", hi)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v)):
+            raise SchemaError(f"{kw} must be a non-negative integer", keyword=kw, pointer=ptr)
+    lo = int(lo)
+    hi = None if hi is None else int(hi)
+    prefix_nodes: list[Node] = []
+    limit: RecursionLimit | None = None
+    for i, s in enumerate(prefix):
+        try:
+            prefix_nodes.append(cv.convert(s, f"{ptr}/{prefix_key}/{i}"))
+        except RecursionLimit as e:
+            limit = e
+            break
+    k = len(prefix_nodes)
+    try:
+        rest_node = cv.convert(rest, f"{ptr}/items") if rest is not False and limit is None else NOTHING
+    except RecursionLimit as e:
+        rest_node, limit = NOTHING, e
+    alts: list[Node] = []
+    if lo == 0:
+        alts.append(cv.empty_arr)
+    sep = cv.item_sep
+    for c in range(max(lo, 1), (k if hi is None else min(hi, k)) + 1):
+        body: list[Node] = []
+        for i in range(c):
+            if i:
+                body.append(sep)
+            body.append(prefix_nodes[i])
+        alts.append(seq(cv.open_arr, *body, cv.close_arr))
+    if rest_node is not NOTHING and (hi is None or hi > k):
+        more_lo = max(lo - k, 1)
+        more_hi = None if hi is None else hi - k
+        head: list[Node] = []
+        for i in range(k):
+            if i:
+                head.append(sep)
+            head.append(prefix_nodes[i])
+        if k:
+            tail = rep(seq(sep, rest_node), more_lo, more_hi)
+            alts.append(seq(cv.open_arr, *head, tail, cv.close_arr))
+        else:
+            alts.append(seq(cv.open_arr, Join(rest_node, sep, more_lo, more_hi), cv.close_arr))
+    if not alts:
+        if limit is not None:
+            raise limit
+        return NOTHING
+    return alt(*alts)
+
+
+def convert_object(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
+    props = schema.get("properties", {})
+    if not isinstance(props, dict):
+        raise SchemaError("properties must be an object", keyword="properties", pointer=ptr)
+    required = schema.get("required", [])
+    if required is None or isinstance(required, bool):
+        required = []  # draft-3 style booleans carry no constraint at the object level
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        raise SchemaError("required must be an array of strings", keyword="required", pointer=ptr)
+    pattern_props = schema.get("patternProperties", {})
+    if not isinstance(pattern_props, dict):
+        raise SchemaError("patternProperties must be an object", keyword="patternProperties", pointer=ptr)
+    additional = schema.get("additionalProperties")
+    if additional is None:
+        additional = True if cv.opt.allow_undeclared_properties else False
+    names_schema = schema.get("propertyNames")
+    compiled_patterns: list[tuple[str, Any, Node]] = []
+    wide_patterns: list[Node] = []  # supersets of what each pattern matches, for exclusions
+    for pat, sub in pattern_props.items():
+        try:
+            re.compile(pat)
+            ir = resolve_anchors(parse_regex(pat), pat, search=True)
+            wide_ir = resolve_anchors(parse_regex(pat, wide=True), pat, search=True, wide=True)
+        except (re.error, RegexError) as e:
+            cv.unsupported("patternProperties", f"{ptr}/patternProperties/{escape_pointer(pat)}", f"pattern {pat!r}: {e}")
+            continue
+        compiled_patterns.append((pat, sub, ir))
+        wide_patterns.append(wide_ir)
+    # declared properties (schema order), then required names that are not declared
+    order = list(props)
+    for r in required:
+        if r not in props:
+            order.append(r)
+    req = set(required)
+    items: list[tuple[Node, bool]] = []
+    for name in order:
+        pptr = f"{ptr}/properties/{escape_pointer(name)}"
+        subs: list[Any] = []
+        if name in props:
+            subs.append(props[name])
+        for pat, sub, _ir in compiled_patterns:
+            if re.search(pat, name):
+                subs.append(sub)
+        if name not in props and not any(re.search(p, name) for p, _, _ in compiled_patterns):
+            subs.append(additional)
+        if names_schema is not None and not cv.validator(names_schema).is_valid(name):
+            subs = [False]
+        sub_schema: Any = subs[0] if len(subs) == 1 else {"allOf": subs}
+        is_req = name in req
+        try:
+            value = cv.convert(sub_schema, pptr)
+        except RecursionLimit:
+            if is_req:
+                raise
+            continue
+        if value is NOTHING:
+            if is_req:
+                return NOTHING
+            continue
+        key = lit(cv.opt.dumps(name))
+        items.append((seq(key, cv.key_sep, value), is_req))
+    # additional properties
+    extras: list[Node] = []
+    names_content = key_language(cv, names_schema, f"{ptr}/propertyNames")
+    if names_schema is False:
+        return cv.empty_obj if not any(r for _, r in items) else NOTHING
+    for i, (pat, sub, ir) in enumerate(compiled_patterns):
+        others = [o for j, o in enumerate(wide_patterns) if j != i]
+        key_lang = key_exclusion(cv, ir, declared_names_raw(order) + others)
+        if names_content is not None:
+            key_lang = And((key_lang, names_content))
+        try:
+            val = cv.convert(sub, f"{ptr}/patternProperties/{escape_pointer(pat)}")
+        except RecursionLimit:
+            continue
+        if val is not NOTHING:
+            extras.append(seq(json_string(key_lang), cv.key_sep, val))
+    if additional is not False:
+        key_lang = key_exclusion(cv, ANY_STRING_CONTENT, declared_names_raw(order) + wide_patterns)
+        if names_content is not None:
+            key_lang = And((key_lang, names_content))
+        try:
+            val = cv.convert(additional, f"{ptr}/additionalProperties")
+        except RecursionLimit:
+            val = NOTHING
+        if val is not NOTHING:
+            extras.append(seq(json_string(key_lang), cv.key_sep, val))
+    min_p, max_p = schema.get("minProperties"), schema.get("maxProperties")
+    for kw, v in (("minProperties", min_p), ("maxProperties", max_p)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v)):
+            raise SchemaError(f"{kw} must be a non-negative integer", keyword=kw, pointer=ptr)
+    n_required = sum(1 for _, r in items if r)
+    if min_p is not None and min_p > n_required:
+        cv.unsupported("minProperties", ptr, "minProperties above the number of required properties")
+    if max_p is not None and (max_p < len(items) or extras):
+        cv.unsupported("maxProperties", ptr, "maxProperties below the number of possible properties")
+    extra = alt(*extras) if extras else None
+    if not items and extra is None:
+        return cv.empty_obj
+    return seq(cv.open_obj, Members(tuple(items), cv.item_sep, extra), cv.close_obj)
+
+
+def key_exclusion(cv: Converter, lang: Node, excluded: list[Node]) -> Node:
+    """``lang`` minus ``excluded`` (property names), one shared node per distinct key so
+    that objects converted repeatedly (``$ref``) share one automaton."""
+    key = (id(lang), literal_key(excluded))
+    got = cv.minus_cache.get(key)
+    if got is None:
+        got = minus_strings(lang, excluded)
+        cv.minus_cache[key] = got
+    return got
+
+
+def declared_names_raw(names: list[str]) -> list[Node]:
+    """Code-point IR literals of property names (decoded form)."""
+    return [lit(n) for n in names]
+
+
+def minus_strings(lang: Node, excluded: list[Node]) -> Node:
+    return Minus(lang, alt(*excluded)) if excluded else lang
+
+
+def literal_key(nodes: list[Node]) -> tuple[object, ...]:
+    """A structural key for a list of IR nodes: literals by value, others by identity."""
+    return tuple(n.data if isinstance(n, Lit) else id(n) for n in nodes)

@@ -1,0 +1,232 @@
+"""The JSON Schema vocabulary the converter reads (annotation vs constraint keywords, the keywords
+of each type) and helpers on JSON values: their type, equality as JSON Schema defines it, and
+keyword merging for ``allOf``."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+ANNOTATIONS = frozenset(
+    {
+        "title",
+        "description",
+        "default",
+        "examples",
+        "$schema",
+        "$id",
+        "id",
+        "$comment",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "$defs",
+        "definitions",
+        "$anchor",
+        "$dynamicAnchor",
+        "$vocabulary",
+        "contentEncoding",
+        "contentMediaType",
+        "contentSchema",
+        "discriminator",
+        "nullable",
+        "xml",
+        "externalDocs",
+        "example",
+        "markdownDescription",
+        "deprecationMessage",
+        "errorMessage",
+    }
+)
+
+
+CONSTRAINTS = frozenset(
+    {
+        "type",
+        "enum",
+        "const",
+        "multipleOf",
+        "maximum",
+        "exclusiveMaximum",
+        "minimum",
+        "exclusiveMinimum",
+        "maxLength",
+        "minLength",
+        "pattern",
+        "format",
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "contains",
+        "minContains",
+        "maxContains",
+        "maxItems",
+        "minItems",
+        "uniqueItems",
+        "properties",
+        "patternProperties",
+        "additionalProperties",
+        "propertyNames",
+        "required",
+        "maxProperties",
+        "minProperties",
+        "dependentRequired",
+        "dependentSchemas",
+        "dependencies",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "if",
+        "then",
+        "else",
+        "$ref",
+        "$dynamicRef",
+        "$recursiveRef",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+    }
+)
+
+
+TYPES = ("null", "boolean", "object", "array", "string", "number", "integer")
+
+
+TYPE_KEYWORDS = {
+    "string": {"minLength", "maxLength", "pattern", "format"},
+    "number": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"},
+    "array": {"items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains"},
+    "object": {
+        "properties",
+        "required",
+        "additionalProperties",
+        "patternProperties",
+        "minProperties",
+        "maxProperties",
+        "propertyNames",
+        "dependentRequired",
+        "dependencies",
+    },
+}
+
+
+def escape_pointer(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def json_type(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "integer" if v == int(v) and math.isfinite(v) else "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def values_of(s: Any) -> list[Any] | None:
+    if isinstance(s, dict) and "const" in s:
+        return [s["const"]]
+    if isinstance(s, dict) and isinstance(s.get("enum"), list):
+        return s["enum"]
+    return None
+
+
+def declared_types(s: dict[str, Any]) -> set[str]:
+    """JSON types a schema accepts by its ``type`` keyword alone (all when absent)."""
+    t = s.get("type")
+    if t is None:
+        return set(TYPES)
+    ts = set(t) if isinstance(t, list) else {t}
+    if "number" in ts or "integer" in ts:
+        ts |= {"number", "integer"}
+    return ts
+
+
+MERGE_MIN = {"minimum", "minLength", "minItems", "minProperties"}
+
+
+MERGE_MAX = {"maximum", "maxLength", "maxItems", "maxProperties"}
+
+
+def merge_into(dst: dict[str, Any], src: dict[str, Any]) -> bool:
+    """Merge schema ``src`` into ``dst`` in place; False if some keyword cannot be merged
+    (``dst`` is then unchanged)."""
+    # additionalProperties / items only see the properties / prefixItems of their own schema
+    # object: merging those across schema objects would change what they apply to
+    obj_keys, arr_keys = {"properties", "patternProperties", "additionalProperties"}, {"prefixItems", "items", "additionalItems"}
+    for keys, only in ((obj_keys, "additionalProperties"), (arr_keys, "items")):
+        if keys & dst.keys() and keys & src.keys() and (only in dst or only in src):
+            if not (only in dst and only in src and json_equal(dst, src)):
+                return False
+    if ("additionalItems" in dst or "additionalItems" in src) and arr_keys & dst.keys() and arr_keys & src.keys():
+        return False
+    out = dict(dst)
+    for k, v in src.items():
+        if k not in CONSTRAINTS and k != "_patterns":
+            continue  # annotations and unknown keywords constrain nothing
+        if k not in out:
+            out[k] = v
+            continue
+        cur = out[k]
+        if json_equal(cur, v):
+            continue
+        if k in MERGE_MIN:
+            out[k] = max(cur, v)
+        elif k in MERGE_MAX:
+            out[k] = min(cur, v)
+        elif k == "type":
+            a = set(cur) if isinstance(cur, list) else {cur}
+            b = set(v) if isinstance(v, list) else {v}
+            if "number" in a and "integer" in b:
+                a.add("integer")
+            if "number" in b and "integer" in a:
+                b.add("integer")
+            both = sorted(a & b)
+            out[k] = both if len(both) != 1 else both[0]  # [] when disjoint: nothing validates
+        elif k == "required":
+            out[k] = list(dict.fromkeys(list(cur) + list(v)))
+        elif k == "properties":
+            merged = dict(cur)
+            for name, sub in v.items():
+                merged[name] = {"allOf": [merged[name], sub]} if name in merged else sub
+            out[k] = merged
+        elif k == "enum":
+            out[k] = [x for x in cur if any(json_equal(x, y) for y in v)]
+        elif k == "pattern":
+            out.setdefault("_patterns", [])
+            out["_patterns"] = [*out["_patterns"], v]
+        elif k in ("items", "additionalProperties") and isinstance(cur, dict) and isinstance(v, dict):
+            out[k] = {"allOf": [cur, v]}
+        elif k in ("additionalProperties",) and (cur is False or v is False):
+            out[k] = False
+        else:
+            return False
+    dst.clear()
+    dst.update(out)
+    return True
+
+
+class RecursionLimit(Exception):
+    """A recursive ``$ref`` was unrolled ``max_recursion_depth`` times on this path."""
+
+    def __init__(self, pointer: str) -> None:
+        self.pointer = pointer
