@@ -108,6 +108,29 @@ def convert_array(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
 
 
 def convert_object(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
+    """An object: the declared (and required) properties in schema order as members, then the
+    ``patternProperties`` and ``additionalProperties`` members as one repeatable extra; the
+    property counts are checked against what that layout can enforce."""
+    props, required, additional, names_schema = _object_keywords(cv, schema, ptr)
+    patterns, wide_patterns = _compile_patterns(cv, schema, ptr)
+    order = list(props) + [r for r in required if r not in props]  # declared, then required but undeclared
+    items = _declared_members(cv, order, props, set(required), patterns, additional, names_schema, ptr)
+    if items is None:
+        return NOTHING
+    names_content = key_language(cv, names_schema, f"{ptr}/propertyNames")
+    if names_schema is False:
+        return cv.empty_obj if not any(r for _, r in items) else NOTHING
+    extras = _extra_members(cv, order, patterns, wide_patterns, additional, names_content, ptr)
+    _check_property_counts(cv, schema, ptr, items, extras)
+    extra = alt(*extras) if extras else None
+    if not items and extra is None:
+        return cv.empty_obj
+    return seq(cv.open_obj, Members(tuple(items), cv.item_sep, extra), cv.close_obj)
+
+
+def _object_keywords(cv: Converter, schema: dict[str, Any], ptr: str) -> tuple[dict[str, Any], list[str], Any, Any]:
+    """``properties``, ``required``, ``additionalProperties`` (the default per the options) and
+    ``propertyNames``, checked."""
     props = schema.get("properties", {})
     if not isinstance(props, dict):
         raise SchemaError("properties must be an object", keyword="properties", pointer=ptr)
@@ -116,15 +139,20 @@ def convert_object(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
         required = []  # draft-3 style booleans carry no constraint at the object level
     if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
         raise SchemaError("required must be an array of strings", keyword="required", pointer=ptr)
-    pattern_props = schema.get("patternProperties", {})
-    if not isinstance(pattern_props, dict):
-        raise SchemaError("patternProperties must be an object", keyword="patternProperties", pointer=ptr)
     additional = schema.get("additionalProperties")
     if additional is None:
         additional = True if cv.opt.allow_undeclared_properties else False
-    names_schema = schema.get("propertyNames")
-    compiled_patterns: list[tuple[str, Any, Node]] = []
-    wide_patterns: list[Node] = []  # supersets of what each pattern matches, for exclusions
+    return props, required, additional, schema.get("propertyNames")
+
+
+def _compile_patterns(cv: Converter, schema: dict[str, Any], ptr: str) -> tuple[list[tuple[str, Any, Node]], list[Node]]:
+    """Each usable ``patternProperties`` entry as (pattern, subschema, narrow IR), and the wide
+    IRs (supersets of what each pattern matches, for exclusions)."""
+    pattern_props = schema.get("patternProperties", {})
+    if not isinstance(pattern_props, dict):
+        raise SchemaError("patternProperties must be an object", keyword="patternProperties", pointer=ptr)
+    compiled: list[tuple[str, Any, Node]] = []
+    wide: list[Node] = []
     for pat, sub in pattern_props.items():
         try:
             re.compile(pat)
@@ -133,24 +161,33 @@ def convert_object(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
         except (re.error, RegexError) as e:
             cv.unsupported("patternProperties", f"{ptr}/patternProperties/{escape_pointer(pat)}", f"pattern {pat!r}: {e}")
             continue
-        compiled_patterns.append((pat, sub, ir))
-        wide_patterns.append(wide_ir)
-    # declared properties (schema order), then required names that are not declared
-    order = list(props)
-    for r in required:
-        if r not in props:
-            order.append(r)
-    req = set(required)
+        compiled.append((pat, sub, ir))
+        wide.append(wide_ir)
+    return compiled, wide
+
+
+def _declared_members(
+    cv: Converter,
+    order: list[str],
+    props: dict[str, Any],
+    req: set[str],
+    patterns: list[tuple[str, Any, Node]],
+    additional: Any,
+    names_schema: Any,
+    ptr: str,
+) -> list[tuple[Node, bool]] | None:
+    """(``"name": value`` IR, required) per named property; an optional one whose value is
+    impossible is left out; None when a required one is impossible (no object validates)."""
     items: list[tuple[Node, bool]] = []
     for name in order:
         pptr = f"{ptr}/properties/{escape_pointer(name)}"
         subs: list[Any] = []
         if name in props:
             subs.append(props[name])
-        for pat, sub, _ir in compiled_patterns:
+        for pat, sub, _ir in patterns:
             if re.search(pat, name):
                 subs.append(sub)
-        if name not in props and not any(re.search(p, name) for p, _, _ in compiled_patterns):
+        if name not in props and not any(re.search(p, name) for p, _, _ in patterns):
             subs.append(additional)
         if names_schema is not None and not cv.validator(names_schema).is_valid(name):
             subs = [False]
@@ -164,16 +201,26 @@ def convert_object(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
             continue
         if value is NOTHING:
             if is_req:
-                return NOTHING
+                return None
             continue
         key = lit(cv.opt.dumps(name))
         items.append((seq(key, cv.key_sep, value), is_req))
-    # additional properties
+    return items
+
+
+def _extra_members(
+    cv: Converter,
+    order: list[str],
+    patterns: list[tuple[str, Any, Node]],
+    wide_patterns: list[Node],
+    additional: Any,
+    names_content: Node | None,
+    ptr: str,
+) -> list[Node]:
+    """``"key": value`` IRs of undeclared properties: one per pattern (keys matching no other
+    pattern and no declared name), then ``additionalProperties`` (keys matching none)."""
     extras: list[Node] = []
-    names_content = key_language(cv, names_schema, f"{ptr}/propertyNames")
-    if names_schema is False:
-        return cv.empty_obj if not any(r for _, r in items) else NOTHING
-    for i, (pat, sub, ir) in enumerate(compiled_patterns):
+    for i, (pat, sub, ir) in enumerate(patterns):
         others = [o for j, o in enumerate(wide_patterns) if j != i]
         key_lang = key_exclusion(cv, ir, declared_names_raw(order) + others)
         if names_content is not None:
@@ -194,6 +241,11 @@ def convert_object(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
             val = NOTHING
         if val is not NOTHING:
             extras.append(seq(json_string(key_lang), cv.key_sep, val))
+    return extras
+
+
+def _check_property_counts(cv: Converter, schema: dict[str, Any], ptr: str, items: list[tuple[Node, bool]], extras: list[Node]) -> None:
+    """``minProperties`` / ``maxProperties``: checked, and refused where the layout cannot enforce them."""
     min_p, max_p = schema.get("minProperties"), schema.get("maxProperties")
     for kw, v in (("minProperties", min_p), ("maxProperties", max_p)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v)):
@@ -203,10 +255,6 @@ def convert_object(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
         cv.unsupported("minProperties", ptr, "minProperties above the number of required properties")
     if max_p is not None and (max_p < len(items) or extras):
         cv.unsupported("maxProperties", ptr, "maxProperties below the number of possible properties")
-    extra = alt(*extras) if extras else None
-    if not items and extra is None:
-        return cv.empty_obj
-    return seq(cv.open_obj, Members(tuple(items), cv.item_sep, extra), cv.close_obj)
 
 
 def key_exclusion(cv: Converter, lang: Node, excluded: list[Node]) -> Node:

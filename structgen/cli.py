@@ -7,11 +7,20 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``structgen`` argument parser: one subcommand per function below."""
     parser = argparse.ArgumentParser(prog="structgen", description="Constrained-decoding structured output engine")
     sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_compile, _add_generate, _add_demo, _add_serve, _add_bench):
+        add(sub)
+    return parser
+
+
+def _add_compile(sub: Any) -> None:
+    """``structgen compile``: a constraint's token FSM, walked over an instance."""
     comp = sub.add_parser("compile", help="compile a JSON Schema or regex to a token FSM and check an instance")
     comp.add_argument("--tokenizer", required=True, help="local Hugging Face tokenizer folder")
     src = comp.add_mutually_exclusive_group(required=True)
@@ -21,6 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--whitespace", default="canonical", choices=["canonical", "compact", "flexible"])
     comp.add_argument("--timeout-s", type=float, default=10.0)
     comp.add_argument("--max-states", type=int, default=50_000)
+
+
+def _add_generate(sub: Any) -> None:
+    """``structgen generate``: one validated object from a local model."""
     gen = sub.add_parser("generate", help="generate a validated object with a local model")
     gen.add_argument("--model", default=None, help="local Hugging Face model folder (default: the embedded default model)")
     what = gen.add_mutually_exclusive_group()
@@ -37,9 +50,17 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--no-jump-forward", action="store_true", help="decode forced tokens one by one")
     gen.add_argument("--device", default="auto")
     gen.add_argument("--dtype", default="auto")
+
+
+def _add_demo(sub: Any) -> None:
+    """``structgen demo``: the embedded model on a few held-out texts."""
     demo = sub.add_parser("demo", help="a few extractions with the embedded demo model, with stats")
     demo.add_argument("--model", default=None, help="model folder (default: the embedded demo model)")
     demo.add_argument("--held-out", type=int, default=3, help="examples from the generator's held-out split")
+
+
+def _add_serve(sub: Any) -> None:
+    """``structgen serve``: the HTTP server."""
     srv = sub.add_parser("serve", help="serve /v1/structured and the OpenAI-compatible routes over HTTP")
     srv.add_argument("--model", default=None, help="local Hugging Face model folder (default: the embedded default model)")
     srv.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the model folder)")
@@ -68,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     srv.add_argument("--random-weights-seed", type=int, default=None, help="draw random weights (benchmarks of a config-only folder)")
     srv.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+
+
+def _add_bench(sub: Any) -> None:
+    """``structgen bench json`` and ``structgen bench conformance``."""
     bench = sub.add_parser("bench", help="benchmarks")
     bsub = bench.add_subparsers(dest="bench", required=True)
     bj = bsub.add_parser("json", help="JSON-decoding benchmark: workloads × modes × concurrency, with plots")
@@ -131,7 +156,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="leave the garbage collector on during compiles (CompilerConfig.pause_gc=False; for A/B runs)",
     )
     conf.add_argument("--out", default="benchmarks/results/conformance")
-    return parser
 
 
 def _compile_command(args: argparse.Namespace) -> int:
@@ -327,7 +351,7 @@ def _serve_command(args: argparse.Namespace) -> int:
 def _bench_json_command(args: argparse.Namespace, argv: list[str]) -> int:
     import tempfile
 
-    from structgen.bench.json_bench import bench_json
+    from structgen.bench.json_bench import BenchConfig, bench_json
     from structgen.engine.engine import EngineConfig
     from structgen.models.llama import UnsupportedModelError
     from structgen.models.loader import ModelLoadError
@@ -346,17 +370,15 @@ def _bench_json_command(args: argparse.Namespace, argv: list[str]) -> int:
             from structgen.api import default_model_path
 
             model = default_model_path()
-        rows = bench_json(
-            model,
-            workloads=[w.strip() for w in args.workload.split(",") if w.strip()],
-            modes=[m.strip() for m in args.modes.split(",") if m.strip()],
-            concurrency=args.concurrency,
+        config = BenchConfig(
+            workloads=tuple(w.strip() for w in args.workload.split(",") if w.strip()),
+            modes=tuple(m.strip() for m in args.modes.split(",") if m.strip()),
+            concurrency=tuple(args.concurrency),
             num_requests=args.num_requests,
             out_dir=args.out,
-            base=EngineConfig(device=args.device, dtype=args.dtype, random_weights_seed=seed),
             tokenizer=args.tokenizer,
             seed=args.seed,
-            baselines=[b.strip() for b in args.baselines.split(",") if b.strip()],
+            baselines=tuple(b.strip() for b in args.baselines.split(",") if b.strip()),
             waves=args.waves,
             shots=args.shots,
             append=args.append,
@@ -366,6 +388,7 @@ def _bench_json_command(args: argparse.Namespace, argv: list[str]) -> int:
             warm_grammars=args.warm_grammars,
             profile=args.profile,
         )
+        rows = bench_json(model, config, EngineConfig(device=args.device, dtype=args.dtype, random_weights_seed=seed))
     except (ValueError, FileNotFoundError, ModelLoadError, UnsupportedModelError) as e:
         print(f"structgen: error: {e}", file=sys.stderr)
         return 2
@@ -418,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
         except (FileNotFoundError, ValueError) as e:
             print(f"structgen: error: {e}", file=sys.stderr)
             return 2
-        from structgen.bench.conformance import render_markdown
+        from structgen.bench.conformance_report import render_markdown
 
         print(render_markdown(out["meta"], out["suites"]))
         return 0

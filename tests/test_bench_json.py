@@ -249,16 +249,17 @@ def test_profile_breaks_each_step_into_phases(tmp_path: Path) -> None:
     """--profile writes one profile.md section per engine run, whose phases add up to at most
     the wall time, and leaves the shared model runner unwrapped afterwards."""
     from structgen.api import default_model_path
-    from structgen.bench.json_bench import bench_json
+    from structgen.bench.json_bench import BenchConfig, bench_json
     from structgen.bench.step_profile import StepProfiler
     from structgen.engine.engine import Engine
     from structgen.engine.request import GenerateRequest, SamplingParams
 
     out = tmp_path / "prof"
-    bench_json(
-        default_model_path(), workloads=["character"], modes=["default", "no-jump-forward"], concurrency=[2], num_requests=2,
-        out_dir=str(out), base=EngineConfig(device="cpu"), progress=False, profile=True, command="test",
+    config = BenchConfig(
+        workloads=("character",), modes=("default", "no-jump-forward"), concurrency=(2,), num_requests=2,
+        out_dir=str(out), progress=False, profile=True, command="test",
     )  # fmt: skip
+    bench_json(default_model_path(), config, EngineConfig(device="cpu"))
     md = (out / "profile.md").read_text()
     assert md.count("## character · ") == 2 and "| eager |" in md and "outside" in md
 

@@ -11,7 +11,9 @@ import pytest
 from pydantic import BaseModel, Field
 
 import structgen
-from structgen.demo.data import DOMAINS, GENERIC_LINKS_HELD_OUT, generate_examples, make_example
+from structgen.demo.data import generate_examples, make_example
+from structgen.demo.domains import DOMAINS
+from structgen.demo.phrasing import GENERIC_LINKS_HELD_OUT
 from structgen.engine.prompt_format import describe_fields, format_prompt
 
 # The issue's bar for this smoke set (benchmarks/results/demo-model.md gives the shipped model's
@@ -51,7 +53,7 @@ def test_held_out_split_uses_unseen_phrasings() -> None:
         make_example(random.Random(0), "heldout", phrasing="test")
     # held-out values written with training phrasings: held-out word-list entries only, and no
     # held-out link in the text
-    from structgen.demo.data import JOB_TITLES, REASONS
+    from structgen.demo.values import JOB_TITLES, REASONS
 
     rng = random.Random(5)
     mixed = [make_example(rng, "heldout", phrasing="train") for _ in range(300)]
@@ -68,7 +70,7 @@ def test_word_list_fields_get_made_up_values_in_training_only() -> None:
     """Reasons, job titles and tags come from short word lists: training mixes in made-up values
     (so the model copies them instead of recalling the list), the held-out split uses only the
     held-out entries (every 5th), which training never writes."""
-    from structgen.demo.data import JOB_TITLES, REASONS, TAGS
+    from structgen.demo.values import JOB_TITLES, REASONS, TAGS
 
     train = [e.answer for e in generate_examples(3000, "train", seed=0)]
     held = [e.answer for e in generate_examples(1000, "heldout", seed=0)]
@@ -86,15 +88,17 @@ def test_word_list_fields_get_made_up_values_in_training_only() -> None:
 def test_training_aside_words_are_no_label_and_not_held_out() -> None:
     import re
 
-    from structgen.demo import data
+    from structgen.demo import phrasing, values
 
     labels = {w for d in DOMAINS for f in d.fields for w in f.name.split("_")}
-    held_out_sentences = " ".join([*data.DISTRACTORS[-3:], *(d.intros[-1] for d in DOMAINS)])
+    held_out_sentences = " ".join([*phrasing.DISTRACTORS[-3:], *(d.intros[-1] for d in DOMAINS)])
     held_out_words = {w.lower() for w in re.findall(r"[A-Za-z]+", held_out_sentences)}
-    lists = (data.FIRST, data.LAST, data.CITIES, data.STREETS, data.ADJECTIVES, data.NOUNS, data.AIRLINES)
-    held_out_values = {x.lower() for items in (*lists, data.REASONS, data.JOB_TITLES, data.TAGS, data.COMPANY_KINDS) for x in items[4::5]}
-    aside = set(data.ASIDE_WORDS)
-    assert len(aside) == len(data.ASIDE_WORDS)
+    lists = (values.FIRST, values.LAST, values.CITIES, values.STREETS, values.ADJECTIVES, values.NOUNS, values.AIRLINES)
+    held_out_values = {
+        x.lower() for items in (*lists, values.REASONS, values.JOB_TITLES, values.TAGS, values.COMPANY_KINDS) for x in items[4::5]
+    }
+    aside = set(phrasing.ASIDE_WORDS)
+    assert len(aside) == len(phrasing.ASIDE_WORDS)
     assert not labels & aside
     assert not held_out_words & aside
     assert not held_out_values & aside
@@ -103,36 +107,36 @@ def test_training_aside_words_are_no_label_and_not_held_out() -> None:
 def test_training_link_grammar_never_writes_a_held_out_link() -> None:
     """The composed links and value-first shapes are training-only: none equals a held-out link
     or value-first shape, and none uses a held-out link's own verb."""
-    from structgen.demo import data
+    from structgen.demo import phrasing
 
-    composed = data.composed_links()
+    composed = phrasing.composed_links()
     assert len(composed) > 1000
-    held_links = {link.strip() for link in data.GENERIC_LINKS_HELD_OUT}
+    held_links = {link.strip() for link in phrasing.GENERIC_LINKS_HELD_OUT}
     assert not composed & held_links
     held_verbs = {"given", "came", "stands", "turned"}
     assert not {w for link in composed for w in link.split()} & held_verbs
-    held_first = {f.replace("{v} ", "").replace(" {l}", "") for f in data.VALUE_FIRST[-data.HELD_OUT_VALUE_FIRST :]}
+    held_first = {f.replace("{v} ", "").replace(" {l}", "") for f in phrasing.VALUE_FIRST[-phrasing.HELD_OUT_VALUE_FIRST :]}
     first = {f"{link.rstrip(':')} {det}".strip() for link in composed for det in ("the", "its", "")}
     assert not first & held_first
     # the grammar reaches training text, and the held-out split is untouched by it
     train_text = " ".join(e.text for e in generate_examples(500, "train", seed=0))
-    assert sum(f" {link} " in train_text for link in data.TO_BE) >= 3
+    assert sum(f" {link} " in train_text for link in phrasing.TO_BE) >= 3
     held_text = " ".join(e.text for e in generate_examples(500, "heldout", seed=0))
-    assert not [link for link in data.TO_BE if f" {link} " in held_text]
+    assert not [link for link in phrasing.TO_BE if f" {link} " in held_text]
 
 
 def test_training_boolean_shapes_state_the_right_polarity() -> None:
     import random
     import re
 
-    from structgen.demo import data
+    from structgen.demo import phrasing
 
     rng = random.Random(0)
     for label in ("is member", "in stock", "breakfast", "follow up"):
         for value in (True, False):
             for _ in range(200):
-                words = re.findall(r"[a-z]+", data._bool_phrase(label, value, rng).lower())
-                assert any(w in data.NEGATIONS for w in words) is (not value), (label, value, words)
+                words = re.findall(r"[a-z]+", phrasing.bool_phrase(label, value, rng).lower())
+                assert any(w in phrasing.NEGATIONS for w in words) is (not value), (label, value, words)
 
 
 def test_describe_fields_for_a_pydantic_model() -> None:

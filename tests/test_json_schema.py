@@ -15,7 +15,8 @@ from structgen.fsm.lazy_dfa import LazyDFA, compile_lazy
 from structgen.schemas.errors import SchemaError, UnsupportedSchemaError
 from structgen.schemas.json_schema import SchemaOptions, pydantic_schema, schema_to_ir
 
-from structgen.bench.conformance import KeyOrderer, exact_validator, sample_strings
+from structgen.bench.conformance import sample_strings
+from structgen.bench.conformance_items import KeyOrderer, exact_validator
 
 CANON = SchemaOptions()
 

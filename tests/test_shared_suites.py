@@ -16,6 +16,7 @@ from structgen.schemas import SchemaError
 from structgen.schemas.json_schema import schema_to_ir
 
 from structgen.bench import conformance as conf
+from structgen.bench import conformance_items, conformance_report
 
 from .conftest import GPT2_DIR, shared_path
 from .test_token_fsm import _simulate, check_distances
@@ -96,24 +97,24 @@ def test_maskbench_distances_are_exact_and_bounded() -> None:
     assert checked > 100
 
 
-def _run(items: list[conf.Item]) -> list[conf.ItemResult]:
+def _run(items: list[conformance_items.Item]) -> list[conformance_items.ItemResult]:
     conf._init_worker(GPT2_DIR, 10.0, 50_000, 3)
     return [conf.run_item(it) for it in items]
 
 
 def test_maskbench_sample_is_sound_and_mostly_passing() -> None:
-    items = list(conf.load_maskbench(shared_path("maskbench", "data"), limit=200, seed=1))
+    items = list(conformance_items.load_maskbench(shared_path("maskbench", "data"), limit=200, seed=1))
     results = _run(items)
-    s = conf.summarize(results)
+    s = conformance_report.summarize(results)
     assert s["soundness_violations_instances"] == 0, s["violation_examples"]
     assert s["soundness_violations_samples"] == 0, s["violation_examples"]
     assert s["passing_pct"] >= 80.0, s
 
 
 def test_json_schema_test_suite_is_sound() -> None:
-    items = list(conf.load_test_suite(shared_path("json-schema-test-suite")))
+    items = list(conformance_items.load_test_suite(shared_path("json-schema-test-suite")))
     results = _run(items)
-    s = conf.summarize(results)
+    s = conformance_report.summarize(results)
     assert s["soundness_violations_instances"] == 0, s["violation_examples"]
     assert s["soundness_violations_samples"] == 0, s["violation_examples"]
     assert s["compiled"] > 0

@@ -19,6 +19,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,185 +91,234 @@ def requests_at(num_requests: int, concurrency: int, waves: int) -> int:
     return num_requests if waves <= 0 else min(num_requests, max(4, waves * concurrency))
 
 
-def bench_json(
-    model: str,
-    *,
-    workloads: Sequence[str],
-    modes: Sequence[str],
-    concurrency: Sequence[int],
-    num_requests: int,
-    out_dir: str,
-    base: EngineConfig | None = None,
-    tokenizer: str | None = None,
-    seed: int = 0,
-    baselines: Sequence[str] = (),
-    waves: int = 0,
-    shots: int = 4,
-    append: bool = False,
-    maskbench_dir: str | None = None,
-    command: str = "",
-    progress: bool = True,
-    warm_grammars: bool = False,
-    profile: bool = False,
-) -> list[dict[str, Any]]:
-    """Run every (workload, mode, concurrency) on ``model``, then every (workload, baseline,
-    concurrency) (:mod:`structgen.bench.baselines`, same weights); write ``results.jsonl``,
-    ``results.md`` and the plots under ``out_dir``; return the summary rows.  ``waves``: see
-    :func:`requests_at`; ``shots``: worked examples of the shared-prefix workload; ``append``:
-    add to ``out_dir/results.jsonl`` (a new part; the reports cover all parts);
-    ``warm_grammars``: compile every distinct constraint of a run before its clock starts, for
-    the engine and the baselines alike (a server's steady state; the compile seconds are
-    recorded as ``compile_s``).  The engine side compiles each workload's constraints once,
-    with every token-reachable state's mask row precomputed (:func:`precompile_grammars`),
-    and seeds each run's fresh compiler with them; the baselines compile theirs (xgrammar
-    precomputes its token-mask cache) before each run.  ``profile``: time each engine step's
-    phases (:class:`~structgen.bench.step_profile.StepProfiler`; it synchronises the device after
-    every forward, so profiled runs are a little slower) and add a section per run to
-    ``profile.md``.  Otherwise every run starts with empty grammar caches on both
-    sides and compiles count in TTFT (cold start).  Raises
+@dataclass(frozen=True)
+class BenchConfig:
+    """What one ``structgen bench json`` invocation runs (validated on construction; raises
     ``ValueError`` for an unknown workload, mode or baseline, a concurrency < 1,
     ``num_requests`` < 1, ``shots`` < 1, ``waves`` < 0 or a ``maskbench_dir`` that is not a
-    folder."""
+    folder).
+
+    ``workloads`` × ``modes`` × ``concurrency`` engine runs, then ``baselines`` × workloads ×
+    concurrency (:mod:`structgen.bench.baselines`, same weights); ``num_requests`` per run (see
+    :func:`requests_at` for ``waves``); ``shots``: worked examples of the shared-prefix
+    workload; ``out_dir``: where ``results.jsonl``, ``results.md`` and the plots go
+    (``append``: add a part to ``results.jsonl``; the reports cover all parts);
+    ``warm_grammars``: compile every distinct constraint of a run before its clock starts, for
+    the engine and the baselines alike (a server's steady state; the compile seconds are
+    recorded as ``compile_s``): the engine side compiles each workload's constraints once, with
+    every token-reachable state's mask row precomputed (:func:`precompile_grammars`), and seeds
+    each run's fresh compiler with them; the baselines compile theirs before each run.
+    Otherwise every run starts with empty grammar caches on both sides and compiles count in
+    TTFT (cold start).  ``profile``: time each engine step's phases
+    (:class:`~structgen.bench.step_profile.StepProfiler`; it synchronises the device after every
+    forward, so profiled runs are a little slower) into ``profile.md``."""
+
+    workloads: tuple[str, ...] = ("character", "extraction")
+    modes: tuple[str, ...] = ("default",)
+    concurrency: tuple[int, ...] = (1, 16, 64)
+    num_requests: int = 64
+    out_dir: str = "benchmarks/results/bench-json-cpu"
+    tokenizer: str | None = None
+    seed: int = 0
+    baselines: tuple[str, ...] = ()
+    waves: int = 0
+    shots: int = 4
+    append: bool = False
+    maskbench_dir: str | None = None
+    command: str = ""
+    progress: bool = True
+    warm_grammars: bool = False
+    profile: bool = False
+
+    def __post_init__(self) -> None:
+        from structgen.bench.baselines import BASELINES
+
+        for w in self.workloads:
+            if w not in WORKLOADS:
+                raise ValueError(f"unknown workload {w!r}; choose from {', '.join(WORKLOADS)}")
+        for m in self.modes:
+            mode_config(EngineConfig(), m)
+        for b in self.baselines:
+            if b not in BASELINES:
+                raise ValueError(f"unknown baseline {b!r}; choose from {', '.join(BASELINES)}")
+        if not self.concurrency or min(self.concurrency) < 1:
+            raise ValueError(f"concurrency levels must be ≥ 1, got {list(self.concurrency)}")
+        if self.num_requests < 1:
+            raise ValueError(f"num_requests must be ≥ 1, got {self.num_requests}")
+        if self.shots < 1:
+            raise ValueError(f"shots must be ≥ 1, got {self.shots}")
+        if self.waves < 0:
+            raise ValueError(f"waves must be ≥ 0 (0: num_requests at every level), got {self.waves}")
+        if self.maskbench_dir is not None and not Path(self.maskbench_dir).is_dir():
+            raise ValueError(f"maskbench_dir {self.maskbench_dir!r} is not a folder")
+
+
+class _Workloads:
+    """Each workload's requests, built once per invocation with the first compiler at hand (the
+    check compiles on its own compiler, so engines stay cold) and ``max_tokens`` covering every
+    finite constraint's longest output."""
+
+    def __init__(self, config: BenchConfig) -> None:
+        self.config = config
+        self.reqs: dict[str, list[BenchRequest]] = {}
+        self.check: _CompileCheck | None = None
+
+    def get(self, w: str, vocab: Vocabulary, compiler: CompilerConfig) -> list[BenchRequest]:
+        if w not in self.reqs:
+            cfg = self.config
+            self.check = check = _CompileCheck(vocab, compiler)
+            reqs = build_workload(w, cfg.num_requests, cfg.seed, check, shots=cfg.shots, maskbench_dir=cfg.maskbench_dir)
+            self.reqs[w] = bound_max_tokens(reqs, check.max_length, min_length=check.min_length)
+        return self.reqs[w]
+
+    def why_empty(self) -> str:
+        refused = self.check.refusals if self.check is not None else []
+        return f"all {len(refused)} refused, first: {refused[0][:300]}" if refused else "data absent"
+
+
+class _Log:
+    """The summary rows and ``results.jsonl`` (one line per run, with its TPOTs)."""
+
+    def __init__(self, f: Any, warm_grammars: bool) -> None:
+        self.f = f
+        self.warm_grammars = warm_grammars
+        self.rows: list[dict[str, Any]] = []
+
+    def record(self, w: str, mode: str, conc: int, records: list[Record], wall: float, peak: int, compile_s: float) -> None:
+        row = {"workload": w, "mode": mode, "concurrency": conc, "warm_grammars": self.warm_grammars, "compile_s": compile_s,
+               **summarize(records, wall, peak)}  # fmt: skip
+        self.rows.append(row)
+        tpot = [round((r.latency_s - r.ttft_s) / (r.completion_tokens - 1) * 1e3, 3) for r in records if r.completion_tokens > 1]
+        self.f.write(json.dumps({**row, "tpots_ms": tpot}) + "\n")
+        self.f.flush()
+
+
+def bench_json(model: str, config: BenchConfig, base: EngineConfig | None = None) -> list[dict[str, Any]]:
+    """Run ``config`` on ``model`` (engine settings ``base``), write the results under
+    ``config.out_dir`` and return the summary rows."""
+    import jsonschema  # noqa: F401  # before any clock: output validation imports it, and its first import is slow
+    import torch
+
+    base = base or EngineConfig()
+    cuda = torch.cuda.is_available() and base.device in ("auto", "cuda")
+    out = Path(config.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if config.profile and not config.append:
+        (out / "profile.md").write_text(f"# Engine step profile\n\n- command: `{config.command}`\n\n")
+    workloads = _Workloads(config)
+    skipped: list[str] = []
+    with open(out / "results.jsonl", "a" if config.append else "w") as f:
+        log = _Log(f, config.warm_grammars)
+        f.write(json.dumps({"meta": _meta(model, config, cuda)}) + "\n")
+        if config.modes:
+            _run_engines(model, config, base, workloads, log, skipped, cuda)
+        if config.baselines:
+            _run_baselines(model, base, config, workloads, log)
+        f.write(json.dumps({"meta": {"skipped": skipped}}) + "\n")
+    write_reports(out)
+    return log.rows
+
+
+def _meta(model: str, config: BenchConfig, cuda: bool) -> dict[str, Any]:
     import platform
 
-    import jsonschema  # noqa: F401  # before any clock: output validation imports it, and its first import is slow
+    import torch
+
+    from structgen.bench.baselines import DESCRIPTIONS
+
+    return {
+        "command": config.command,
+        "machine": f"{torch.cuda.get_device_name(0) if cuda else 'CPU only'}; {os.cpu_count()} CPU cores; {platform.platform()}",
+        "commit": git_commit(),
+        "model": _shown_path(model),
+        "date": time.strftime("%Y-%m-%d"),
+        **{f"baseline {b}": DESCRIPTIONS[b] for b in config.baselines},
+    }
+
+
+def _shown_path(path: str) -> str:
+    """``path`` relative to the checkout when it lies inside it (the embedded model), so results
+    name no folder of the machine they ran on."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        return str(Path(path).resolve().relative_to(root))
+    except ValueError:
+        return path
+
+
+def _run_engines(
+    model: str, config: BenchConfig, base: EngineConfig, workloads: _Workloads, log: _Log, skipped: list[str], cuda: bool
+) -> None:
+    """Every (workload, mode, concurrency) on one model runner (weights, KV pool, CUDA graphs):
+    each run gets a fresh engine (scheduler, radix cache, compiler, mask pool) on its pools."""
+    first = Engine(model, base, tokenizer_path=config.tokenizer)
+    # One untimed request, so kernel JIT (FlashInfer on a fresh machine) stays out of the runs.
+    first.generate([GenerateRequest("Warm-up: ", SamplingParams(max_tokens=8), Constraint.regex(r"[a-z ]{1,12}"))])
+    first.close()
+    runner = first.runner
+    warm_sets: dict[str, tuple[dict[str, TokenFSM], float]] = {}  # workload -> (key -> precomputed FSM, seconds)
+    for w in config.workloads:
+        for mode in config.modes:
+            if mode == "no-cuda-graph" and not cuda:
+                skipped.append(f"{w}/{mode}: CUDA graphs exist only on CUDA")
+                continue
+            cfg, constrained = mode_config(base, mode)
+            for conc in config.concurrency:
+                engine = Engine(model, cfg, tokenizer_path=config.tokenizer, runner=runner)
+                try:
+                    reqs = workloads.get(w, engine.vocab, engine.compiler.config)[: requests_at(config.num_requests, conc, config.waves)]
+                    if not reqs:
+                        skipped.append(f"{w}: no requests ({workloads.why_empty()})")
+                        break
+                    compile_s = 0.0
+                    if config.warm_grammars and constrained:
+                        compile_s = _seed_compiler(engine, w, workloads.reqs[w], reqs, warm_sets)
+                    records, wall, peak = _timed_run(engine, reqs, conc, constrained, config, f"{w} · {mode} · c={conc}", cuda)
+                finally:
+                    engine.close()
+                log.record(w, mode, conc, records, wall, peak, compile_s)
+
+
+def _seed_compiler(
+    engine: Engine, w: str, all_reqs: list[BenchRequest], reqs: list[BenchRequest], warm_sets: dict[str, tuple[dict[str, TokenFSM], float]]
+) -> float:
+    """Put the workload's precompiled grammars into ``engine``'s compiler; their compile seconds."""
+    if w not in warm_sets:
+        warm_sets[w] = precompile_grammars(engine.vocab, engine.compiler.config, all_reqs)
+    fsms, seconds = warm_sets[w]
+    for r in reqs:
+        got = fsms.get(r.constraint.key)
+        if got is not None:
+            engine.compiler.put(r.constraint, got)
+    return seconds
+
+
+def _timed_run(
+    engine: Engine, reqs: list[BenchRequest], conc: int, constrained: bool, config: BenchConfig, title: str, cuda: bool
+) -> tuple[list[Record], float, int]:
+    """One run of ``reqs`` (profiled when asked): records, wall seconds, peak device bytes."""
     import torch
     from tqdm import tqdm
 
-    from structgen.bench.baselines import BASELINES, DESCRIPTIONS
-
-    for w in workloads:
-        if w not in WORKLOADS:
-            raise ValueError(f"unknown workload {w!r}; choose from {', '.join(WORKLOADS)}")
-    for m in modes:
-        mode_config(EngineConfig(), m)
-    for b in baselines:
-        if b not in BASELINES:
-            raise ValueError(f"unknown baseline {b!r}; choose from {', '.join(BASELINES)}")
-    if not concurrency or min(concurrency) < 1:
-        raise ValueError(f"concurrency levels must be ≥ 1, got {list(concurrency)}")
-    if num_requests < 1:
-        raise ValueError(f"num_requests must be ≥ 1, got {num_requests}")
-    if shots < 1:
-        raise ValueError(f"shots must be ≥ 1, got {shots}")
-    if waves < 0:
-        raise ValueError(f"waves must be ≥ 0 (0: num_requests at every level), got {waves}")
-    if maskbench_dir is not None and not Path(maskbench_dir).is_dir():
-        raise ValueError(f"maskbench_dir {maskbench_dir!r} is not a folder")
-    base = base or EngineConfig()
-    cuda = torch.cuda.is_available() and base.device in ("auto", "cuda")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    if profile and not append:
-        (out / "profile.md").write_text(f"# Engine step profile\n\n- command: `{command}`\n\n")
-    meta = {
-        "command": command,
-        "machine": f"{torch.cuda.get_device_name(0) if cuda else 'CPU only'}; {os.cpu_count()} CPU cores; {platform.platform()}",
-        "commit": os.environ.get("STRUCTGEN_COMMIT") or git_commit(),
-        "model": model,
-        "date": time.strftime("%Y-%m-%d"),
-        **{f"baseline {b}": DESCRIPTIONS[b] for b in baselines},
-    }
-    rows: list[dict[str, Any]] = []
-    skipped: list[str] = []
-    workload_reqs: dict[str, list[BenchRequest]] = {}
-    warm_sets: dict[str, tuple[dict[str, TokenFSM], float]] = {}  # workload -> (key -> precomputed FSM, seconds)
-    check: _CompileCheck | None = None
-
-    def build(w: str, check: _CompileCheck) -> list[BenchRequest]:
-        reqs = build_workload(w, num_requests, seed, check, shots=shots, maskbench_dir=maskbench_dir)
-        return bound_max_tokens(reqs, check.max_length, min_length=check.min_length)
-
-    def record(log: Any, w: str, mode: str, conc: int, records: list[Record], wall: float, peak: int, compile_s: float) -> None:
-        row = {"workload": w, "mode": mode, "concurrency": conc, "warm_grammars": warm_grammars, "compile_s": compile_s,
-               **summarize(records, wall, peak)}  # fmt: skip
-        rows.append(row)
-        tpot = [round((r.latency_s - r.ttft_s) / (r.completion_tokens - 1) * 1e3, 3) for r in records if r.completion_tokens > 1]
-        log.write(json.dumps({**row, "tpots_ms": tpot}) + "\n")
-        log.flush()
-
-    # One model runner (weights, KV pool, CUDA graphs) serves every engine run: each mode
-    # gets a fresh engine (scheduler, radix cache, compiler, mask pool) on the same pools.
-    runner = None
-    if modes:
-        first = Engine(model, base, tokenizer_path=tokenizer)
-        # One untimed request, so kernel JIT (FlashInfer on a fresh machine) stays out of the runs.
-        first.generate([GenerateRequest("Warm-up: ", SamplingParams(max_tokens=8), Constraint.regex(r"[a-z ]{1,12}"))])
-        first.close()
-        runner = first.runner
-        del first
-    with open(out / "results.jsonl", "a" if append else "w") as log:
-        log.write(json.dumps({"meta": meta}) + "\n")
-        for w in workloads:
-            for mode in modes:
-                if mode == "no-cuda-graph" and not cuda:
-                    skipped.append(f"{w}/{mode}: CUDA graphs exist only on CUDA")
-                    continue
-                cfg, constrained = mode_config(base, mode)
-                for conc in concurrency:
-                    engine = Engine(model, cfg, tokenizer_path=tokenizer, runner=runner)
-                    try:
-                        if w not in workload_reqs:
-                            check = _CompileCheck(engine.vocab, engine.compiler.config)
-                            workload_reqs[w] = build(w, check)
-                        reqs = workload_reqs[w][: requests_at(num_requests, conc, waves)]
-                        if not reqs:
-                            refused = check.refusals if check is not None else []
-                            why = f"all {len(refused)} refused, first: {refused[0][:300]}" if refused else "data absent"
-                            skipped.append(f"{w}: no requests ({why})")
-                            break
-                        compile_s = 0.0
-                        if warm_grammars and constrained:
-                            if w not in warm_sets:
-                                warm_sets[w] = precompile_grammars(engine.vocab, engine.compiler.config, workload_reqs[w])
-                            compile_s = warm_sets[w][1]
-                            for r in reqs:
-                                got = warm_sets[w][0].get(r.constraint.key)
-                                if got is not None:
-                                    engine.compiler.put(r.constraint, got)
-                        if cuda:
-                            torch.cuda.reset_peak_memory_stats()
-                        bar = tqdm(total=len(reqs), desc=f"{w} {mode} c={conc}", disable=not progress, leave=False)
-                        profiler = StepProfiler() if profile else None
-                        if profiler is not None:
-                            profiler.attach(engine)
-                        try:
-                            records, wall = run(engine, reqs, conc, constrained, on_done=functools.partial(bar.update, 1))
-                        finally:
-                            if profiler is not None:
-                                profiler.detach()
-                        bar.close()
-                        if profiler is not None:
-                            with open(out / "profile.md", "a") as f:
-                                f.write(profile_markdown(f"{w} · {mode} · c={conc} · {len(reqs)} requests", profiler.summary(wall)) + "\n")
-                        peak = torch.cuda.max_memory_allocated() if cuda else 0
-                    finally:
-                        engine.close()
-                    record(log, w, mode, conc, records, wall, peak, compile_s)
-        runner = None
-        if baselines:
-            _run_baselines(model, base, tokenizer, workloads, workload_reqs, build, baselines, concurrency, num_requests, waves,
-                           progress, warm_grammars, lambda *a: record(log, *a))  # fmt: skip
-        log.write(json.dumps({"meta": {"skipped": skipped}}) + "\n")
-    write_reports(out)
-    return rows
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    bar = tqdm(total=len(reqs), desc=title, disable=not config.progress, leave=False)
+    profiler = StepProfiler() if config.profile else None
+    if profiler is not None:
+        profiler.attach(engine)
+    try:
+        records, wall = run(engine, reqs, conc, constrained, on_done=functools.partial(bar.update, 1))
+    finally:
+        if profiler is not None:
+            profiler.detach()
+        bar.close()
+    if profiler is not None:
+        with open(Path(config.out_dir) / "profile.md", "a") as f:
+            f.write(profile_markdown(f"{title} · {len(reqs)} requests", profiler.summary(wall)) + "\n")
+    return records, wall, torch.cuda.max_memory_allocated() if cuda else 0
 
 
-def _run_baselines(
-    model: str,
-    base: EngineConfig,
-    tokenizer: str | None,
-    workloads: Sequence[str],
-    workload_reqs: dict[str, list[BenchRequest]],
-    build: Callable[[str, _CompileCheck], list[BenchRequest]],
-    baselines: Sequence[str],
-    concurrency: Sequence[int],
-    num_requests: int,
-    waves: int,
-    progress: bool,
-    warm_grammars: bool,
-    record: Callable[[str, str, int, list[Record], float, int, float], None],
-) -> None:
+def _run_baselines(model: str, base: EngineConfig, config: BenchConfig, workloads: _Workloads, log: _Log) -> None:
     """Every (workload, baseline, concurrency) on the transformers twin of ``model`` (loaded
     once, after every engine is closed, so the engine runs had the device to themselves)."""
     import gc
@@ -284,30 +334,29 @@ def _run_baselines(
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
-    tok = AutoTokenizer.from_pretrained(tokenizer or model, local_files_only=True)
+    tok = AutoTokenizer.from_pretrained(config.tokenizer or model, local_files_only=True)
     eos = eos_token_ids(model, load_hf_config(model), tok)
     vocab = Vocabulary.from_tokenizer(tok, eos_token_ids=eos)
-    check = _CompileCheck(vocab, base.compiler)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu") if base.device == "auto" else torch.device(base.device)
+    device = base.torch_device()
     hf_model, _ = load_hf_twin(model, device=device, dtype=base.dtype, random_weights_seed=base.random_weights_seed)
     cuda = device.type == "cuda"
-    for name in baselines:
+    for name in config.baselines:
         runner = HFBaseline(name, hf_model, tok, vocab, eos)
-        for w in workloads:
-            if w not in workload_reqs:
-                workload_reqs[w] = build(w, check)
-            for conc in concurrency:
-                reqs = workload_reqs[w][: requests_at(num_requests, conc, waves)]
+        for w in config.workloads:
+            all_reqs = workloads.get(w, vocab, base.compiler)
+            for conc in config.concurrency:
+                reqs = all_reqs[: requests_at(config.num_requests, conc, config.waves)]
                 if not reqs:
                     break
                 runner.grammars.cache.clear()  # like a fresh engine: no grammar carried over from the last run
-                compile_s = warm_up_grammars(functools.partial(_baseline_compile, runner), reqs) if warm_grammars else 0.0
+                warm = config.warm_grammars
+                compile_s = warm_up_grammars(functools.partial(_baseline_compile, runner), reqs) if warm else 0.0
                 if cuda:
                     torch.cuda.reset_peak_memory_stats()
-                bar = tqdm(total=len(reqs), desc=f"{w} {name} c={conc}", disable=not progress, leave=False)
+                bar = tqdm(total=len(reqs), desc=f"{w} {name} c={conc}", disable=not config.progress, leave=False)
                 records, wall = runner.run(reqs, conc, on_done=functools.partial(bar.update, 1))
                 bar.close()
-                record(w, name, conc, records, wall, torch.cuda.max_memory_allocated() if cuda else 0, compile_s)
+                log.record(w, name, conc, records, wall, torch.cuda.max_memory_allocated() if cuda else 0, compile_s)
 
 
 def _baseline_compile(runner: Any, c: Constraint) -> None:
