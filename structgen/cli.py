@@ -358,7 +358,7 @@ def _bench_json_command(args: argparse.Namespace, argv: list[str]) -> int:
 
     try:
         seed = None
-        model = args.model
+        model, label = args.model, None
         if args.config is not None:
             if not args.random_weights or args.tokenizer is None:
                 raise ValueError("--config needs --random-weights and --tokenizer (no checkpoint is read)")
@@ -366,6 +366,7 @@ def _bench_json_command(args: argparse.Namespace, argv: list[str]) -> int:
 
             model = os.fspath(write_preset_folder(args.config, tempfile.mkdtemp(prefix="structgen-bench-"), tokenizer_dir=args.tokenizer))
             seed = 0
+            label = f"{args.config} preset, random weights (seed 0), tokenizer {os.path.basename(os.path.normpath(args.tokenizer))}"
         if model is None:
             from structgen.api import default_model_path
 
@@ -387,6 +388,7 @@ def _bench_json_command(args: argparse.Namespace, argv: list[str]) -> int:
             progress=not args.no_progress,
             warm_grammars=args.warm_grammars,
             profile=args.profile,
+            model_label=label,
         )
         rows = bench_json(model, config, EngineConfig(device=args.device, dtype=args.dtype, random_weights_seed=seed))
     except (ValueError, FileNotFoundError, ModelLoadError, UnsupportedModelError) as e:

@@ -111,7 +111,8 @@ class BenchConfig:
     Otherwise every run starts with empty grammar caches on both sides and compiles count in
     TTFT (cold start).  ``profile``: time each engine step's phases
     (:class:`~structgen.bench.step_profile.StepProfiler`; it synchronises the device after every
-    forward, so profiled runs are a little slower) into ``profile.md``."""
+    forward, so profiled runs are a little slower) into ``profile.md``.  ``model_label``: what
+    the results call the model (default: its folder, relative to the checkout when inside it)."""
 
     workloads: tuple[str, ...] = ("character", "extraction")
     modes: tuple[str, ...] = ("default",)
@@ -129,6 +130,7 @@ class BenchConfig:
     progress: bool = True
     warm_grammars: bool = False
     profile: bool = False
+    model_label: str | None = None
 
     def __post_init__(self) -> None:
         from structgen.bench.baselines import BASELINES
@@ -230,7 +232,7 @@ def _meta(model: str, config: BenchConfig, cuda: bool) -> dict[str, Any]:
         "command": config.command,
         "machine": f"{torch.cuda.get_device_name(0) if cuda else 'CPU only'}; {os.cpu_count()} CPU cores; {platform.platform()}",
         "commit": git_commit(),
-        "model": _shown_path(model),
+        "model": config.model_label or _shown_path(model),
         "date": time.strftime("%Y-%m-%d"),
         **{f"baseline {b}": DESCRIPTIONS[b] for b in config.baselines},
     }
