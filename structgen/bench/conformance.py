@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
-import platform
 import random
 import signal
 import time
@@ -29,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from structgen.bench.common import git_commit
+from structgen.bench.common import run_meta
 from structgen.bench.conformance_items import Item, ItemResult, KeyOrderer, exact_validator, load_maskbench, load_test_suite
 from structgen.bench.conformance_report import TIMED_TOKENS, render_markdown, summarize
 from structgen.fsm.compiler import CompilerConfig, Constraint, GrammarCompiler
@@ -311,12 +310,9 @@ def run(
     summaries = {name: summarize(rs) for name, rs in sorted(by_suite.items())}
     tok_name = os.path.basename(os.path.normpath(tokenizer))
     meta = {
+        **run_meta(command),
         "tokenizer": tokenizer,
         "tokenizer_name": tok_name,
-        "command": command,
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_implementation()} {platform.python_version()}",
-        "commit": git_commit(),
-        "date": time.strftime("%Y-%m-%d"),
         "timeout_s": timeout_s,
         "max_states": max_states,
         "precompute_states": precompute_states,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from structgen.bench.common import git_commit
+from structgen.bench.common import run_meta
 from structgen.bench.report import Record, summarize, valid_output, write_reports
 from structgen.bench.step_profile import StepProfiler, profile_markdown
 from structgen.bench.workloads import WORKLOADS, BenchRequest, bound_max_tokens, build_workload
@@ -211,7 +211,7 @@ def bench_json(model: str, config: BenchConfig, base: EngineConfig | None = None
     skipped: list[str] = []
     with open(out / "results.jsonl", "a" if config.append else "w") as f:
         log = _Log(f, config.warm_grammars)
-        f.write(json.dumps({"meta": _meta(model, config, cuda)}) + "\n")
+        f.write(json.dumps({"meta": _meta(model, config)}) + "\n")
         if config.modes:
             _run_engines(model, config, base, workloads, log, skipped, cuda)
         if config.baselines:
@@ -221,19 +221,12 @@ def bench_json(model: str, config: BenchConfig, base: EngineConfig | None = None
     return log.rows
 
 
-def _meta(model: str, config: BenchConfig, cuda: bool) -> dict[str, Any]:
-    import platform
-
-    import torch
-
+def _meta(model: str, config: BenchConfig) -> dict[str, Any]:
     from structgen.bench.baselines import DESCRIPTIONS
 
     return {
-        "command": config.command,
-        "machine": f"{torch.cuda.get_device_name(0) if cuda else 'CPU only'}; {os.cpu_count()} CPU cores; {platform.platform()}",
-        "commit": git_commit(),
+        **run_meta(config.command),
         "model": config.model_label or _shown_path(model),
-        "date": time.strftime("%Y-%m-%d"),
         **{f"baseline {b}": DESCRIPTIONS[b] for b in config.baselines},
     }
 
