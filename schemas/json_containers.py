@@ -63,6 +63,8 @@ def convert_array(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
             raise SchemaError(f"{kw} must be a non-negative integer", keyword=kw, pointer=ptr)
     lo = int(lo)
     hi = None if hi is None else int(hi)
+    if hi is not None and lo > hi:
+        return NOTHING  # minItems above maxItems: no array validates
     prefix_nodes: list[Node] = []
     limit: RecursionLimit | None = None
     for i, s in enumerate(prefix):

@@ -29,12 +29,14 @@ if TYPE_CHECKING:
 
 def convert_enum(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
     if "const" in schema:
-        values = [schema["const"]]
+        values, used = [schema["const"]], "const"
     else:
-        values = schema["enum"]
+        values, used = schema["enum"], "enum"
         if not isinstance(values, list):
             raise SchemaError("enum must be an array", keyword="enum", pointer=ptr)
-    rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
+    if "enum" in schema and not isinstance(schema["enum"], list):
+        raise SchemaError("enum must be an array", keyword="enum", pointer=ptr)
+    rest = {k: v for k, v in schema.items() if k != used}  # a sibling enum (next to const) is checked on each value
     keep = []
     constraining = {k for k in rest if k in CONSTRAINTS}
     for v in values:

@@ -195,6 +195,10 @@ class Converter:
             return NOTHING
         if not isinstance(schema, dict):
             raise SchemaError(f"a schema must be an object or a boolean, got {type(schema).__name__}", keyword="(schema)", pointer=ptr)
+        if ("enum" in schema or "const" in schema) and str(schema.get("$ref", "#")).startswith("#"):
+            # a finite set of values: ``jsonschema`` checks each against every sibling keyword
+            # (``not``, ``if``, ``allOf``, local ``$ref`` …), so none of them needs a grammar
+            return convert_enum(self, schema, ptr)
         for key in (
             "$dynamicRef",
             "$recursiveRef",
@@ -224,8 +228,6 @@ class Converter:
             return convert_union(self, schema, ptr)
         if "not" in schema:
             return convert_not(self, schema, ptr)
-        if "enum" in schema or "const" in schema:
-            return convert_enum(self, schema, ptr)
         return convert_types(self, schema, ptr)
 
     def convert_ref(self, schema: dict[str, Any], ptr: str) -> Node:

@@ -30,22 +30,45 @@ def _digits(lo: str, hi: str) -> Node:
     return chars(CharSet.of_ranges([(ord(lo), ord(hi))]))
 
 
+def _at_least(z: str) -> Node:
+    """Digit strings w of len(z) with w >= z: z itself, or z's first i digits, a larger digit,
+    then any digits.  A flat alternation, so IR depth does not grow with the digit count."""
+    parts: list[Node] = [lit(z)]
+    for i, ch in enumerate(z):
+        if ch < "9":
+            parts.append(seq(lit(z[:i]), _digits(chr(ord(ch) + 1), "9"), rep(DIGIT, len(z) - i - 1, len(z) - i - 1)))
+    return alt(*parts)
+
+
+def _at_most(z: str) -> Node:
+    """Digit strings w of len(z) with w <= z (flat, as :func:`_at_least`)."""
+    parts: list[Node] = [lit(z)]
+    for i, ch in enumerate(z):
+        if ch > "0":
+            parts.append(seq(lit(z[:i]), _digits("0", chr(ord(ch) - 1)), rep(DIGIT, len(z) - i - 1, len(z) - i - 1)))
+    return alt(*parts)
+
+
 def _same_length(x: str, y: str) -> Node:
-    """Digit strings of len(x) between x and y inclusive (x <= y, same length)."""
+    """Digit strings of len(x) between x and y inclusive (x <= y, same length): the common
+    prefix, then the first differing digit at x's, between, or at y's, each followed by a flat
+    alternation (bounded IR depth for numbers of hundreds of digits)."""
     if x == y:
         return lit(x)
+    k = 0
+    while x[k] == y[k]:
+        k += 1
+    prefix, x, y = x[:k], x[k:], y[k:]
     n = len(x)
     if n == 1:
-        return _digits(x, y)
-    if x[0] == y[0]:
-        return seq(lit(x[0]), _same_length(x[1:], y[1:]))
+        return seq(lit(prefix), _digits(x, y))
     if set(x[1:]) == {"0"} and set(y[1:]) == {"9"}:
-        return seq(_digits(x[0], y[0]), rep(DIGIT, n - 1, n - 1))
-    parts = [seq(lit(x[0]), _same_length(x[1:], "9" * (n - 1)))]
+        return seq(lit(prefix), _digits(x[0], y[0]), rep(DIGIT, n - 1, n - 1))
+    parts = [seq(lit(x[0]), _at_least(x[1:]))]
     if int(x[0]) + 1 <= int(y[0]) - 1:
         parts.append(seq(_digits(str(int(x[0]) + 1), str(int(y[0]) - 1)), rep(DIGIT, n - 1, n - 1)))
-    parts.append(seq(lit(y[0]), _same_length("0" * (n - 1), y[1:])))
-    return alt(*parts)
+    parts.append(seq(lit(y[0]), _at_most(y[1:])))
+    return seq(lit(prefix), alt(*parts))
 
 
 def unsigned_range(lo: int, hi: int | None) -> Node:

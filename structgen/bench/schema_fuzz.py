@@ -1,0 +1,182 @@
+"""Soundness fuzzing of the compile layer on random schemas.
+
+:func:`random_schema` draws a JSON Schema from the combinators and keywords the converter
+accepts (``allOf`` / ``anyOf`` / ``oneOf`` / ``not`` / ``enum`` / ``const`` / ``type`` /
+``$ref``, nested, with string, number, array and object bounds).  :func:`check_schema` compiles
+it and checks *soundness* two ways: random strings of the automaton must parse and validate
+with ``jsonschema`` (exact ``multipleOf``, format checking on), and near-miss mutations of
+them that the automaton accepts must validate too.  Refusals (``UnsupportedSchemaError``,
+``SchemaError``) and compile limits are counted, never failures; any other exception is one
+(the compile layer must raise only its named errors).  A fast slice runs in the tests; ``python
+benchmarks/schema_fuzz.py`` runs thousands.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any, NamedTuple
+
+from structgen.bench.conformance import sample_strings
+from structgen.bench.conformance_items import exact_validator
+from structgen.fsm.dfa import Budget
+from structgen.fsm.errors import GrammarCompileError
+from structgen.fsm.lazy_dfa import compile_lazy
+from structgen.schemas.errors import SchemaError, UnsupportedSchemaError
+from structgen.schemas.json_schema import SchemaOptions, schema_to_ir
+
+SCALARS: tuple[Any, ...] = (None, True, False, 0, 1, -3, 2.5, "", "a", "xy", "null", "1")
+TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
+
+
+def _value(rng: random.Random, depth: int) -> Any:
+    """A small JSON value (for ``enum`` / ``const``)."""
+    r = rng.random()
+    if depth <= 0 or r < 0.6:
+        return rng.choice(SCALARS)
+    if r < 0.8:
+        return [_value(rng, depth - 1) for _ in range(rng.randint(0, 2))]
+    return {rng.choice("abc"): _value(rng, depth - 1) for _ in range(rng.randint(0, 2))}
+
+
+def _typed(rng: random.Random, depth: int, defs: dict[str, Any]) -> dict[str, Any]:
+    """A ``type`` schema with bounds of that type."""
+    t = rng.choice(TYPES)
+    s: dict[str, Any] = {"type": t if rng.random() < 0.8 else sorted({t, rng.choice(TYPES)})}
+    if t == "string":
+        if rng.random() < 0.5:
+            s["maxLength"] = rng.randint(0, 6)
+        if rng.random() < 0.3:
+            s["minLength"] = rng.randint(0, 3)
+        if rng.random() < 0.3:
+            s["pattern"] = rng.choice(["^a", "b$", "^[a-c]*$", "x|y", "^\\d+$"])
+    elif t in ("integer", "number"):
+        if rng.random() < 0.5:
+            s[rng.choice(["minimum", "exclusiveMinimum"])] = rng.choice([-5, 0, 1, 2.5, 10])
+        if rng.random() < 0.5:
+            s[rng.choice(["maximum", "exclusiveMaximum"])] = rng.choice([-1, 0, 3, 7.5, 100])
+        if rng.random() < 0.2:
+            s["multipleOf"] = rng.choice([1, 2, 5, 0.5, 0.1])
+    elif t == "array":
+        if depth > 0 and rng.random() < 0.7:
+            s["items"] = _schema(rng, depth - 1, defs)
+        s["maxItems"] = rng.randint(0, 3)
+        if rng.random() < 0.3:
+            s["minItems"] = rng.randint(0, 2)
+    elif t == "object":
+        props = {k: _schema(rng, depth - 1, defs) for k in rng.sample("abcd", rng.randint(0, 2))} if depth > 0 else {}
+        s["properties"] = props
+        if props and rng.random() < 0.5:
+            s["required"] = sorted(rng.sample(sorted(props), rng.randint(1, len(props))))
+        s["additionalProperties"] = False if rng.random() < 0.7 else rng.choice([True, {"type": "integer"}])
+    return s
+
+
+def random_schema(rng: random.Random, depth: int = 3) -> Any:
+    """A random schema of nesting depth at most ``depth``; the ``$ref``s point into its root
+    ``$defs`` and never back to themselves (the validator has no recursion guard)."""
+    defs: dict[str, Any] = {}
+    schema = _schema(rng, depth, defs)
+    return {**schema, "$defs": defs} if defs else schema
+
+
+def _schema(rng: random.Random, depth: int, defs: dict[str, Any]) -> dict[str, Any]:
+    r = rng.random()
+    if depth <= 0 or r < 0.35:
+        return _typed(rng, depth, defs)
+    if r < 0.5:
+        return {"enum": [_value(rng, 2) for _ in range(rng.randint(1, 4))]} if rng.random() < 0.6 else {"const": _value(rng, 2)}
+    if r < 0.62:
+        return {"allOf": [_schema(rng, depth - 1, defs) for _ in range(rng.randint(1, 3))]}
+    if r < 0.74:
+        return {"anyOf": [_schema(rng, depth - 1, defs) for _ in range(rng.randint(1, 3))]}
+    if r < 0.8:
+        return {"oneOf": [_schema(rng, depth - 1, defs) for _ in range(rng.randint(1, 3))]}
+    if r < 0.9:
+        base = _schema(rng, depth - 1, defs)
+        neg = rng.choice([{"type": rng.choice(TYPES)}, {"const": rng.choice(SCALARS)}, {"enum": [rng.choice(SCALARS)]}])
+        return {"allOf": [base, {"not": neg}]} if rng.random() < 0.5 else {**base, "not": neg}
+    target = _schema(rng, depth - 1, defs)  # built first: it cannot refer to itself
+    name = f"d{len(defs)}"
+    defs[name] = target
+    return {"$ref": f"#/$defs/{name}"}
+
+
+class FuzzResult(NamedTuple):
+    """One schema's outcome: ``status`` ("ok", "refused", "limit", "crash"), ``samples`` and
+    ``mutants_accepted`` checked, and ``unsound``: texts the automaton accepts that do not
+    validate (with the reason)."""
+
+    status: str
+    samples: int
+    mutants_accepted: int
+    unsound: list[str]
+    detail: str = ""
+
+
+def _invalid(validator: Any, text: bytes) -> str | None:
+    """Why ``text`` is not a valid instance, or None when it is."""
+    try:
+        value = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        return f"not JSON: {e}"
+    errors = list(validator.iter_errors(value))
+    return errors[0].message if errors else None
+
+
+def _mutants(text: bytes, rng: random.Random, n: int) -> list[bytes]:
+    alphabet = b'{}[]",:-.0123456789abcentrulsfx '
+    out = []
+    for _ in range(n):
+        t = bytearray(text)
+        op = rng.randrange(3)
+        i = rng.randrange(len(t) + 1)
+        if op == 0 and t:
+            del t[min(i, len(t) - 1)]
+        elif op == 1:
+            t.insert(i, rng.choice(alphabet))
+        elif t:
+            t[min(i, len(t) - 1)] = rng.choice(alphabet)
+        out.append(bytes(t))
+    return out
+
+
+def check_schema(schema: Any, seed: int, samples: int = 8, mutants: int = 16) -> FuzzResult:
+    """Compile ``schema`` and check its samples and accepted mutants with ``jsonschema``."""
+    rng = random.Random(seed)
+    try:
+        node, _report = schema_to_ir(schema, SchemaOptions(allow_undeclared_properties=False))
+        dfa = compile_lazy(node, Budget(timeout_s=10.0, max_states=20_000))
+    except (UnsupportedSchemaError, SchemaError) as e:
+        return FuzzResult("refused", 0, 0, [], f"{type(e).__name__}: {e}")
+    except GrammarCompileError as e:
+        return FuzzResult("limit", 0, 0, [], f"{type(e).__name__}: {e}")
+    except Exception as e:  # anything else escaping the compile layer is a bug
+        return FuzzResult("crash", 0, 0, [], f"{type(e).__name__}: {e}")
+    if dfa.is_empty():
+        return FuzzResult("ok", 0, 0, [])
+    validator = exact_validator(schema)
+    unsound: list[str] = []
+    texts = sample_strings(dfa, samples, rng, max_len=400)
+    accepted = 0
+    for text in texts:
+        why = _invalid(validator, text)
+        if why is not None:
+            unsound.append(f"sample {text[:120]!r}: {why}")
+        for m in _mutants(text, rng, mutants // max(1, len(texts))):
+            s = dfa.walk(dfa.initial, m)
+            if s > 0 and dfa.is_accepting(s):
+                accepted += 1
+                why = _invalid(validator, m)
+                if why is not None:
+                    unsound.append(f"mutant {m[:120]!r}: {why}")
+    return FuzzResult("ok", len(texts), accepted, unsound)
+
+
+def fuzz(n: int, seed: int = 0, depth: int = 3) -> list[tuple[Any, FuzzResult]]:
+    """``n`` random schemas (seeds ``seed`` … ``seed + n - 1``) and their results."""
+    out = []
+    for i in range(seed, seed + n):
+        schema = random_schema(random.Random(i), depth)
+        out.append((schema, check_schema(schema, i)))
+    return out
