@@ -221,29 +221,25 @@ def _extra_members(
 ) -> list[Node]:
     """``"key": value`` IRs of undeclared properties: one per pattern (keys matching no other
     pattern and no declared name), then ``additionalProperties`` (keys matching none)."""
-    extras: list[Node] = []
-    for i, (pat, sub, ir) in enumerate(patterns):
-        others = [o for j, o in enumerate(wide_patterns) if j != i]
-        key_lang = key_exclusion(cv, ir, declared_names_raw(order) + others)
+    declared = declared_names_raw(order)
+
+    def member(keys: Node, excluded: list[Node], sub: Any, sub_ptr: str) -> Node:
+        key_lang = key_exclusion(cv, keys, declared + excluded)
         if names_content is not None:
             key_lang = And((key_lang, names_content))
         try:
-            val = cv.convert(sub, f"{ptr}/patternProperties/{escape_pointer(pat)}")
+            val = cv.convert(sub, sub_ptr)
         except RecursionLimit:
-            continue
-        if val is not NOTHING:
-            extras.append(seq(json_string(key_lang), cv.key_sep, val))
+            return NOTHING
+        return NOTHING if val is NOTHING else seq(json_string(key_lang), cv.key_sep, val)
+
+    extras = [
+        member(ir, [o for j, o in enumerate(wide_patterns) if j != i], sub, f"{ptr}/patternProperties/{escape_pointer(pat)}")
+        for i, (pat, sub, ir) in enumerate(patterns)
+    ]
     if additional is not False:
-        key_lang = key_exclusion(cv, ANY_STRING_CONTENT, declared_names_raw(order) + wide_patterns)
-        if names_content is not None:
-            key_lang = And((key_lang, names_content))
-        try:
-            val = cv.convert(additional, f"{ptr}/additionalProperties")
-        except RecursionLimit:
-            val = NOTHING
-        if val is not NOTHING:
-            extras.append(seq(json_string(key_lang), cv.key_sep, val))
-    return extras
+        extras.append(member(ANY_STRING_CONTENT, wide_patterns, additional, f"{ptr}/additionalProperties"))
+    return [e for e in extras if e is not NOTHING]
 
 
 def _check_property_counts(cv: Converter, schema: dict[str, Any], ptr: str, items: list[tuple[Node, bool]], extras: list[Node]) -> None:
