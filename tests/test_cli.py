@@ -63,3 +63,17 @@ def test_conformance_run_checks_pause_gc(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="pause_gc must be a bool"):
         run(tokenizer=GPT2_DIR, suites=["maskbench"], test_suite_root=None, maskbench_root=str(tmp_path), out_dir=str(tmp_path),
             pause_gc="off")  # type: ignore[arg-type]  # fmt: skip
+
+
+SUBCOMMANDS = [[], ["compile"], ["generate"], ["demo"], ["serve"], ["bench"], ["bench", "json"], ["bench", "conformance"]]
+
+
+@pytest.mark.parametrize("args", SUBCOMMANDS)
+def test_python_m_structgen_help(args: list[str]) -> None:
+    """``python -m structgen`` runs the same CLI; every subcommand's ``--help`` works."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "structgen", *args, "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: structgen") and "--help" in out.stdout
