@@ -285,10 +285,7 @@ class GrammarCompiler:
         started = time.perf_counter()
         budget = Budget(timeout_s=self.config.timeout_s, max_states=self.config.max_states)
         node = constraint.to_ir(check=budget.check_time)
-        try:
-            dfa = compile_lazy(node, budget)
-        except RecursionError:  # a grammar nested deeper than Python's stack (numbers and nesting are flat or bounded)
-            raise GrammarCompileError("the constraint's grammar is nested too deeply to compile") from None
+        dfa = compile_lazy(node, budget)
         if dfa.is_empty():
             raise GrammarCompileError("the constraint matches nothing (empty language): no output can satisfy it")
         fsm = TokenFSM(dfa, self.vocab)

@@ -469,6 +469,8 @@ class LazyDFA:
 
 def compile_lazy(node: Node, budget: Budget | None = None) -> LazyDFA:
     """Compile an anchor-free IR node into a :class:`LazyDFA` (only the initial state is built).
+    Raises :class:`GrammarCompileError` for an IR nested too deeply to walk, and the budget's
+    errors past its limits.
 
     Sub-automata of ``And`` / ``Minus`` are built eagerly under ``budget``; the returned
     automaton caps its discovered states at ``budget.max_states``.  The empty language gives
@@ -476,17 +478,20 @@ def compile_lazy(node: Node, budget: Budget | None = None) -> LazyDFA:
     """
     budget = budget or Budget()
     builder = NFABuilder(budget, lazy=True)
-    pruned = prune(node, builder, {})
-    if pruned is NOTHING:
-        pruned = Alt(())
-    for lo, hi in byte_ranges(pruned, builder):
-        builder.nfa.bounds.add(lo)
-        builder.nfa.bounds.add(hi + 1)
-    start, end = builder.build(pruned)
-    budget.check_time()
-    dfa = LazyDFA(builder, start, end, budget.max_states)
-    dfa.distance_bound = builder.worst_distance(pruned)
-    longest = builder.longest(pruned)
+    try:
+        pruned = prune(node, builder, {})
+        if pruned is NOTHING:
+            pruned = Alt(())
+        for lo, hi in byte_ranges(pruned, builder):
+            builder.nfa.bounds.add(lo)
+            builder.nfa.bounds.add(hi + 1)
+        start, end = builder.build(pruned)
+        budget.check_time()
+        dfa = LazyDFA(builder, start, end, budget.max_states)
+        dfa.distance_bound = builder.worst_distance(pruned)
+        longest = builder.longest(pruned)
+    except RecursionError:  # an IR nested deeper than the interpreter's stack (every pass here recurses)
+        raise GrammarCompileError("the constraint is nested too deeply to compile") from None
     dfa.length_bound = None if longest >= NO_PATH else longest
     # later expansions happen while serving: the compile deadline no longer applies, the caps do
     serving = Budget(timeout_s=1e9, max_states=budget.max_states, max_nfa_states=budget.max_nfa_states)

@@ -18,7 +18,7 @@ from structgen.schemas.json_schema import schema_to_ir
 
 from structgen import Constraint, GrammarCompiler, Vocabulary
 from structgen.bench.conformance import sample_strings
-from structgen.bench.schema_fuzz import check_schema, fuzz, random_schema
+from structgen.bench.schema_fuzz import check_schema, fuzz, mutate_schema, random_schema
 
 
 def _language(schema: object, n: int = 40) -> set[str]:
@@ -94,6 +94,20 @@ def test_random_schemas_are_sound_and_never_crash() -> None:
     assert not unsound, unsound[:3]
     ok = [r for _s, r in results if r.status == "ok"]
     assert len(ok) >= 120 and sum(r.samples for r in ok) >= 600 and sum(r.mutants_accepted for r in ok) >= 100
+
+
+def test_hostile_schema_mutations_raise_only_named_errors() -> None:
+    """Extreme and ill-typed keyword values, nesting 1,000 deep, giant enums, broken or looping
+    references and bad patterns: a result or a named error, never another exception."""
+    rng = random.Random(7)
+    statuses = []
+    for i in range(60):
+        schema = mutate_schema(random_schema(random.Random(i), 2), rng)
+        r = check_schema(schema, i, samples=2, mutants=2)
+        assert r.status != "crash", (str(schema)[:300], r.detail)
+        assert not r.unsound, (str(schema)[:300], r.unsound[:2])
+        statuses.append(r.status)
+    assert {"ok", "refused"} <= set(statuses)
 
 
 def test_fuzz_checker_catches_an_unsound_grammar(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -103,7 +103,8 @@ def _schema(rng: random.Random, depth: int, defs: dict[str, Any]) -> dict[str, A
 
 
 class FuzzResult(NamedTuple):
-    """One schema's outcome: ``status`` ("ok", "refused", "limit", "crash"), ``samples`` and
+    """One schema's outcome: ``status`` ("ok", "refused", "limit", "crash", "accepted-invalid": it
+    compiled although its meta-schema rejects it), ``samples`` and
     ``mutants_accepted`` checked, and ``unsound``: texts the automaton accepts that do not
     validate (with the reason)."""
 
@@ -153,9 +154,24 @@ def check_schema(schema: Any, seed: int, samples: int = 8, mutants: int = 16) ->
         return FuzzResult("limit", 0, 0, [], f"{type(e).__name__}: {e}")
     except Exception as e:  # anything else escaping the compile layer is a bug
         return FuzzResult("crash", 0, 0, [], f"{type(e).__name__}: {e}")
+    import jsonschema
+
+    try:
+        jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(schema)
+    except jsonschema.SchemaError as e:  # compiled a schema its meta-schema rejects: a keyword was not checked
+        return FuzzResult("accepted-invalid", 0, 0, [], f"{e.message} at {'/'.join(map(str, e.absolute_path))}")
+    except RecursionError:  # nested deeper than jsonschema itself can follow: nothing to check against
+        return FuzzResult("ok", 0, 0, [], "too deep for jsonschema")
     if dfa.is_empty():
         return FuzzResult("ok", 0, 0, [])
     validator = exact_validator(schema)
+    try:
+        return _check_texts(dfa, validator, rng, samples, mutants)
+    except RecursionError:
+        return FuzzResult("ok", 0, 0, [], "too deep for jsonschema")
+
+
+def _check_texts(dfa: Any, validator: Any, rng: random.Random, samples: int, mutants: int) -> FuzzResult:
     unsound: list[str] = []
     texts = sample_strings(dfa, samples, rng, max_len=400)
     accepted = 0
@@ -171,6 +187,38 @@ def check_schema(schema: Any, seed: int, samples: int = 8, mutants: int = 16) ->
                 if why is not None:
                     unsound.append(f"mutant {m[:120]!r}: {why}")
     return FuzzResult("ok", len(texts), accepted, unsound)
+
+
+EXTREMES: tuple[Any, ...] = (1e308, -1e308, 5e-324, 10**400, -(10**400), 0.1, 1e-7, 2**63, "3", None, True, [], {}, -1)
+KEYWORDS = ("type", "minimum", "maximum", "exclusiveMinimum", "multipleOf", "minLength", "maxLength", "pattern", "format",
+            "minItems", "maxItems", "items", "properties", "required", "enum", "const", "not", "$ref", "additionalProperties")  # fmt: skip
+
+
+def mutate_schema(schema: Any, rng: random.Random) -> Any:
+    """``schema`` with one hostile change: an extreme or ill-typed keyword value, deep nesting,
+    a giant enum, or a broken reference.  The compile layer must answer with a result or one
+    of its named errors."""
+    op = rng.randrange(5)
+    if op == 0:  # an extreme or ill-typed value for a keyword
+        return {**(schema if isinstance(schema, dict) else {}), rng.choice(KEYWORDS): rng.choice(EXTREMES)}
+    if op == 1:  # deep nesting
+        wrap = rng.choice(["allOf", "items", "properties", "anyOf", "not"])
+        for _ in range(rng.choice([50, 200, 1000])):
+            if wrap == "items":
+                schema = {"type": "array", "items": schema, "maxItems": 1}
+            elif wrap == "properties":
+                schema = {"type": "object", "properties": {"a": schema}, "required": ["a"], "additionalProperties": False}
+            elif wrap == "not":
+                schema = {"not": schema}
+            else:
+                schema = {wrap: [schema]}
+        return schema
+    if op == 2:  # a giant enum
+        return {"enum": [rng.choice([i, str(i), [i], {"k": i}]) for i in range(rng.choice([1000, 20000]))]}
+    if op == 3:  # references that go nowhere or loop
+        return rng.choice([{"$ref": "#/$defs/missing"}, {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/a"}}},
+                           {"$ref": "http://example.com/s.json"}, {"$ref": 3}])  # fmt: skip
+    return {"type": "string", "pattern": rng.choice(["(", "a{2,1}", "(?<=a)b", "\\", "[z-a]", "a" * 5000, "(a|b)*" * 200])}
 
 
 def fuzz(n: int, seed: int = 0, depth: int = 3) -> list[tuple[Any, FuzzResult]]:
