@@ -7,7 +7,7 @@ constrained ones end just under it (budget-aware completion closes the object). 
 unconstrained; constrained with jump-forward off (every token sampled under the mask: the pure
 cost of constraining); constrained with jump-forward on (forced tokens extended in bulk).  Each
 mode first runs once unmeasured, so the grammar is compiled and its mask rows are resident (the
-cold cost is issue 2's), then ``--repeats`` times, the modes interleaved.  TPOT of a request =
+cold cost is what the conformance benchmark measures), then ``--repeats`` times, the modes interleaved.  TPOT of a request =
 (latency − TTFT) / (completion tokens − 1), averaged over the requests of a run; the table gives
 the median run, the range over runs, and the mean engine step time with its host-side
 breakdown.

@@ -214,7 +214,7 @@ def main() -> None:
     )
     notes = [
         "Step = `ModelRunner.forward` wall time incl. host plan and input copies, synchronized, median of the measured steps.",
-        "MBU = bytes read / step / copy bandwidth (read + write counted), as issue 4 defines it.",
+        "MBU = bytes read / step / copy bandwidth (read + write counted).",
         "Graph GPU ms: the same step's CUDA graph replayed alone (no host plan, no sync gap); its MBU isolates kernel efficiency.",
         *profile_rows,
         *host_rows,

@@ -1,4 +1,4 @@
-"""Engine decode steps vs the HBM roofline, with and without the overlap scheduler (H200, issue 4).
+"""Engine decode steps vs the HBM roofline, with and without the overlap scheduler (H100 / H200).
 
 ``decode_roofline.py`` times ``ModelRunner.forward`` alone, synchronized, so the host's
 staging work sits on every step.  Here whole engine steps run (schedule → forward → sampling

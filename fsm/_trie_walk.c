@@ -355,7 +355,7 @@ static inline Py_ssize_t scan_bits(const int32_t *table, Py_ssize_t num_classes,
  *
  * walk's fast form when only the bitmask is wanted (no ends, no reached): the same scan over
  * a packed trie (nodes: pack_nodes' output; each node is still range-checked): a full Llama-3 trie walk
- * took 1.38 ms against walk's 1.77 ms (benchmarks/compile_cpu.py, conformance-s19).
+ * took 1.38 ms against walk's 1.77 ms (benchmarks/compile_cpu.py, the compile-cpu results at commit 7030601).
  * vrow:   int32 [C] or None, as in walk.
  * within: uint8 [N] or None: within[i] = 1 when node i's subtree uses only bytes of `loop`
  *         (subtree_within); with loop (uint8 [256], 1 = the start state loops on the byte)

@@ -170,7 +170,7 @@ def decode_num_splits(batch: int, kv_heads: int, num_sms: int, *, max_splits: in
     ≤ ``max_splits`` that keeps ``batch · kv_heads · splits`` within four programs per SM, at
     least 1 (flash-decoding fills the GPU only when few requests leave SMs idle; a split
     shorter than a tile of keys stays empty).  Chosen from ``benchmarks/decode_micro.py
-    --sections decode_attn`` on the H200 (``benchmarks/results/decode-s15``).  ``ValueError``
+    --sections decode_attn`` on the H200 (the decode results at commit 64da35c).  ``ValueError``
     unless every count is ≥ 1."""
     if min(batch, kv_heads, num_sms, max_splits) < 1:
         raise ValueError(f"batch, kv_heads, num_sms and max_splits must be ≥ 1, got {batch}, {kv_heads}, {num_sms}, {max_splits}")

@@ -34,7 +34,7 @@ def adds_in_place(x: torch.Tensor, weight: torch.Tensor) -> bool:
     on CUDA at decode-sized M (≤ 8), through the Triton GEMV's epilogue or cuBLAS's ``beta = 1``.
     Elsewhere a caller does better to keep the product and fuse the add into the next norm
     (``fused_add_rms_norm``): at M = 16 and 32 cuBLAS's ``beta = 1`` kernels slowed the decode
-    step by 1.3–2.5% (benchmarks/results/decode-s18).  A query: changes nothing."""
+    step by 1.3–2.5% (the decode results at commit 7009897).  A query: changes nothing."""
     return x.is_cuda and _decode_sized(x, weight)
 
 
@@ -83,7 +83,7 @@ def linear(
             if cfg is None and backend == "triton":
                 cfg = lt.DEFAULT
             if cfg is not None:
-                if cfg.kind != "fma":  # prologue math before tl.dot slowed the decode step (benchmarks/results/decode-s18)
+                if cfg.kind != "fma":  # prologue math before tl.dot slowed the decode step (the decode results at commit 7009897)
                     x = _prologue(x, norm_weight, eps, gated, backend)
                     norm_weight, gated = None, False
                 return lt.gemv_triton(x, weight, bias, cfg, norm_weight=norm_weight, eps=eps, gated=gated, residual=residual)  # type: ignore[no-any-return]

@@ -3,7 +3,7 @@
 At batch 1 a decode step is a chain of matrix-vector products bound by reading the weights
 once.  cuBLAS picks split-K tiles for some of these shapes (plus a separate reduce kernel) and
 reaches ~75% of copy bandwidth on the 33–50 MB attention projections of Llama-3-8B
-(``benchmarks/results/decode-roofline.md``).  Here every program owns ``BLOCK_N`` output
+(``benchmarks/results/decode/decode-roofline.md``).  Here every program owns ``BLOCK_N`` output
 columns over the whole K: it streams its ``[BLOCK_N, K]`` slab of W once, in ``BLOCK_K`` chunks
 pipelined ``num_stages`` deep, so no reduction pass is needed.  Two inner products:
 
@@ -93,7 +93,7 @@ def _gemv_dot_kernel(
     HAS_BIAS: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     USE_PDL: tl.constexpr, PF_LINES: tl.constexpr,
 ):  # fmt: skip
-    # No prologues: math on x before tl.dot (norm, SwiGLU) slowed the decode step (benchmarks/results/decode-s18)
+    # No prologues: math on x before tl.dot (norm, SwiGLU) slowed the decode step (the decode results at commit 7009897)
     pid = tl.program_id(0)
     rm = tl.arange(0, BLOCK_M)  # [BM]
     mm = rm < M
@@ -145,7 +145,7 @@ def gemv_triton(
       second pass over x; this is what made the two-pass prologue of b37b008 slow).
     - ``gated`` (``fma`` only): ``x`` is ``[M, 2K]`` = ``[gate | up]`` and ``act(x) = silu(gate) · up``
       (SwiGLU).  The ``dot`` kernel takes neither prologue: math on x before ``tl.dot`` slowed
-      the decode step (benchmarks/results/decode-s18).
+      the decode step (the decode results at commit 7009897).
     - ``residual`` (``[M, N]``, x's dtype, rows contiguous): the result is added into it in
       place (each program owns its output columns, so reading and writing them is race-free)
       and ``residual`` is returned.
@@ -201,10 +201,10 @@ def gemv_triton(
 
 
 # Configurations measured faster than cuBLAS (by ≥ 2%) on an H200 for Llama-3-8B projection
-# shapes (N, K), from ``python benchmarks/decode_micro.py`` (benchmarks/results/decode-micro.md):
+# shapes (N, K), from ``python benchmarks/decode_micro.py`` (benchmarks/results/decode/decode-micro.md):
 # the M = 1 choice and the 2 ≤ M ≤ 8 choice (measured at M = 8); other shapes stay on cuBLAS.
 # qkv (M = 1): the fma kernel with the input RMSNorm fused in, chosen inside the decode graph
-# (``decode_roofline.py --gemv``, benchmarks/results/decode-s18): a 4.236 ms graph against 4.353 ms
+# (``decode_roofline.py --gemv``, the decode results at commit 7009897): a 4.236 ms graph against 4.353 ms
 # for the previous code (norm kernel + cuBLAS qkv) on the same lease.
 TUNED: dict[tuple[int, int], tuple[GemvConfig | None, GemvConfig | None]] = {
     (6144, 4096): (GemvConfig("fma", 16, 512, 4, 3), None),  # qkv
