@@ -4,8 +4,11 @@ keyword merging for ``allOf``."""
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
+
+from .errors import SchemaError
 
 ANNOTATIONS = frozenset(
     {
@@ -230,3 +233,99 @@ class RecursionLimit(Exception):
 
     def __init__(self, pointer: str) -> None:
         self.pointer = pointer
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_count(v: Any) -> bool:
+    return _is_number(v) and v >= 0 and float(v).is_integer()
+
+
+def _is_schema(v: Any) -> bool:
+    return isinstance(v, (dict, bool))
+
+
+def _is_type(v: Any) -> bool:
+    return isinstance(v, str) or (isinstance(v, list) and all(isinstance(t, str) for t in v))
+
+
+def _is_required(v: Any) -> bool:  # a boolean is draft 3's form, which the converter reads as no constraint
+    return isinstance(v, bool) or (isinstance(v, list) and all(isinstance(r, str) for r in v))
+
+
+def _is_items(v: Any) -> bool:
+    return _is_schema(v) or (isinstance(v, list) and all(_is_schema(s) for s in v))
+
+
+def _is_schema_list(v: Any) -> bool:
+    return isinstance(v, list) and all(_is_schema(s) for s in v)
+
+
+def _is_schema_map(v: Any) -> bool:
+    return isinstance(v, dict) and all(_is_schema(s) for s in v.values())
+
+
+_NUMBER = (_is_number, "a number")
+_BOUND = (lambda v: _is_number(v) or isinstance(v, bool), "a number (or, in draft 4, a boolean)")
+_COUNT = (_is_count, "a non-negative integer")
+_STRING = (lambda v: isinstance(v, str), "a string")
+_SCHEMA = (_is_schema, "a schema (an object or a boolean)")
+_SCHEMA_MAP = (_is_schema_map, "an object of schemas")
+_COMBINATOR = (lambda v: _is_schema_list(v) and bool(v), "a non-empty array of schemas")
+# keyword → (check, what it must be): the meta-schemas' type rules (drafts 4 – 2020-12)
+KEYWORD_CHECKS: dict[str, tuple[Any, str]] = {
+    "minimum": _NUMBER, "maximum": _NUMBER, "exclusiveMinimum": _BOUND, "exclusiveMaximum": _BOUND,
+    "multipleOf": (lambda v: _is_number(v) and v > 0, "a number above 0"),
+    "minLength": _COUNT, "maxLength": _COUNT, "minItems": _COUNT, "maxItems": _COUNT,
+    "minProperties": _COUNT, "maxProperties": _COUNT, "minContains": _COUNT, "maxContains": _COUNT,
+    "pattern": _STRING, "format": _STRING, "$ref": _STRING, "$anchor": _STRING,
+    "type": (_is_type, "a type name or an array of them"),
+    "required": (_is_required, "an array of strings"),
+    "enum": (lambda v: isinstance(v, list), "an array"),
+    "not": _SCHEMA, "additionalProperties": _SCHEMA, "additionalItems": _SCHEMA, "contains": _SCHEMA,
+    "propertyNames": _SCHEMA, "if": _SCHEMA, "then": _SCHEMA, "else": _SCHEMA,
+    "unevaluatedItems": _SCHEMA, "unevaluatedProperties": _SCHEMA,
+    "items": (_is_items, "a schema or an array of schemas"),
+    "allOf": _COMBINATOR, "anyOf": _COMBINATOR, "oneOf": _COMBINATOR,
+    "prefixItems": (_is_schema_list, "an array of schemas"),
+    "properties": _SCHEMA_MAP, "patternProperties": _SCHEMA_MAP, "$defs": _SCHEMA_MAP,
+    "definitions": _SCHEMA_MAP, "dependentSchemas": _SCHEMA_MAP,
+}  # fmt: skip
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
+_SUBSCHEMAS = ("not", "additionalProperties", "additionalItems", "contains", "propertyNames", "if", "then", "else",
+               "unevaluatedItems", "unevaluatedProperties", "items", "allOf", "anyOf", "oneOf", "prefixItems",
+               "properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")  # fmt: skip
+
+
+def check_keyword_types(schema: Any) -> None:
+    """Raise :class:`SchemaError` naming the keyword and JSON pointer of the first keyword value
+    of the wrong kind anywhere in ``schema`` (``minimum: null``, ``maxLength: "3"``, …), so that
+    a bound is never silently ignored.  The checks are the meta-schemas' type rules for the
+    keywords the converter reads, applied iteratively (any nesting depth)."""
+    stack: list[tuple[Any, str]] = [(schema, "#")]
+    while stack:
+        node, ptr = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        for kw, v in node.items():
+            rule = KEYWORD_CHECKS.get(kw)
+            if rule is not None and not rule[0](v):
+                raise SchemaError(f"{kw} must be {rule[1]}, got {_shown(v)}", keyword=kw, pointer=ptr)
+            if kw not in _SUBSCHEMAS:
+                continue
+            here = f"{ptr}/{escape_pointer(kw)}"
+            if isinstance(v, dict) and kw in _SCHEMA_MAPS:
+                stack.extend((s, f"{here}/{escape_pointer(str(k))}") for k, s in v.items())
+            elif isinstance(v, list):
+                stack.extend((s, f"{here}/{i}") for i, s in enumerate(v))
+            else:
+                stack.append((v, here))
+
+
+def _shown(v: Any) -> str:
+    try:
+        return json.dumps(v)[:80]
+    except (TypeError, ValueError):
+        return repr(v)[:80]

@@ -34,7 +34,7 @@ from .charset import CharSet
 from .errors import SchemaError, UnsupportedSchemaError
 from .ir import NOTHING, Join, Node, alt, chars, lit, rep, seq
 from .json_combinators import convert_all_of, convert_not, convert_union
-from .json_keywords import ANNOTATIONS, CONSTRAINTS, RecursionLimit
+from .json_keywords import ANNOTATIONS, CONSTRAINTS, RecursionLimit, check_keyword_types
 from .json_scalars import convert_enum, convert_types
 from .json_strings import ANY_STRING_CONTENT, json_string
 from .numbers import (
@@ -289,12 +289,14 @@ def schema_to_ir(
 
     Returns ``(node, report)``; ``report.dropped`` lists keywords not enforced (only with
     ``strict=False``).  ``check`` is called periodically (a deadline hook: it raises to abort).
-    Raises :class:`SchemaError` for malformed schemas and
+    Raises :class:`SchemaError` for malformed schemas (a keyword value of the wrong kind
+    anywhere, :func:`~.json_keywords.check_keyword_types`) and
     :class:`UnsupportedSchemaError` for unenforceable keywords (strict), both naming the keyword
     and its JSON pointer.
     """
     options = options or SchemaOptions()
     schema = load_schema(schema)
+    check_keyword_types(schema)  # an ill-typed bound is an error, never a bound silently ignored
     report = ConversionReport()
     conv = Converter(schema, options, report)
     conv.check = check

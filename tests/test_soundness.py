@@ -105,9 +105,44 @@ def test_hostile_schema_mutations_raise_only_named_errors() -> None:
         schema = mutate_schema(random_schema(random.Random(i), 2), rng)
         r = check_schema(schema, i, samples=2, mutants=2)
         assert r.status != "crash", (str(schema)[:300], r.detail)
+        # an ill-typed keyword is an error; only draft 4's boolean exclusive bounds pass under a 2020-12 meta-schema
+        assert r.status != "accepted-invalid" or "exclusiveM" in r.detail, (str(schema)[:300], r.detail)
         assert not r.unsound, (str(schema)[:300], r.unsound[:2])
         statuses.append(r.status)
     assert {"ok", "refused"} <= set(statuses)
+
+
+@pytest.mark.parametrize(
+    ("schema", "keyword", "pointer"),
+    [
+        ({"type": "number", "minimum": None}, "minimum", "#"),
+        ({"type": "string", "maxLength": "3"}, "maxLength", "#"),
+        ({"type": "string", "minItems": {}}, "minItems", "#"),  # ignored by a string, still not a schema
+        ({"properties": {"a/b": {"type": "array", "maxItems": -1}}}, "maxItems", "#/properties/a~1b"),
+        ({"anyOf": [{"type": "integer"}, {"items": 5}]}, "items", "#/anyOf/1"),
+        ({"allOf": []}, "allOf", "#"),
+        ({"multipleOf": 0}, "multipleOf", "#"),
+        ({"$defs": {"d": {"required": "a"}}, "$ref": "#/$defs/d"}, "required", "#/$defs/d"),
+    ],
+)
+def test_ill_typed_keywords_are_named_errors(schema: object, keyword: str, pointer: str) -> None:
+    """A keyword value of the wrong kind, anywhere in the schema, is a SchemaError naming the
+    keyword and its pointer, never a bound silently ignored."""
+    from structgen.schemas.errors import SchemaError
+
+    with pytest.raises(SchemaError) as info:
+        schema_to_ir(schema)
+    assert info.value.keyword == keyword and info.value.pointer == pointer, str(info.value)
+
+
+def test_keyword_checks_follow_any_nesting_depth() -> None:
+    from structgen.schemas.errors import SchemaError
+
+    deep: object = {"type": "integer", "minimum": "0"}
+    for _ in range(5000):
+        deep = {"items": deep}
+    with pytest.raises(SchemaError, match="minimum must be a number"):
+        schema_to_ir(deep)
 
 
 def test_fuzz_checker_catches_an_unsound_grammar(monkeypatch: pytest.MonkeyPatch) -> None:
