@@ -28,14 +28,9 @@ if TYPE_CHECKING:
 
 
 def convert_enum(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
-    if "const" in schema:
-        values, used = [schema["const"]], "const"
-    else:
-        values, used = schema["enum"], "enum"
-        if not isinstance(values, list):
-            raise SchemaError("enum must be an array", keyword="enum", pointer=ptr)
-    if "enum" in schema and not isinstance(schema["enum"], list):
+    if "enum" in schema and not isinstance(schema["enum"], list):  # also under a $ref outside the checked keywords
         raise SchemaError("enum must be an array", keyword="enum", pointer=ptr)
+    values, used = ([schema["const"]], "const") if "const" in schema else (schema["enum"], "enum")
     rest = {k: v for k, v in schema.items() if k != used}  # a sibling enum (next to const) is checked on each value
     keep = []
     constraining = {k for k in rest if k in CONSTRAINTS}

@@ -265,11 +265,14 @@ def test_profile_breaks_each_step_into_phases(tmp_path: Path) -> None:
 
     with Engine(default_model_path(), EngineConfig(device="cpu")) as engine:
         prof = StepProfiler()
+        assert engine.scheduler.overlap
         prof.attach(engine)
+        assert not engine.scheduler.overlap  # a synchronizing observer runs without the overlap scheduler
         with pytest.raises(RuntimeError, match="already attached"):
             prof.attach(engine)
         outs = engine.generate([GenerateRequest("Name: ", SamplingParams(max_tokens=6))] * 2)
         prof.detach()
+        assert engine.scheduler.overlap and engine.observer is None
         assert "forward" not in vars(engine.runner) and "schedule" not in vars(engine.scheduler)
         assert all(o.usage.completion_tokens > 0 for o in outs)
         assert len(prof.steps) == engine.stats().forwards

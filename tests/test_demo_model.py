@@ -217,3 +217,14 @@ def test_generate_defaults_to_the_demo_model_and_demo_command(capsys: pytest.Cap
     assert main(["demo", "--held-out", "1"]) == 0
     out = capsys.readouterr().out
     assert out.count("object: ") == 3 and "forced (jump-forward)" in out
+
+
+@pytest.mark.parametrize("content", ["not json", "[1]", '{"prompt_format": "other"}'])
+def test_a_malformed_prompt_format_file_is_a_model_load_error(tmp_path: Path, content: str) -> None:
+    from structgen.engine.prompt_format import load_prompt_format
+    from structgen.models import ModelLoadError
+
+    (tmp_path / "structgen_prompt.json").write_text(content)
+    with pytest.raises(ModelLoadError, match=r"structgen_prompt\.json"):
+        load_prompt_format(tmp_path)
+    assert load_prompt_format(tmp_path / "nowhere").name is None  # no file: prompts as given

@@ -230,6 +230,24 @@ def test_abort(engine: Engine) -> None:
     assert not engine.has_unfinished()
 
 
+def test_one_context_check(engine: Engine) -> None:
+    """``check_context``: None takes the room left; beyond it ``submit`` clips and the strict
+    form (the server's) refuses; a prompt that leaves no room is refused both ways."""
+    ctx = min(engine.runner.max_context, engine.runner.allocator.capacity)
+    assert engine.check_context(10, SamplingParams(max_tokens=None)).max_tokens == ctx - 10
+    assert engine.check_context(10, SamplingParams(max_tokens=5)).max_tokens == 5
+    assert engine.check_context(10, SamplingParams(max_tokens=10**6), clip=True).max_tokens == ctx - 10
+    with pytest.raises(RequestError, match="at most") as info:
+        engine.check_context(10, SamplingParams(max_tokens=10**6))
+    assert info.value.param == "max_tokens" and info.value.code == "context_length_exceeded"
+    for clip in (False, True):
+        with pytest.raises(RequestError, match="at least one must be left") as info:
+            engine.check_context(ctx, SamplingParams(), clip=clip)
+        assert info.value.param == "prompt" and info.value.code == "context_length_exceeded"
+    rid = engine.submit(GenerateRequest(list(range(100, 110)), SamplingParams(max_tokens=10**6)))
+    assert engine.abort(rid)
+
+
 def test_bad_input_errors_and_engine_keeps_serving(tiny_llama_dir: str, tmp_path, engine: Engine) -> None:
     with pytest.raises(ModelLoadError, match="does not exist"):
         Engine(str(tmp_path / "nope"))

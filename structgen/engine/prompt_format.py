@@ -15,6 +15,7 @@ import os
 from typing import Any, NamedTuple
 
 from structgen.fsm import Constraint
+from structgen.models.loader import ModelLoadError
 
 PROMPT_FORMAT_FILE = "structgen_prompt.json"
 EXTRACTION_V1 = "structgen-extraction-v1"
@@ -94,7 +95,8 @@ class PromptFormat(NamedTuple):
 
 def load_prompt_format(model_path: str | os.PathLike[str]) -> PromptFormat:
     """The format ``model_path`` declares in ``structgen_prompt.json`` (none without the file).
-    Raises ``ValueError`` for a file that is not JSON or names an unknown format."""
+    Raises :class:`~structgen.models.ModelLoadError` (a ``ValueError``) naming the file when it
+    is not a JSON object or names an unknown format."""
     path = os.path.join(os.fspath(model_path), PROMPT_FORMAT_FILE)
     if not os.path.isfile(path):
         return PromptFormat(None)
@@ -102,7 +104,7 @@ def load_prompt_format(model_path: str | os.PathLike[str]) -> PromptFormat:
         with open(path, encoding="utf-8") as f:
             name = json.load(f).get("prompt_format")
     except (ValueError, AttributeError) as exc:
-        raise ValueError(f"{path}: expected a JSON object with a 'prompt_format' string ({exc})") from None
+        raise ModelLoadError(f"{path}: expected a JSON object with a 'prompt_format' string ({exc})") from None
     if name != EXTRACTION_V1:
-        raise ValueError(f"{path}: unknown prompt_format {name!r}; known: {EXTRACTION_V1!r}")
+        raise ModelLoadError(f"{path}: unknown prompt_format {name!r}; known: {EXTRACTION_V1!r}")
     return PromptFormat(name)
