@@ -1,5 +1,6 @@
-"""``allOf`` (merged keyword by keyword, else intersected), ``anyOf``, ``oneOf`` (only with
-branches that provably exclude each other) and ``not`` of types and values."""
+"""``allOf`` (merged keyword by keyword, else intersected), ``anyOf``, ``oneOf`` (branches that
+provably exclude each other as they are; overlapping ones each minus the others), and
+``if`` / ``then`` / ``else`` and the dependency keywords as unions."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from .errors import SchemaError
-from .ir import NOTHING, And, Minus, Node, alt, lit
+from .ir import NOTHING, And, Node, alt
 from .json_keywords import ANNOTATIONS, CONSTRAINTS, RecursionLimit, declared_types, json_equal, json_type, merge_into, values_of
-from .json_scalars import convert_types, types_of
+from .json_negation import NotExpressible, complement
+from .json_scalars import types_of
 
 if TYPE_CHECKING:
     from .json_schema import Converter
@@ -92,9 +94,8 @@ def convert_union(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
     if key == "oneOf" and len(branches) > 1:
         plan = disjoint_plan(cv, branches, ptr)
         if plan is None:
-            cv.unsupported("oneOf", ptr, "oneOf branches are not provably disjoint (use anyOf if overlap is fine)")
-        else:
-            branches = plan
+            plan = _exclusive_branches(cv, schema, branches, ptr)
+        branches = plan
     has_rest = any(k in CONSTRAINTS for k in rest)
     nodes: list[Node] = []
     last_limit: RecursionLimit | None = None
@@ -110,6 +111,44 @@ def convert_union(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
     if not nodes and last_limit is not None:
         raise last_limit
     return alt(*nodes) if nodes else NOTHING
+
+
+def _exclusive_branches(cv: Converter, schema: dict[str, Any], branches: list[Any], ptr: str) -> list[Any]:
+    """Overlapping ``oneOf``: branch i becomes ``allOf [b_i, not b_j (j != i)]`` (exact).  The
+    negations must be expressible; otherwise the keyword is refused (or, lenient, kept as anyOf)."""
+    for j, b in enumerate(branches):
+        try:
+            complement(cv, b, f"{ptr}/oneOf/{j}")
+        except NotExpressible as e:
+            cv.unsupported("oneOf", ptr, f"oneOf branches overlap and branch {j} cannot be negated: {e.why}")
+            return branches
+    return cv.rewritten(
+        schema,
+        "oneOf",
+        lambda: [{"allOf": [b] + [{"not": o} for j, o in enumerate(branches) if j != i]} for i, b in enumerate(branches)],
+    )
+
+
+def convert_conditional(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
+    """``if`` / ``then`` / ``else`` as ``(if ∧ then) ∨ (¬if ∧ else)``, and ``dependentRequired``
+    / ``dependentSchemas`` / ``dependencies`` as ``(name absent) ∨ (name present ∧ dependency)``,
+    each an ``anyOf`` intersected with the other keywords."""
+    keyword = next(k for k in ("if", "dependentRequired", "dependentSchemas", "dependencies") if k in schema)
+    return cv.convert_rewritten(cv.rewritten(schema, "conditional", lambda: _conditional_parts(schema)), ptr, keyword)
+
+
+def _conditional_parts(schema: dict[str, Any]) -> dict[str, Any]:
+    keys = ("if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies")
+    rest = {k: v for k, v in schema.items() if k not in keys}
+    parts: list[Any] = [rest] if any(k in CONSTRAINTS for k in rest) else []
+    if "if" in schema and ("then" in schema or "else" in schema):
+        cond = schema["if"]
+        parts.append({"anyOf": [{"allOf": [cond, schema.get("then", True)]}, {"allOf": [{"not": cond}, schema.get("else", True)]}]})
+    for kw in ("dependentRequired", "dependentSchemas", "dependencies"):
+        for name, dep in (schema.get(kw) or {}).items():
+            present: Any = {"required": [name, *dep]} if isinstance(dep, list) else {"allOf": [{"required": [name]}, dep]}
+            parts.append({"anyOf": [{"properties": {name: False}}, present]})
+    return {"allOf": parts} if parts else {}
 
 
 def disjoint_plan(cv: Converter, branches: list[Any], ptr: str) -> list[Any] | None:
@@ -182,29 +221,3 @@ def _generated_types(cv: Converter, s: dict[str, Any]) -> set[str] | None:
     if "integer" in types or "number" in types:
         types = types | {"integer", "number"}
     return types
-
-
-def convert_not(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
-    neg = schema["not"]
-    rest = {k: v for k, v in schema.items() if k != "not"}
-    if neg is True or (isinstance(neg, dict) and not any(k in CONSTRAINTS for k in neg)):
-        return NOTHING  # `not` of "anything" allows nothing
-    if neg is False:
-        return cv.convert(rest, ptr) if rest else cv.any_value(cv.opt.any_value_depth)
-    if isinstance(neg, dict) and set(neg) - ANNOTATIONS <= {"type"}:
-        excluded = neg.get("type")
-        excluded_set = set(excluded) if isinstance(excluded, list) else {excluded}
-        allowed = types_of(cv, rest) - excluded_set
-        if "number" in excluded_set:
-            allowed.discard("integer")
-        if "integer" in excluded_set and "number" in allowed:
-            cv.unsupported("not", ptr + "/not", "'not: integer' next to 'number' needs fractional-only numbers")
-        return convert_types(cv, {**rest, "type": sorted(allowed)}, ptr) if allowed else NOTHING
-    values = None
-    if isinstance(neg, dict) and set(neg) - ANNOTATIONS <= {"enum", "const", "type"}:
-        values = [neg["const"]] if "const" in neg else neg.get("enum")
-    if isinstance(values, list) and all(isinstance(v, (str, bool)) or v is None for v in values):
-        base = cv.convert(rest, ptr) if rest else cv.any_value(cv.opt.any_value_depth)
-        return Minus(base, alt(*[lit(cv.opt.dumps(v)) for v in values]))
-    cv.unsupported("not", ptr + "/not", "'not' is supported only for types and string/boolean/null values")
-    return cv.convert(rest, ptr) if rest else cv.any_value(cv.opt.any_value_depth)

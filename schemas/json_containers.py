@@ -41,9 +41,15 @@ def key_language(cv: Converter, names: Any, ptr: str) -> Node | None:
     return content
 
 
+MAX_UNIQUE_VALUES = 10  # uniqueItems over at most this many distinct item values (2^n states)
+
+
 def convert_array(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
+    unique: list[list[Node]] | None = None
     if schema.get("uniqueItems") is True and schema.get("maxItems", 2) > 1:
-        cv.unsupported("uniqueItems", ptr, "uniqueItems cannot be enforced by a regular grammar")
+        unique = _unique_value_classes(cv, schema)
+        if unique is None:
+            cv.unsupported("uniqueItems", ptr, "uniqueItems is enforced only over a finite set of item values (enum, const, boolean, null)")
     prefix: list[Any] = []
     rest: Any = True
     prefix_key = "prefixItems"
@@ -106,7 +112,85 @@ def convert_array(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
         if limit is not None:
             raise limit
         return NOTHING
-    return alt(*alts)
+    node = alt(*alts)
+    counted = contains_language(cv, schema, ptr)
+    parts = [node] + ([] if counted is None else [counted])
+    if unique:  # each value (texts of JSON-equal values together) at most once
+        everything = [t for cls in unique for t in cls]
+        for cls in unique:
+            others = [t for t in everything if t not in cls]
+            parts.append(counted_items(cv, alt(*cls), alt(*others), 0, 1))
+    return parts[0] if len(parts) == 1 else And(tuple(parts))
+
+
+def _unique_value_classes(cv: Converter, schema: dict[str, Any]) -> list[list[Node]] | None:
+    """The item texts grouped by JSON equality, when the items are a small finite set of values
+    (``enum`` / ``const`` / ``type`` boolean or null, through ``$ref``) and there is no prefix;
+    None otherwise."""
+    from .json_keywords import json_equal
+    from .json_scalars import value_literal
+
+    if schema.get("prefixItems") or isinstance(schema.get("items"), list):
+        return None
+    items = schema.get("items")
+    seen: set[str] = set()
+    while isinstance(items, dict) and "$ref" in items and str(items["$ref"]) not in seen:
+        seen.add(str(items["$ref"]))
+        items, _ = cv.resolve_ref(items["$ref"], "#")
+    if not isinstance(items, dict):
+        return None
+    if "const" in items or isinstance(items.get("enum"), list):
+        values = [items["const"]] if "const" in items else list(items["enum"])
+    elif items.keys() & CONSTRAINTS == {"type"} and set(items["type"] if isinstance(items["type"], list) else [items["type"]]) <= {
+        "boolean",
+        "null",
+    }:
+        types = items["type"] if isinstance(items["type"], list) else [items["type"]]
+        values = ([True, False] if "boolean" in types else []) + ([None] if "null" in types else [])
+    else:
+        return None
+    classes: list[list[Any]] = []
+    for v in values:
+        for cls in classes:
+            if json_equal(cls[0], v):
+                cls.append(v)
+                break
+        else:
+            classes.append([v])
+    if len(classes) > MAX_UNIQUE_VALUES:
+        return None
+    return [[value_literal(cv, v, cv.opt.dumps(v)) for v in cls] for cls in classes]
+
+
+def contains_language(cv: Converter, schema: dict[str, Any], ptr: str) -> Node | None:
+    """Arrays meeting ``contains`` with ``minContains`` / ``maxContains`` (read from 2019-09 on):
+    between lo and hi items from the ``contains`` language and the others from its negation
+    (or any value when there is no upper bound).  None when there is nothing to enforce."""
+    if "contains" not in schema:
+        return None
+    counted = cv.draft_number() >= 2019
+    lo = int(schema.get("minContains", 1)) if counted else 1
+    hi = schema.get("maxContains") if counted else None
+    hi = None if hi is None else int(hi)
+    if lo == 0 and hi is None:
+        return None
+    if hi is not None and lo > hi:
+        return NOTHING
+    match = cv.convert(schema["contains"], f"{ptr}/contains")
+    other = (
+        cv.any_value(cv.opt.any_value_depth + 2)
+        if hi is None
+        else cv.convert(cv.rewritten(schema, "not-contains", lambda: {"not": schema["contains"]}), f"{ptr}/contains")
+    )
+    return counted_items(cv, match, other, lo, hi)
+
+
+def counted_items(cv: Converter, match: Node, other: Node, lo: int, hi: int | None) -> Node:
+    """Arrays of ``match`` / ``other`` items with ``lo``..``hi`` of them ``match``."""
+    arrays = [seq(cv.open_arr, counted_members(cv, match, other, lo, hi), cv.close_arr)]
+    if lo == 0:
+        arrays.append(cv.empty_arr)
+    return alt(*arrays)
 
 
 def convert_object(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
@@ -123,11 +207,13 @@ def convert_object(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
     if names_schema is False:
         return cv.empty_obj if not any(r for _, r in items) else NOTHING
     extras = _extra_members(cv, order, patterns, wide_patterns, additional, names_content, ptr)
-    _check_property_counts(cv, schema, ptr, items, extras)
     extra = alt(*extras) if extras else None
     if not items and extra is None:
-        return cv.empty_obj
-    return seq(cv.open_obj, Members(tuple(items), cv.item_sep, extra), cv.close_obj)
+        node = cv.empty_obj
+    else:
+        node = seq(cv.open_obj, Members(tuple(items), cv.item_sep, extra), cv.close_obj)
+    counts = _property_counts(cv, schema, ptr, items, extras)
+    return node if counts is None else And((node, counts))
 
 
 def _object_keywords(cv: Converter, schema: dict[str, Any], ptr: str) -> tuple[dict[str, Any], list[str], Any, Any]:
@@ -242,17 +328,56 @@ def _extra_members(
     return [e for e in extras if e is not NOTHING]
 
 
-def _check_property_counts(cv: Converter, schema: dict[str, Any], ptr: str, items: list[tuple[Node, bool]], extras: list[Node]) -> None:
-    """``minProperties`` / ``maxProperties``: checked, and refused where the layout cannot enforce them."""
+def _property_counts(cv: Converter, schema: dict[str, Any], ptr: str, items: list[tuple[Node, bool]], extras: list[Node]) -> Node | None:
+    """``minProperties`` / ``maxProperties`` as objects of lo..hi members (any of this object's
+    members), or None when the layout already meets them."""
     min_p, max_p = schema.get("minProperties"), schema.get("maxProperties")
     for kw, v in (("minProperties", min_p), ("maxProperties", max_p)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v)):
             raise SchemaError(f"{kw} must be a non-negative integer", keyword=kw, pointer=ptr)
+    lo = 0 if min_p is None else int(min_p)
+    hi = None if max_p is None else int(max_p)
     n_required = sum(1 for _, r in items if r)
-    if min_p is not None and min_p > n_required:
-        cv.unsupported("minProperties", ptr, "minProperties above the number of required properties")
-    if max_p is not None and (max_p < len(items) or extras):
-        cv.unsupported("maxProperties", ptr, "maxProperties below the number of possible properties")
+    if lo <= n_required and (hi is None or (hi >= len(items) and not extras)):
+        return None
+    if hi is not None and lo > hi:
+        return NOTHING
+    member = alt(*[m for m, _ in items], *extras)
+    counted = [seq(cv.open_obj, Join(member, cv.item_sep, max(lo, 1), hi), cv.close_obj)] if hi is None or hi >= 1 else []
+    if lo == 0:
+        counted.append(cv.empty_obj)
+    node = alt(*counted)
+    if lo <= 1 or not extras:
+        return node
+    # extra members may repeat a key, which a parser keeps once: toward minProperties they
+    # count as one, the declared members (distinct names) one each
+    declared = alt(*[m for m, _ in items])
+    extra = alt(*extras)
+    body = alt(
+        counted_members(cv, declared, extra, lo, None), And((counted_members(cv, declared, extra, lo - 1, None), _has(cv, extra, declared)))
+    )
+    return And((node, seq(cv.open_obj, body, cv.close_obj)))
+
+
+def _has(cv: Converter, match: Node, other: Node) -> Node:
+    """Member lists with at least one ``match`` member."""
+    return counted_members(cv, match, other, 1, None)
+
+
+def counted_members(cv: Converter, match: Node, other: Node, lo: int, hi: int | None) -> Node:
+    """Non-empty lists of ``match`` / ``other`` items joined by the item separator, with
+    ``lo``..``hi`` of them ``match``: leading ``other`` items, then blocks of one ``match``
+    followed by ``other`` items, then the last item."""
+    sep = cv.item_sep
+    others = rep(seq(other, sep), 0, None)
+
+    def blocks(a: int, b: int | None) -> Node:
+        return rep(seq(match, sep, others), a, b)
+
+    bodies = [seq(others, blocks(lo, hi), other)]
+    if hi is None or hi >= 1:
+        bodies.append(seq(others, blocks(max(lo - 1, 0), None if hi is None else hi - 1), match))
+    return alt(*bodies)
 
 
 def key_exclusion(cv: Converter, lang: Node, excluded: list[Node]) -> Node:

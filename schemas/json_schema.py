@@ -33,8 +33,9 @@ from urllib.parse import unquote
 from .charset import CharSet
 from .errors import SchemaError, UnsupportedSchemaError
 from .ir import NOTHING, Join, Node, alt, chars, lit, rep, seq
-from .json_combinators import convert_all_of, convert_not, convert_union
+from .json_combinators import convert_all_of, convert_conditional, convert_union
 from .json_keywords import ANNOTATIONS, CONSTRAINTS, RecursionLimit, check_keyword_types
+from .json_not import convert_not
 from .json_scalars import convert_enum, convert_types
 from .json_strings import ANY_STRING_CONTENT, json_string
 from .numbers import (
@@ -111,6 +112,9 @@ class Converter:
             self.open_obj, self.close_obj, self.open_arr, self.close_arr = lit("{"), lit("}"), lit("["), lit("]")
             self.empty_obj, self.empty_arr = lit("{}"), lit("[]")
         self._validator_cls: Any = None
+        self.negated_refs: dict[str, int] = {}  # $ref targets being negated on this path
+        self.resolved_refs: list[str] = []  # $ref targets the last complement resolved
+        self.rewrites: dict[tuple[int, str], Any] = {}
 
     # ------------------------------------------------------------------ helpers
 
@@ -162,13 +166,69 @@ class Converter:
         return None
 
     def validator(self, schema: Any) -> Any:
+        """A ``jsonschema`` validator of the root's draft for ``schema`` (a subschema of the
+        root, or one the converter built from it), format checking on.  Before 2019-09 it also
+        reads ``const``, ``contains`` (with ``minContains`` / ``maxContains``) and
+        ``propertyNames`` as 2020-12 does: the schemas built for ``not`` use them, and where a
+        user's schema of an older draft uses them they only narrow what is generated."""
         import jsonschema
 
         if self._validator_cls is None:
             cls = jsonschema.validators.validator_for(self.root, default=jsonschema.Draft202012Validator)
-            self._root_validator = cls(self.root, format_checker=cls.FORMAT_CHECKER)
             self._validator_cls = cls
+            if cls is not jsonschema.Draft202012Validator:
+                later = jsonschema.Draft202012Validator.VALIDATORS
+                cls = jsonschema.validators.extend(cls, {k: later[k] for k in ("const", "contains", "propertyNames")})
+            self._root_validator = cls(self.root, format_checker=self._validator_cls.FORMAT_CHECKER)
         return self._root_validator.evolve(schema=schema)
+
+    def draft_number(self) -> int:
+        """The root's draft as a number (3, 4, 6, 7, 2019, 2020), as ``jsonschema`` picks it
+        (2020-12 when ``$schema`` is absent)."""
+        self.validator(True)
+        name = self._validator_cls.__name__
+        return {"Draft3Validator": 3, "Draft4Validator": 4, "Draft6Validator": 6, "Draft7Validator": 7,
+                "Draft201909Validator": 2019}.get(name, 2020)  # fmt: skip
+
+    def draft_keywords(self) -> frozenset[str]:
+        """The keywords the root's draft evaluates (``then`` / ``else`` / ``minContains`` …
+        are read by ``if`` / ``contains``)."""
+        self.validator(True)
+        return frozenset(self._validator_cls.VALIDATORS)
+
+    def draft_ignores_ref_siblings(self) -> bool:
+        """Before 2019-09 the keywords next to ``$ref`` are ignored."""
+        return self.draft_number() <= 7
+
+    def convert_rewritten(self, rewritten: Any, ptr: str, keyword: str) -> Node:
+        """Convert a schema built from the keyword ``keyword`` at ``ptr`` (``not``'s complement,
+        ``if``'s cases …).  Its subschemas have no place in the user's schema, so an error
+        raised inside it whose pointer does not resolve is re-raised at ``ptr``'s keyword."""
+        try:
+            return self.convert(rewritten, ptr)
+        except SchemaError as e:
+            if self._resolves(e.pointer):
+                raise
+            message = e.message if "(in what '" in e.message else f"{e.message} (in what '{keyword}' requires)"
+            raise type(e)(message, keyword=e.keyword, pointer=f"{ptr}/{keyword}") from None
+
+    def _resolves(self, pointer: str) -> bool:
+        try:
+            self.resolve_ref("#" + pointer.lstrip("#"), pointer)
+        except SchemaError:
+            return False
+        return True
+
+    def rewritten(self, schema: dict[str, Any], tag: str, build: Callable[[], Any]) -> Any:
+        """``build()``, made once per (schema object, tag): a rewritten schema keeps one
+        identity, so the conversion memo holds for it across ``$ref`` visits."""
+        key = (id(schema), tag)
+        got = self.rewrites.get(key)
+        if got is None:
+            got = build()
+            self.rewrites[key] = got
+            self._keep.append(schema)
+        return got
 
     # ------------------------------------------------------------------ dispatch
 
@@ -199,27 +259,13 @@ class Converter:
             # a finite set of values: ``jsonschema`` checks each against every sibling keyword
             # (``not``, ``if``, ``allOf``, local ``$ref`` …), so none of them needs a grammar
             return convert_enum(self, schema, ptr)
-        for key in (
-            "$dynamicRef",
-            "$recursiveRef",
-            "unevaluatedItems",
-            "unevaluatedProperties",
-            "if",
-            "contains",
-            "dependentSchemas",
-            "dependentRequired",
-            "dependencies",
-        ):
-            if key in schema:
-                if key == "if" and "then" not in schema and "else" not in schema:
-                    continue
-                if key == "unevaluatedProperties" and schema[key] is True:
-                    continue
-                if key == "dependencies" and not schema[key]:
-                    continue
+        for key in ("$dynamicRef", "$recursiveRef", "unevaluatedItems", "unevaluatedProperties"):
+            if key in schema and schema[key] is not True:
                 self.unsupported(key, ptr, f"'{key}' cannot be enforced by a regular grammar")
         if not any(k in CONSTRAINTS for k in schema):
             return self.any_value(self.opt.any_value_depth)  # {} (annotations only) is `true`
+        if any(k in schema for k in ("if", "dependentRequired", "dependentSchemas", "dependencies")):
+            return convert_conditional(self, schema, ptr)
         if "$ref" in schema:
             return self.convert_ref(schema, ptr)
         if "allOf" in schema:

@@ -24,6 +24,12 @@ FRACTION = seq(lit("."), rep(DIGIT, 1, None))
 EXPONENT = seq(chars(CharSet.of_chars("eE")), opt(chars(CharSet.of_chars("+-"))), rep(DIGIT, 1, None))
 NUMBER = seq(INTEGER, opt(FRACTION), opt(EXPONENT))
 _OPT_FRACTION = opt(FRACTION)
+# A decimal with a fraction that is not integral and has at most 14 significant digits (7 + 7),
+# no exponent.  Distinct such texts parse to distinct doubles (15 digits round-trip), so value
+# equality on them is text equality: the layout of numbers under ``not`` of values or of
+# ``type: integer`` (a documented narrowing).
+SHORT_FRACTIONAL = seq(opt(lit("-")), alt(lit("0"), seq(NONZERO, rep(DIGIT, 0, 6))), lit("."), rep(DIGIT, 0, 6), NONZERO)
+SHORT_NUMBER = alt(INTEGER, SHORT_FRACTIONAL)
 
 
 def _digits(lo: str, hi: str) -> Node:

@@ -155,6 +155,11 @@ def _add_bench(sub: Any) -> None:
         action="store_false",
         help="leave the garbage collector on during compiles (CompilerConfig.pause_gc=False; for A/B runs)",
     )
+    conf.add_argument(
+        "--anchors",
+        default="llguidance,xgrammar",
+        help="comma list of llguidance, xgrammar run on the same schemas and instances (none: structgen alone)",
+    )
     conf.add_argument("--out", default="benchmarks/results/conformance")
 
 
@@ -438,6 +443,7 @@ def main(argv: list[str] | None = None) -> int:
                 precompute_states=args.precompute_states,
                 precompute_budget_s=args.precompute_budget_s,
                 pause_gc=args.pause_gc,
+                anchors=tuple(a.strip() for a in args.anchors.split(",") if a.strip() and a.strip() != "none"),
                 command="structgen " + shlex.join(argv),
             )
         except (FileNotFoundError, ValueError) as e:

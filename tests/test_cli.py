@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,37 @@ def test_python_m_structgen_help(args: list[str]) -> None:
     out = subprocess.run([sys.executable, "-m", "structgen", *args, "--help"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("usage: structgen") and "--help" in out.stdout
+
+
+def test_conformance_unknown_anchor_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["bench", "conformance", "--tokenizer", GPT2_DIR, "--suites", "maskbench", "--maskbench", str(tmp_path)]
+    assert main([*argv, "--anchors", "outlines", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown anchor 'outlines'" in err and "Traceback" not in err
+
+
+def test_conformance_runs_the_anchors_on_the_same_instances(tmp_path: Path) -> None:
+    """llguidance and xgrammar compile the same schemas and walk the same instances; a keyword
+    one of them cannot express shows up as its refusal or its unsound instances, never ours."""
+    pytest.importorskip("llguidance")
+    pytest.importorskip("xgrammar")
+    from structgen.bench.conformance import run
+
+    data = tmp_path / "data"
+    data.mkdir()
+    items = {
+        "plain": ({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}, [({"a": 1}, True), ({}, False)]),
+        "not": ({"type": "integer", "not": {"enum": [1, 2]}}, [(3, True), (1, False)]),
+    }
+    for name, (schema, tests) in items.items():
+        (data / f"{name}.json").write_text(json.dumps({"schema": schema, "tests": [{"data": d, "valid": v} for d, v in tests]}))
+    out = run(tokenizer=GPT2_DIR, suites=["maskbench"], test_suite_root=None, maskbench_root=str(data), out_dir=str(tmp_path / "o"),
+              workers=1, samples=1, anchors=("llguidance", "xgrammar"), progress=False)  # fmt: skip
+    s = out["suites"]["maskbench"]
+    assert s["passing"] == 2 and s["soundness_violations_instances"] == 0
+    for anchor in ("llguidance", "xgrammar"):
+        a = s["anchors"][anchor]
+        assert a["schemas"] == 2 and a["compiled"] + a["unsupported"] + a["errors"] == 2
+        assert a["valid_instances"] + a["invalid_instances"] == 2 * a["compiled"]
+    assert s["anchors"]["llguidance"]["passing"] >= 1
+    assert "| maskbench | xgrammar |" in (tmp_path / "o" / "conformance-gpt2.md").read_text()

@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 
 from structgen.bench.common import run_meta
-from structgen.bench.conformance_items import Item, ItemResult, KeyOrderer, exact_validator, load_maskbench, load_test_suite
+from structgen.bench.conformance_anchors import ANCHORS, Anchor, AnchorResult, anchor_version, run_anchor, summarize_anchor
+from structgen.bench.conformance_items import Item, ItemResult, KeyOrderer, exact_validator, load_maskbench, load_test_suite, tally
 from structgen.bench.conformance_report import TIMED_TOKENS, render_markdown, summarize
 from structgen.fsm.compiler import CompilerConfig, Constraint, GrammarCompiler
 from structgen.fsm.cursor import TokenRejectedError
@@ -107,8 +108,11 @@ def _init_worker(
     precompute_states: int = 0,
     precompute_budget_s: float | None = None,
     pause_gc: bool = True,
+    anchors: tuple[str, ...] = (),
 ) -> None:
     import jsonschema  # noqa: F401 - its format checkers take seconds to import; not per schema
+
+    _STATE["anchors"] = [Anchor(name, tokenizer) for name in anchors]
 
     vocab = Vocabulary.from_tokenizer(tokenizer)
     vocab.prepare()  # once per worker, outside the timed compiles
@@ -139,7 +143,52 @@ def _alarm(_sig: int, _frame: Any) -> None:
 
 
 def run_item(item: Item) -> ItemResult:
-    """Compile and check one schema (in a worker initialised by ``_init_worker``)."""
+    """Compile and check one schema with structgen, then with each anchor (in a worker
+    initialised by ``_init_worker``)."""
+    res = run_ours(item)
+    anchors: list[Anchor] = _STATE.get("anchors", [])
+    if anchors:
+        texts = instance_texts(item, SchemaOptions(allow_undeclared_properties=True))
+        for anchor in anchors:
+            res.anchors[anchor.name] = asdict(_run_anchor_bounded(anchor, item, texts))
+    return res
+
+
+def _run_anchor_bounded(anchor: Anchor, item: Item, texts: list[tuple[list[str], bool]]) -> AnchorResult:
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(int(_STATE["timeout_s"] * 3) + 5)
+    try:
+        return run_anchor(anchor, item.schema, texts)
+    except _HardTimeout:
+        return AnchorResult(detail="hard-timeout")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def instance_texts(item: Item, options: SchemaOptions) -> list[tuple[list[str], bool]]:
+    """Each test instance's texts in our layout (keys in schema order, then instance order), with
+    whether it is valid."""
+    orderer = KeyOrderer(item.schema)
+    out = []
+    for data, valid in item.tests:
+        texts = []
+        try:
+            texts.append(options.dumps(orderer.order(item.schema, data)))
+        except (ValueError, TypeError, RecursionError):
+            pass
+        try:
+            plain = options.dumps(data)
+        except (ValueError, TypeError):
+            plain = None
+        if plain is not None and plain not in texts:
+            texts.append(plain)
+        out.append((texts, valid))
+    return out
+
+
+def run_ours(item: Item) -> ItemResult:
+    """Compile and check one schema with structgen."""
     compiler: GrammarCompiler = _STATE["compiler"]
     res = ItemResult(item.suite, item.name, "error")
     options = SchemaOptions(allow_undeclared_properties=True)
@@ -195,21 +244,9 @@ def run_item(item: Item) -> ItemResult:
 def check(item: Item, fsm: TokenFSM, options: SchemaOptions, res: ItemResult) -> None:
 
     vocab = fsm.vocab
-    orderer = KeyOrderer(item.schema)
     passing = True
     timed = False
-    for data, valid in item.tests:
-        texts = []
-        try:
-            texts.append(options.dumps(orderer.order(item.schema, data)))
-        except (ValueError, TypeError, RecursionError):
-            pass
-        try:
-            plain = options.dumps(data)
-        except (ValueError, TypeError):
-            plain = None
-        if plain is not None and plain not in texts:
-            texts.append(plain)
+    for texts, valid in instance_texts(item, options):
         accepted = False
         for text in texts:
             ids = vocab.encode_bytes(text.encode())
@@ -220,16 +257,9 @@ def check(item: Item, fsm: TokenFSM, options: SchemaOptions, res: ItemResult) ->
                     time_tokens(fsm, ids[:TIMED_TOKENS], res.token_ns_warm)
                     timed = True
                 break
-        if valid:
-            res.valid_total += 1
-            res.valid_accepted += accepted
-            passing &= accepted
-        else:
-            res.invalid_total += 1
-            res.invalid_accepted += accepted
-            passing &= not accepted
-            if accepted and len(res.violation_examples) < 3:
-                res.violation_examples.append(f"invalid accepted: {texts[0][:200] if texts else data!r}")
+        passing &= tally(res, accepted, valid)
+        if not valid and accepted and len(res.violation_examples) < 3:
+            res.violation_examples.append(f"invalid accepted: {texts[0][:200] if texts else '(no text)'}")
     res.passing = passing
     n = _STATE["samples"]
     if n:
@@ -266,6 +296,7 @@ def run(
     precompute_states: int = 0,
     precompute_budget_s: float | None = None,
     pause_gc: bool = True,
+    anchors: tuple[str, ...] = (),
     command: str = "",
     progress: bool = True,
 ) -> dict[str, Any]:
@@ -273,8 +304,9 @@ def run(
     ``precompute_states``: :class:`~structgen.fsm.compiler.CompilerConfig`'s (rows computed
     in the compile, so within the first-mask time; 0 = lazy rows, computed on the first
     walk); ``precompute_budget_s``: its time limit per compile (s, None: ``timeout_s``);
-    ``pause_gc``: its garbage-collector pause during compiles.
-    Raises ``ValueError`` for bad limits (before any worker starts) and
+    ``pause_gc``: its garbage-collector pause during compiles; ``anchors``: llguidance /
+    xgrammar run on the same schemas and instances (:mod:`.conformance_anchors`).
+    Raises ``ValueError`` for bad limits or an unknown anchor (before any worker starts) and
     ``FileNotFoundError`` when no suite folder holds schemas."""
     CompilerConfig(
         timeout_s=timeout_s,
@@ -283,6 +315,9 @@ def run(
         precompute_budget_s=precompute_budget_s,
         pause_gc=pause_gc,
     )  # validates the limits
+    for name in anchors:
+        if name not in ANCHORS:
+            raise ValueError(f"unknown anchor {name!r}; choose from {', '.join(ANCHORS)}")
     if workers < 1 or samples < 0:
         raise ValueError(f"workers must be >= 1 and samples >= 0, got workers={workers}, samples={samples}")
     items: list[Item] = []
@@ -299,7 +334,7 @@ def run(
     with ctx.Pool(
         workers,
         initializer=_init_worker,
-        initargs=(tokenizer, timeout_s, max_states, samples, precompute_states, precompute_budget_s, pause_gc),
+        initargs=(tokenizer, timeout_s, max_states, samples, precompute_states, precompute_budget_s, pause_gc, tuple(anchors)),
         maxtasksperchild=500,
     ) as pool:
         for r in tqdm(pool.imap_unordered(run_item, items, chunksize=4), total=len(items), disable=not progress, desc="schemas"):
@@ -308,6 +343,8 @@ def run(
     for r in results:
         by_suite.setdefault(r.suite, []).append(r)
     summaries = {name: summarize(rs) for name, rs in sorted(by_suite.items())}
+    for name, rs in by_suite.items():
+        summaries[name]["anchors"] = {a: summarize_anchor(rs, a) for a in anchors}
     tok_name = os.path.basename(os.path.normpath(tokenizer))
     meta = {
         **run_meta(command),
@@ -320,6 +357,7 @@ def run(
         "pause_gc": pause_gc,
         "samples": samples,
         "maskbench_limit": maskbench_limit,
+        "anchors": {name: anchor_version(name) for name in anchors},
     }
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, f"conformance-{tok_name}.json"), "w", encoding="utf-8") as f:

@@ -47,17 +47,39 @@ class ItemResult:
     rows_complete: bool = False  # every token-reachable state's row computed by the compile
     token_ns_cold: list[int] = field(default_factory=list)
     token_ns_warm: list[int] = field(default_factory=list)
+    anchors: dict[str, Any] = field(default_factory=dict)  # anchor name → AnchorResult fields
+
+
+def tally(res: Any, accepted: bool, valid: bool) -> bool:
+    """Count one test instance on ``res`` (an :class:`ItemResult` or an anchor's result, both
+    with ``valid_*`` / ``invalid_*`` counters); True when the instance was judged right."""
+    if valid:
+        res.valid_total += 1
+        res.valid_accepted += accepted
+        return accepted
+    res.invalid_total += 1
+    res.invalid_accepted += accepted
+    return not accepted
+
+
+TEST_SUITE_DRAFTS = {"draft2020-12": ("json-schema-test-suite", None), "draft7": ("json-schema-test-suite-draft7", "http://json-schema.org/draft-07/schema#")}
 
 
 def load_test_suite(root: str) -> Iterator[Item]:
-    """JSON-Schema-Test-Suite ``tests/draft2020-12/*.json`` (not ``optional/``)."""
-    for path in sorted(glob.glob(os.path.join(root, "tests", "draft2020-12", "*.json"))):
-        with open(path, encoding="utf-8") as f:
-            groups = json.load(f)
-        base = os.path.basename(path)[:-5]
-        for i, g in enumerate(groups):
-            tests = [(t["data"], bool(t["valid"])) for t in g["tests"]]
-            yield Item("json-schema-test-suite", f"{base}#{i} {g['description']}", g["schema"], tests)
+    """JSON-Schema-Test-Suite ``tests/draft2020-12/*.json`` and ``tests/draft7/*.json`` (not
+    ``optional/``).  The suite leaves the draft to the runner, so draft-7 schemas without
+    ``$schema`` get it (for the converter and the validator alike)."""
+    for folder, (suite, uri) in TEST_SUITE_DRAFTS.items():
+        for path in sorted(glob.glob(os.path.join(root, "tests", folder, "*.json"))):
+            with open(path, encoding="utf-8") as f:
+                groups = json.load(f)
+            base = os.path.basename(path)[:-5]
+            for i, g in enumerate(groups):
+                tests = [(t["data"], bool(t["valid"])) for t in g["tests"]]
+                schema = g["schema"]
+                if uri and isinstance(schema, dict) and "$schema" not in schema:
+                    schema = {"$schema": uri, **schema}
+                yield Item(suite, f"{base}#{i} {g['description']}", schema, tests)
 
 
 def load_maskbench(root: str, limit: int | None = None, seed: int = 0) -> Iterator[Item]:

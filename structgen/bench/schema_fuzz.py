@@ -1,8 +1,10 @@
 """Soundness fuzzing of the compile layer on random schemas.
 
 :func:`random_schema` draws a JSON Schema from the combinators and keywords the converter
-accepts (``allOf`` / ``anyOf`` / ``oneOf`` / ``not`` / ``enum`` / ``const`` / ``type`` /
-``$ref``, nested, with string, number, array and object bounds).  :func:`check_schema` compiles
+accepts (``allOf`` / ``anyOf`` / ``oneOf`` / ``not`` of any subschema / ``if`` / ``then`` /
+``else`` / ``enum`` / ``const`` / ``type`` / ``$ref``, nested, with string, number, array
+(``contains`` with counts) and object (property counts, ``dependentRequired`` /
+``dependentSchemas``, ``propertyNames``) keywords).  :func:`check_schema` compiles
 it and checks *soundness* two ways: random strings of the automaton must parse and validate
 with ``jsonschema`` (exact ``multipleOf``, format checking on), and near-miss mutations of
 them that the automaton accepts must validate too.  Refusals (``UnsupportedSchemaError``,
@@ -63,13 +65,36 @@ def _typed(rng: random.Random, depth: int, defs: dict[str, Any]) -> dict[str, An
         s["maxItems"] = rng.randint(0, 3)
         if rng.random() < 0.3:
             s["minItems"] = rng.randint(0, 2)
+        if rng.random() < 0.15:
+            s["items"] = {"enum": [rng.choice(SCALARS) for _ in range(rng.randint(1, 4))]}
+            s["uniqueItems"] = True
+        if depth > 0 and rng.random() < 0.25:
+            s["contains"] = _schema(rng, depth - 1, defs)
+            if rng.random() < 0.5:
+                s[rng.choice(["minContains", "maxContains"])] = rng.randint(0, 2)
     elif t == "object":
-        props = {k: _schema(rng, depth - 1, defs) for k in rng.sample("abcd", rng.randint(0, 2))} if depth > 0 else {}
-        s["properties"] = props
-        if props and rng.random() < 0.5:
-            s["required"] = sorted(rng.sample(sorted(props), rng.randint(1, len(props))))
-        s["additionalProperties"] = False if rng.random() < 0.7 else rng.choice([True, {"type": "integer"}])
+        _object_keywords(rng, s, depth, defs)
     return s
+
+
+def _object_keywords(rng: random.Random, s: dict[str, Any], depth: int, defs: dict[str, Any]) -> None:
+    props = {k: _schema(rng, depth - 1, defs) for k in rng.sample("abcd", rng.randint(0, 3))} if depth > 0 else {}
+    s["properties"] = props
+    if props and rng.random() < 0.5:
+        s["required"] = sorted(rng.sample(sorted(props), rng.randint(1, len(props))))
+    s["additionalProperties"] = False if rng.random() < 0.7 else rng.choice([True, {"type": "integer"}])
+    if depth > 0 and rng.random() < 0.15:
+        s["patternProperties"] = {rng.choice(["^x", "^[a-c]$", "y$"]): _schema(rng, depth - 1, defs)}
+    if rng.random() < 0.2:
+        s[rng.choice(["minProperties", "maxProperties"])] = rng.randint(0, 3)
+    if props and rng.random() < 0.2:
+        name = rng.choice(sorted(props))
+        if rng.random() < 0.5:
+            s["dependentRequired"] = {name: sorted(rng.sample(sorted(props), 1))}
+        elif depth > 0:
+            s["dependentSchemas"] = {name: _schema(rng, depth - 1, defs)}
+    if rng.random() < 0.1:
+        s["propertyNames"] = rng.choice([{"enum": ["a", "b", "x"]}, {"maxLength": 1}, {"pattern": "^[a-c]$"}])
 
 
 def random_schema(rng: random.Random, depth: int = 3) -> Any:
@@ -92,10 +117,17 @@ def _schema(rng: random.Random, depth: int, defs: dict[str, Any]) -> dict[str, A
         return {"anyOf": [_schema(rng, depth - 1, defs) for _ in range(rng.randint(1, 3))]}
     if r < 0.8:
         return {"oneOf": [_schema(rng, depth - 1, defs) for _ in range(rng.randint(1, 3))]}
-    if r < 0.9:
+    if r < 0.84:
         base = _schema(rng, depth - 1, defs)
         neg = rng.choice([{"type": rng.choice(TYPES)}, {"const": rng.choice(SCALARS)}, {"enum": [rng.choice(SCALARS)]}])
+        if rng.random() < 0.5:
+            neg = _schema(rng, depth - 1, defs)  # any schema: the general complement
         return {"allOf": [base, {"not": neg}]} if rng.random() < 0.5 else {**base, "not": neg}
+    if r < 0.9:
+        cond = {"if": _schema(rng, depth - 1, defs)}
+        for key in rng.sample(["then", "else"], rng.randint(1, 2)):
+            cond[key] = _schema(rng, depth - 1, defs)
+        return {**_typed(rng, depth - 1, defs), **cond} if rng.random() < 0.5 else cond
     target = _schema(rng, depth - 1, defs)  # built first: it cannot refer to itself
     name = f"d{len(defs)}"
     defs[name] = target
@@ -106,13 +138,20 @@ class FuzzResult(NamedTuple):
     """One schema's outcome: ``status`` ("ok", "refused", "limit", "crash", "accepted-invalid": it
     compiled although its meta-schema rejects it), ``samples`` and
     ``mutants_accepted`` checked, and ``unsound``: texts the automaton accepts that do not
-    validate (with the reason)."""
+    validate (with the reason).  ``valid_instances`` / ``invalid_instances``: instances
+    hypothesis-jsonschema drew for the schema and for its negation (checked with ``jsonschema``),
+    in the canonical layout; every invalid one must be rejected, ``valid_accepted`` counts the
+    valid ones the automaton accepts (below 100% where the layout narrows: property order,
+    undeclared properties, number forms)."""
 
     status: str
     samples: int
     mutants_accepted: int
     unsound: list[str]
     detail: str = ""
+    valid_instances: int = 0
+    valid_accepted: int = 0
+    invalid_instances: int = 0
 
 
 def _invalid(validator: Any, text: bytes) -> str | None:
@@ -142,8 +181,9 @@ def _mutants(text: bytes, rng: random.Random, n: int) -> list[bytes]:
     return out
 
 
-def check_schema(schema: Any, seed: int, samples: int = 8, mutants: int = 16) -> FuzzResult:
-    """Compile ``schema`` and check its samples and accepted mutants with ``jsonschema``."""
+def check_schema(schema: Any, seed: int, samples: int = 8, mutants: int = 16, instances: int = 0) -> FuzzResult:
+    """Compile ``schema`` and check its samples and accepted mutants with ``jsonschema``, and
+    ``instances`` hypothesis-jsonschema instances of it and of its negation."""
     rng = random.Random(seed)
     try:
         node, _report = schema_to_ir(schema, SchemaOptions(allow_undeclared_properties=False))
@@ -166,9 +206,62 @@ def check_schema(schema: Any, seed: int, samples: int = 8, mutants: int = 16) ->
         return FuzzResult("ok", 0, 0, [])
     validator = exact_validator(schema)
     try:
-        return _check_texts(dfa, validator, rng, samples, mutants)
+        result = _check_texts(dfa, validator, rng, samples, mutants)
+        if not instances:
+            return result
+        valid, accepted, invalid, unsound = _check_instances(dfa, validator, schema, seed, instances)
     except RecursionError:
         return FuzzResult("ok", 0, 0, [], "too deep for jsonschema")
+    return result._replace(unsound=result.unsound + unsound, valid_instances=valid, valid_accepted=accepted, invalid_instances=invalid)
+
+
+def _draw(schema: Any, seed: int, n: int) -> list[Any]:
+    """Up to ``n`` instances hypothesis-jsonschema generates for ``schema`` (none when it cannot)."""
+    import warnings
+
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hseed
+    from hypothesis_jsonschema import from_schema
+
+    out: list[Any] = []
+
+    @hseed(seed)
+    @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(from_schema(schema))
+    def collect(value: Any) -> None:
+        out.append(value)
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            collect()
+    except Exception:  # unsatisfiable, unsupported by hypothesis-jsonschema, …: nothing drawn
+        pass
+    return out
+
+
+def _check_instances(dfa: Any, validator: Any, schema: Any, seed: int, n: int) -> tuple[int, int, int, list[str]]:
+    """(valid drawn, valid accepted, invalid drawn, invalid ones accepted: unsound)."""
+    layout = SchemaOptions()
+    valid = accepted = invalid = 0
+    unsound: list[str] = []
+    defs = schema.get("$defs") if isinstance(schema, dict) else None
+    negation: dict[str, Any] = {"not": schema, **({"$defs": defs} if defs else {})}
+    for want_valid, target in ((True, schema), (False, negation)):
+        for value in _draw(target, seed, n):
+            text = layout.dumps(value).encode()
+            if validator.is_valid(value) != want_valid:
+                continue  # hypothesis-jsonschema drew a wrong instance: not ours to judge
+            s = dfa.walk(dfa.initial, text)
+            ok = s > 0 and dfa.is_accepting(s)
+            if want_valid:
+                valid += 1
+                accepted += ok
+            else:
+                invalid += 1
+                if ok:
+                    unsound.append(f"invalid instance {text[:120]!r} accepted")
+    return valid, accepted, invalid, unsound
 
 
 def _check_texts(dfa: Any, validator: Any, rng: random.Random, samples: int, mutants: int) -> FuzzResult:
@@ -221,10 +314,10 @@ def mutate_schema(schema: Any, rng: random.Random) -> Any:
     return {"type": "string", "pattern": rng.choice(["(", "a{2,1}", "(?<=a)b", "\\", "[z-a]", "a" * 5000, "(a|b)*" * 200])}
 
 
-def fuzz(n: int, seed: int = 0, depth: int = 3) -> list[tuple[Any, FuzzResult]]:
+def fuzz(n: int, seed: int = 0, depth: int = 3, instances: int = 0) -> list[tuple[Any, FuzzResult]]:
     """``n`` random schemas (seeds ``seed`` … ``seed + n - 1``) and their results."""
     out = []
     for i in range(seed, seed + n):
         schema = random_schema(random.Random(i), depth)
-        out.append((schema, check_schema(schema, i)))
+        out.append((schema, check_schema(schema, i, instances=instances)))
     return out
