@@ -92,7 +92,7 @@ def _add_serve(sub: Any) -> None:
 
 
 def _add_bench(sub: Any) -> None:
-    """``structgen bench json`` and ``structgen bench conformance``."""
+    """``structgen bench json``, ``structgen bench conformance`` and ``structgen bench peers``."""
     bench = sub.add_parser("bench", help="benchmarks")
     bsub = bench.add_subparsers(dest="bench", required=True)
     bj = bsub.add_parser("json", help="JSON-decoding benchmark: workloads × modes × concurrency, with plots")
@@ -161,6 +161,21 @@ def _add_bench(sub: Any) -> None:
         help="comma list of llguidance, xgrammar run on the same schemas and instances (none: structgen alone)",
     )
     conf.add_argument("--out", default="benchmarks/results/conformance")
+    _add_bench_peers(bsub)
+
+
+def _add_bench_peers(bsub: Any) -> None:
+    peers = bsub.add_parser("peers", help="the JSON workloads over HTTP against a running structgen, vLLM or SGLang server")
+    peers.add_argument("--endpoint", required=True, help="LABEL=FLAVOR@URL, FLAVOR one of structgen, vllm, sglang")
+    peers.add_argument("--served-model", default="default", help="model name sent in OpenAI requests (vLLM: --served-model-name)")
+    peers.add_argument("--engine", default="", help="engine version and flags, recorded with the results")
+    peers.add_argument("--workload", default="character,extraction", help="comma list of character, extraction, maskbench, shared-prefix")
+    peers.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
+    peers.add_argument("--num-requests", type=int, default=128)
+    peers.add_argument("--seed", type=int, default=0)
+    peers.add_argument("--maskbench-dir", default=None)
+    peers.add_argument("--wait-ready-s", type=float, default=0.0, help="first wait up to this long for GET /health")
+    peers.add_argument("--out", default="benchmarks/results/peers", help="appends to OUT/peers.json, renders OUT/peers.md")
 
 
 def _compile_command(args: argparse.Namespace) -> int:
@@ -404,6 +419,26 @@ def _bench_json_command(args: argparse.Namespace, argv: list[str]) -> int:
     return 0
 
 
+def _bench_peers_command(args: argparse.Namespace, argv: list[str]) -> int:
+    from structgen.bench.peers import Endpoint, race, wait_ready
+    from structgen.bench.peers_report import append_run
+
+    try:
+        endpoint = Endpoint.parse(args.endpoint, args.served_model)
+        if args.num_requests < 1 or min(args.concurrency) < 1:
+            raise ValueError("--num-requests and --concurrency must be >= 1")
+        if args.wait_ready_s > 0:
+            wait_ready(endpoint, args.wait_ready_s)
+        workloads = [w.strip() for w in args.workload.split(",") if w.strip()]
+        rows = race(endpoint, workloads, args.concurrency, args.num_requests, args.seed, args.maskbench_dir)
+    except (ValueError, TimeoutError) as e:
+        print(f"structgen: error: {e}", file=sys.stderr)
+        return 2
+    meta = {"label": endpoint.label, "flavor": endpoint.flavor, "url": endpoint.url, "engine": args.engine}
+    append_run(args.out, meta, rows, "structgen " + shlex.join(argv))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
@@ -425,6 +460,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if args.command == "bench" and args.bench == "json":
         return _bench_json_command(args, argv)
+    if args.command == "bench" and args.bench == "peers":
+        return _bench_peers_command(args, argv)
     if args.command == "bench" and args.bench == "conformance":
         from structgen.bench.conformance import run
 

@@ -22,7 +22,7 @@ import httpx
 import jsonschema
 import pytest
 from pydantic import BaseModel, Field
-from structgen.fsm import CompilerConfig
+from structgen.fsm import CompilerConfig, Constraint
 
 from structgen.engine.engine import EngineConfig
 from structgen.engine.scheduler import SchedulerConfig
@@ -571,3 +571,18 @@ def test_serve_flags_reach_the_scheduler_config(monkeypatch: pytest.MonkeyPatch)
     off, on = (c.engine.scheduler for c in seen)  # type: ignore[union-attr]
     assert not off.overlap_schedule and not off.jump_forward
     assert on.overlap_schedule and on.jump_forward
+
+
+def test_peer_load_generator_reads_structgen_streams(server: ServerThread) -> None:
+    """``structgen bench peers`` against this server: streams read to the final event, tokens
+    taken from its usage, every output valid."""
+    from structgen.bench.peers import Endpoint, run_load
+    from structgen.bench.workloads import BenchRequest
+
+    ep = Endpoint("structgen", "structgen", server.url)
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99}}, "required": ["n"]}
+    reqs = [BenchRequest(f"Number {i}:", Constraint.json_schema(schema), 20) for i in range(4)]
+    reqs.append(BenchRequest("Word:", Constraint.regex("[a-z]{2,4}"), 8))
+    row = run_load(ep, reqs, 2)
+    assert row["failed"] == 0, row["first_error"]
+    assert row["valid"] == 1.0 and row["mean_out_tokens"] >= 2 and row["ttft_ms"]["p50"] > 0

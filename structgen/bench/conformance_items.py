@@ -62,7 +62,10 @@ def tally(res: Any, accepted: bool, valid: bool) -> bool:
     return not accepted
 
 
-TEST_SUITE_DRAFTS = {"draft2020-12": ("json-schema-test-suite", None), "draft7": ("json-schema-test-suite-draft7", "http://json-schema.org/draft-07/schema#")}
+TEST_SUITE_DRAFTS = {
+    "draft2020-12": ("json-schema-test-suite", None),
+    "draft7": ("json-schema-test-suite-draft7", "http://json-schema.org/draft-07/schema#"),
+}
 
 
 def load_test_suite(root: str) -> Iterator[Item]:

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The peer race on the GPU box: one seeded random-weight checkpoint (bf16, a real tokenizer) on
+# local disk, then structgen and vLLM (xgrammar, guidance) served from it in turn, each driven by
+# `structgen bench peers` with the same workloads, concurrency levels and requests.
+#
+#   usage: bash benchmarks/peer_race.sh STEP OUT
+#     STEP: checkpoint | structgen | vllm-xgrammar | vllm-guidance
+#   env:   TOKENIZER (tokenizer folder, for `checkpoint`), CKPT (default /tmp/peer-ckpt),
+#          PRESET (default llama3-8b), VSITE (vLLM's site folder, for vllm-*),
+#          WORKLOADS (default character,extraction), CONC (default "16 64"), NREQ (default 128)
+#
+# Each engine runs with its documented single-GPU defaults plus what a user sets for structured
+# outputs: vLLM's engine-level disable_any_whitespace (its per-request field is ignored by the
+# xgrammar backend, and without it random weights emit whitespace until max_tokens).
+set -euo pipefail
+step=$1
+out=$2
+ckpt=${CKPT:-/tmp/peer-ckpt}
+mkdir -p "$out"
+read -r -a conc <<< "${CONC:-16 64 256}"
+wl=${WORKLOADS:-character,extraction}
+race=(--workload "$wl" --concurrency "${conc[@]}" --num-requests "${NREQ:-256}" --out "$out" --wait-ready-s 900)
+# concurrency 1 with fewer requests (and its own schema draw), after the others on the same server
+single=(--workload "$wl" --concurrency 1 --num-requests "${NREQ1:-12}" --seed 100 --out "$out")
+
+stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+
+case $step in
+checkpoint)
+    python3 benchmarks/write_checkpoint.py "${PRESET:-llama3-8b}" "$TOKENIZER" "$ckpt"
+    ;;
+structgen)
+    python3 -m structgen serve --model "$ckpt" --port 8100 --log-level warning > "$out/structgen-server.log" 2>&1 &
+    pid=$!
+    python3 -m structgen bench peers --endpoint structgen=structgen@http://127.0.0.1:8100 \
+        --engine "structgen serve (defaults), commit ${STRUCTGEN_COMMIT:-$(git rev-parse --short HEAD)}" "${race[@]}" || { stop "$pid"; exit 1; }
+    python3 -m structgen bench peers --endpoint structgen=structgen@http://127.0.0.1:8100 \
+        --engine "structgen serve (defaults), commit ${STRUCTGEN_COMMIT:-$(git rev-parse --short HEAD)}" "${single[@]}" || true
+    stop "$pid"
+    ;;
+vllm-xgrammar | vllm-guidance)
+    backend=${step#vllm-}
+    cfg="{\"backend\": \"$backend\", \"disable_any_whitespace\": true}"
+    version=$(PYTHONPATH="$VSITE" python3 -c "import vllm; print(vllm.__version__)" 2>/dev/null | tail -1)
+    PYTHONPATH="$VSITE" VLLM_USE_FLASHINFER_SAMPLER=0 python3 -m vllm.entrypoints.openai.api_server --model "$ckpt" \
+        --served-model-name peer --port 8200 --seed 0 --structured-outputs-config "$cfg" > "$out/$step-server.log" 2>&1 &
+    pid=$!
+    python3 -m structgen bench peers --endpoint "$step=vllm@http://127.0.0.1:8200" --served-model peer \
+        --engine "vLLM $version, --structured-outputs-config '$cfg', otherwise defaults" "${race[@]}" || { tail -30 "$out/$step-server.log"; stop "$pid"; exit 1; }
+    python3 -m structgen bench peers --endpoint "$step=vllm@http://127.0.0.1:8200" --served-model peer \
+        --engine "vLLM $version, --structured-outputs-config '$cfg', otherwise defaults" "${single[@]}" || true
+    stop "$pid"
+    ;;
+*)
+    echo "unknown step $step" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,80 @@
+"""Results of ``structgen bench peers``: every endpoint's rows appended to one ``peers.json``
+(each run with its engine, version and flags), rendered as one table per workload with the
+ratio of structgen's req/s to each peer's at the same concurrency."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from structgen.bench.common import run_meta
+
+
+def append_run(out_dir: str, endpoint_meta: dict[str, Any], rows: list[dict[str, Any]], command: str) -> dict[str, Any]:
+    """Add one endpoint's rows to ``out_dir/peers.json`` (created if absent; rows of the same
+    endpoint, workload and concurrency are replaced, others kept) and re-render ``peers.md``;
+    returns the whole document."""
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "peers.json")
+    doc: dict[str, Any] = {"runs": []}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    earlier = [r for r in doc["runs"] if r["endpoint"]["label"] == endpoint_meta["label"]]
+    fresh = {(r["workload"], r["concurrency"]) for r in rows}
+    kept = [r for run in earlier for r in run["rows"] if (r["workload"], r["concurrency"]) not in fresh]
+    commands = [c for run in earlier for c in run.get("commands", [run["meta"]["command"]])] + [command]
+    doc["runs"] = [r for r in doc["runs"] if r["endpoint"]["label"] != endpoint_meta["label"]]
+    doc["runs"].append({"endpoint": endpoint_meta, "meta": run_meta(command), "commands": commands, "rows": kept + rows})
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1)
+    with open(os.path.join(out_dir, "peers.md"), "w", encoding="utf-8") as f:
+        f.write(render(doc))
+    return doc
+
+
+def _ms(d: dict[str, float]) -> str:
+    return f"{d['p50']:.1f} / {d['p99']:.1f}"
+
+
+def render(doc: dict[str, Any]) -> str:
+    """Markdown: the engines (version, flags, machine, commit), then per workload one row per
+    (concurrency, engine)."""
+    runs = doc["runs"]
+    lines = ["# structgen and its peers, one load generator over HTTP", ""]
+    for run in runs:
+        ep, meta = run["endpoint"], run["meta"]
+        lines.append(
+            f"- **{ep['label']}** ({ep['flavor']}): {ep.get('engine', '')}; machine {meta['machine']}; commit {meta['commit']}, "
+            f"{meta['date']}; " + "; ".join(f"`{c}`" for c in run.get("commands", [meta["command"]]))
+        )
+    ours = {(r["workload"], r["concurrency"]): r for run in runs if run["endpoint"]["flavor"] == "structgen" for r in run["rows"]}
+    workloads = list(dict.fromkeys(r["workload"] for run in runs for r in run["rows"]))
+    for w in workloads:
+        lines += [
+            "",
+            f"## {w}",
+            "",
+            "| concurrency | engine | req/s | out tok/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms) | valid | max_tokens cuts | failed "
+            "| structgen ÷ engine (req/s) |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        rows = sorted(
+            ((r, run["endpoint"]["label"]) for run in runs for r in run["rows"] if r["workload"] == w), key=lambda x: x[0]["concurrency"]
+        )
+        for r, label in rows:
+            mine = ours.get((w, r["concurrency"]))
+            ratio = f"{mine['req_per_s'] / r['req_per_s']:.2f}×" if mine and r["req_per_s"] else "—"
+            lines.append(
+                f"| {r['concurrency']} | {label} | {r['req_per_s']:.2f} | {r['out_tok_per_s']:.0f} | {_ms(r['ttft_ms'])} | "
+                f"{_ms(r['tpot_ms'])} | {100 * r['valid']:.1f}% | {r['max_tokens_cuts']} | {r['failed']} | {ratio} |"
+            )
+    lines += [
+        "",
+        "Every request streams, greedy, the same prompt and `max_tokens` for every engine; schemas are new to each server when "
+        "they arrive (a fresh draw per concurrency level). req/s counts completed requests over the level's wall time; tokens "
+        "are each server's own completion-token counts; TTFT = first streamed text; TPOT = (last − first) / (tokens − 1); "
+        "*valid* = output validates (`jsonschema`) or fully matches the regex (`re.fullmatch`).",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,96 @@
+"""``structgen bench peers``: endpoint parsing, each flavor's request, and the load generator's
+stream reading and metrics against a stand-in OpenAI completions server (the real peers run on
+the GPU box)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from structgen.fsm import Constraint
+
+from structgen.bench.peers import Endpoint, request_body, run_load
+from structgen.bench.peers_report import append_run
+from structgen.bench.workloads import BenchRequest
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("vllm@http://h:1", "LABEL=FLAVOR@URL"),
+        ("a=tgi@http://h:1", "flavor must be one of"),
+        ("a=vllm@ftp://h:1", "url must be http://host:port"),
+    ],
+)
+def test_bad_endpoints_are_named(spec: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Endpoint.parse(spec)
+
+
+def test_each_flavor_asks_for_the_constraint_its_own_way() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    req = BenchRequest("p", Constraint.json_schema(schema), 50)
+    path, body = request_body(Endpoint("s", "structgen", "http://h:1"), req)
+    assert path == "/v1/structured" and body["json_schema"] == schema and body["stream"] and body["temperature"] == 0.0
+    path, body = request_body(Endpoint("v", "vllm", "http://h:1", "m"), req)
+    assert path == "/v1/completions" and body["structured_outputs"] == {"json": schema} and body["model"] == "m"
+    _, body = request_body(Endpoint("g", "sglang", "http://h:1"), BenchRequest("p", Constraint.regex("[ab]+"), 9))
+    assert body["regex"] == "[ab]+" and body["max_tokens"] == 9
+
+
+class _FakeCompletions(BaseHTTPRequestHandler):
+    """Streams "ab" then "ba" as an OpenAI completion with usage; "fail" prompts get a 400."""
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if body["prompt"] == "fail":
+            self.send_response(400)
+            self.end_headers()
+            self.wfile.write(b'{"error": "bad"}')
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        for ev in (
+            {"choices": [{"text": "ab", "finish_reason": None}]},
+            {"choices": [{"text": "ba", "finish_reason": "stop"}]},
+            {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}},
+        ):
+            self.wfile.write(f"data: {json.dumps(ev)}\n\n".encode())
+            self.wfile.flush()
+        self.wfile.write(b"data: [DONE]\n\n")
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def fake_server() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeCompletions)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_load_generator_reads_streams_and_scores_outputs(fake_server: str, tmp_path: Path) -> None:
+    ep = Endpoint("fake-vllm", "vllm", fake_server)
+    reqs = [BenchRequest("p", Constraint.regex("(ab|ba)+"), 8)] * 5 + [BenchRequest("p", Constraint.regex("a"), 8)]
+    reqs += [BenchRequest("fail", Constraint.regex("a"), 8)]
+    row = run_load(ep, reqs, 3)
+    assert row["requests"] == 7 and row["failed"] == 1 and "HTTP 400" in row["first_error"]
+    assert row["mean_out_tokens"] == 2.0 and row["max_tokens_cuts"] == 0
+    assert row["valid"] == pytest.approx(5 / 7, abs=1e-3)  # "abba" matches (ab|ba)+, not "a"; the failure counts as invalid
+    assert row["ttft_ms"]["p50"] > 0 and row["tpot_ms"]["p50"] >= 0
+    doc = append_run(str(tmp_path), {"label": "fake-vllm", "flavor": "vllm", "url": fake_server, "engine": "stand-in"}, [
+        {"workload": "character", **row}
+    ], "structgen bench peers")  # fmt: skip
+    assert len(doc["runs"]) == 1
+    md = (tmp_path / "peers.md").read_text()
+    assert "| 3 | fake-vllm |" in md and "71.4%" in md
