@@ -94,3 +94,19 @@ def test_load_generator_reads_streams_and_scores_outputs(fake_server: str, tmp_p
     assert len(doc["runs"]) == 1
     md = (tmp_path / "peers.md").read_text()
     assert "| 3 | fake-vllm |" in md and "71.4%" in md
+
+
+def test_every_object_schema_is_made_unique() -> None:
+    """The extraction workload draws from a few dozen schema shapes; the race makes each
+    request's schema distinct so that every one is cold on arrival, for every engine."""
+    from structgen.bench.peers import distinct_schemas
+    from structgen.bench.workloads import build_workload
+
+    reqs = build_workload("extraction", 64, 0)
+    assert len({r.constraint.text for r in reqs}) < 64
+    unique = distinct_schemas(reqs, "7")
+    assert len({r.constraint.text for r in unique}) == 64
+    first = json.loads(unique[0].constraint.text)
+    assert first["properties"]["ref_7_0"] == {"type": "string", "maxLength": 12}
+    regex = BenchRequest("p", Constraint.regex("a+"), 4)
+    assert distinct_schemas([regex], "0") == [regex]

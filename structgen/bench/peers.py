@@ -11,8 +11,8 @@ for (every request streams, greedy, the same ``max_tokens``):
 Per (endpoint, workload, concurrency): req/s, output tok/s (the server's own completion-token
 counts), TTFT (first streamed text) and TPOT ((last − first) / (tokens − 1)) p50 / p99, the
 share of outputs that validate (``jsonschema`` / ``re.fullmatch``), ``max_tokens`` cuts and
-failed requests.  Each concurrency level of a schema workload draws its own seed, so every
-schema is new to the server when it arrives (cold), for every engine alike.  Threads and
+failed requests.  Every object schema is made unique per request (:func:`distinct_schemas`), so
+every schema is new to the server when it arrives (cold), for every engine alike.  Threads and
 ``http.client`` (standard library) drive the load: no client package is needed on the GPU box.
 """
 
@@ -211,6 +211,21 @@ def run_load(endpoint: Endpoint, reqs: Sequence[BenchRequest], concurrency: int)
     }
 
 
+def distinct_schemas(reqs: Sequence[BenchRequest], tag: str) -> list[BenchRequest]:
+    """``reqs`` with every object schema made unique: an optional string property named after
+    the request (``ref_<tag>_<i>``, at most 12 characters) joins its ``properties``, so no
+    schema repeats within a run and each one is new to the server when it arrives (the
+    workloads draw from a few dozen schema shapes).  Regexes and other schemas are unchanged."""
+    out = []
+    for i, r in enumerate(reqs):
+        schema = json.loads(r.constraint.text) if r.constraint.kind == "json_schema" else None
+        if isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
+            schema["properties"][f"ref_{tag}_{i}"] = {"type": "string", "maxLength": 12}
+            r = r._replace(constraint=type(r.constraint).json_schema(schema, r.constraint.options))
+        out.append(r)
+    return out
+
+
 def wait_ready(endpoint: Endpoint, timeout_s: float = 900.0) -> float:
     """Poll ``GET /health`` until it answers 200 (a server starting: weights, JIT, CUDA graphs);
     the seconds it took.  Raises ``TimeoutError``."""
@@ -250,7 +265,7 @@ def race(
     rows = []
     for w in workloads:
         for i, c in enumerate(concurrency):
-            reqs = build_workload(w, num_requests, seed + i, maskbench_dir=maskbench_dir)
+            reqs = distinct_schemas(build_workload(w, num_requests, seed + i, maskbench_dir=maskbench_dir), f"{seed + i}")
             if not reqs:
                 continue
             row = {"workload": w, **run_load(endpoint, reqs, c)}
