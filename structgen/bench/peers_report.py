@@ -73,7 +73,8 @@ def render(doc: dict[str, Any]) -> str:
     lines += [
         "",
         "Every request streams, greedy, the same prompt and `max_tokens` for every engine; every object schema is unique to its "
-        "request (an optional property named after the request is added), so each is new to the server when it arrives. req/s counts completed requests over the level's wall time; tokens "
+        "request (an optional property named after the request is added), so each is new to the server when it arrives. "
+        "req/s counts completed requests over the level's wall time; tokens "
         "are each server's own completion-token counts; TTFT = first streamed text; TPOT = (last − first) / (tokens − 1); "
         "*valid* = output validates (`jsonschema`) or fully matches the regex (`re.fullmatch`).",
     ]
