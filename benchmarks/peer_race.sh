@@ -7,7 +7,9 @@
 #     STEP: checkpoint | structgen | vllm-xgrammar | vllm-guidance
 #   env:   TOKENIZER (tokenizer folder, for `checkpoint`), CKPT (default /tmp/peer-ckpt),
 #          PRESET (default llama3-8b), VSITE (vLLM's site folder, for vllm-*),
-#          WORKLOADS (default character,extraction), CONC (default "16 64"), NREQ (default 128)
+#          WORKLOADS (default character,extraction), CONC (default "16 64 256"), NREQ (default 256),
+#          NREQ1 (requests at concurrency 1, default 12), SERVE_ARGS (extra `structgen serve` flags),
+#          LABEL (endpoint label, default structgen)
 #
 # Each engine runs with its documented single-GPU defaults plus what a user sets for structured
 # outputs: vLLM's engine-level disable_any_whitespace (its per-request field is ignored by the
@@ -30,12 +32,13 @@ checkpoint)
     python3 benchmarks/write_checkpoint.py "${PRESET:-llama3-8b}" "$TOKENIZER" "$ckpt"
     ;;
 structgen)
-    python3 -m structgen serve --model "$ckpt" --port 8100 --log-level warning > "$out/structgen-server.log" 2>&1 &
+    read -r -a serve_args <<< "${SERVE_ARGS:-}"
+    python3 -m structgen serve --model "$ckpt" --port 8100 --log-level warning "${serve_args[@]}" > "$out/structgen-server.log" 2>&1 &
     pid=$!
-    python3 -m structgen bench peers --endpoint structgen=structgen@http://127.0.0.1:8100 \
-        --engine "structgen serve (defaults), commit ${STRUCTGEN_COMMIT:-$(git rev-parse --short HEAD)}" "${race[@]}" || { stop "$pid"; exit 1; }
-    python3 -m structgen bench peers --endpoint structgen=structgen@http://127.0.0.1:8100 \
-        --engine "structgen serve (defaults), commit ${STRUCTGEN_COMMIT:-$(git rev-parse --short HEAD)}" "${single[@]}" || true
+    python3 -m structgen bench peers --endpoint "${LABEL:-structgen}=structgen@http://127.0.0.1:8100" \
+        --engine "structgen serve ${SERVE_ARGS:-(defaults)}, commit ${STRUCTGEN_COMMIT:-$(git rev-parse --short HEAD)}" "${race[@]}" || { stop "$pid"; exit 1; }
+    python3 -m structgen bench peers --endpoint "${LABEL:-structgen}=structgen@http://127.0.0.1:8100" \
+        --engine "structgen serve ${SERVE_ARGS:-(defaults)}, commit ${STRUCTGEN_COMMIT:-$(git rev-parse --short HEAD)}" "${single[@]}" || true
     stop "$pid"
     ;;
 vllm-xgrammar | vllm-guidance)

@@ -81,6 +81,13 @@ def _add_serve(sub: Any) -> None:
     srv.add_argument("--compile-timeout-s", type=float, default=10.0)
     srv.add_argument("--max-states", type=int, default=50_000)
     srv.add_argument("--compile-workers", type=int, default=2)
+    srv.add_argument(
+        "--precompute-states",
+        type=int,
+        default=0,
+        help="mask rows each compile computes on its worker before the grammar serves (0: on first visit, in the engine step)",
+    )
+    srv.add_argument("--precompute-budget-s", type=float, default=None, help="stop a compile's eager rows this long after it began")
     srv.add_argument("--no-radix-cache", action="store_true")
     srv.add_argument("--no-jump-forward", action="store_true", help="engine default for requests that do not say")
     srv.add_argument("--no-cuda-graph", action="store_true")
@@ -348,7 +355,13 @@ def _serve_command(args: argparse.Namespace) -> int:
                 jump_forward=not args.no_jump_forward,
                 overlap_schedule=not args.no_overlap_schedule,
             ),
-            compiler=CompilerConfig(timeout_s=args.compile_timeout_s, max_states=args.max_states, workers=args.compile_workers),
+            compiler=CompilerConfig(
+                timeout_s=args.compile_timeout_s,
+                max_states=args.max_states,
+                workers=args.compile_workers,
+                precompute_states=args.precompute_states,
+                precompute_budget_s=args.precompute_budget_s,
+            ),
         )
         config = ServerConfig(
             model=args.model,

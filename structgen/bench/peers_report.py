@@ -49,7 +49,10 @@ def render(doc: dict[str, Any]) -> str:
             f"- **{ep['label']}** ({ep['flavor']}): {ep.get('engine', '')}; machine {meta['machine']}; commit {meta['commit']}, "
             f"{meta['date']}; " + "; ".join(f"`{c}`" for c in run.get("commands", [meta["command"]]))
         )
-    ours = {(r["workload"], r["concurrency"]): r for run in runs if run["endpoint"]["flavor"] == "structgen" for r in run["rows"]}
+    mine = [run for run in runs if run["endpoint"]["label"] == "structgen"] or [
+        run for run in runs if run["endpoint"]["flavor"] == "structgen"
+    ][:1]
+    ours = {(r["workload"], r["concurrency"]): r for run in mine for r in run["rows"]}
     workloads = list(dict.fromkeys(r["workload"] for run in runs for r in run["rows"]))
     for w in workloads:
         lines += [
