@@ -16,8 +16,21 @@ if TYPE_CHECKING:
     from .json_schema import Converter
 
 
+def key_texts(cv: Converter, names: Any, ptr: str) -> Node | None:
+    """For a ``propertyNames`` schema beyond the string keywords (``$ref``, ``anyOf``, ``not`` …):
+    the JSON texts of the strings it generates (the converter's language of ``names`` ∧ string,
+    in the same canonical encoding as keys), to intersect with the key language; None otherwise."""
+    if not isinstance(names, dict) or key_language(cv, names, ptr) is not None or names is True:
+        return None
+    allowed = {"type", "enum", "const", "minLength", "maxLength", "pattern", "format"}
+    if not any(k in CONSTRAINTS and k not in allowed for k in names):
+        return None
+    return cv.convert(cv.rewritten(names, "key-texts", lambda: {"allOf": [names, {"type": "string"}]}), ptr)
+
+
 def key_language(cv: Converter, names: Any, ptr: str) -> Node | None:
-    """Code-point IR of the property names ``propertyNames`` allows (None: any name)."""
+    """Code-point IR of the property names ``propertyNames`` allows with the string keywords
+    (None: any name, or a schema :func:`key_texts` reads)."""
     if names is None or names is True:
         return None
     if names is False:
@@ -25,9 +38,8 @@ def key_language(cv: Converter, names: Any, ptr: str) -> Node | None:
     if not isinstance(names, dict):
         raise SchemaError("propertyNames must be a schema", keyword="propertyNames", pointer=ptr)
     allowed = {"type", "enum", "const", "minLength", "maxLength", "pattern", "format"}
-    extra = [k for k in names if k in CONSTRAINTS and k not in allowed]
-    if extra:
-        cv.unsupported("propertyNames", ptr, f"propertyNames with {extra[0]!r} is not supported")
+    if any(k in CONSTRAINTS and k not in allowed for k in names):
+        return None  # read by key_texts instead (any schema, through the converter)
     t = names.get("type")
     if t is not None and "string" not in (t if isinstance(t, list) else [t]):
         return NOTHING
@@ -204,9 +216,10 @@ def convert_object(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
     if items is None:
         return NOTHING
     names_content = key_language(cv, names_schema, f"{ptr}/propertyNames")
+    names_texts = key_texts(cv, names_schema, f"{ptr}/propertyNames")
     if names_schema is False:
         return cv.empty_obj if not any(r for _, r in items) else NOTHING
-    extras = _extra_members(cv, order, patterns, wide_patterns, additional, names_content, ptr)
+    extras = _extra_members(cv, order, patterns, wide_patterns, additional, names_content, ptr, names_texts)
     extra = alt(*extras) if extras else None
     if not items and extra is None:
         node = cv.empty_obj
@@ -304,6 +317,7 @@ def _extra_members(
     additional: Any,
     names_content: Node | None,
     ptr: str,
+    names_texts: Node | None = None,
 ) -> list[Node]:
     """``"key": value`` IRs of undeclared properties: one per pattern (keys matching no other
     pattern and no declared name), then ``additionalProperties`` (keys matching none)."""
@@ -317,7 +331,8 @@ def _extra_members(
             val = cv.convert(sub, sub_ptr)
         except RecursionLimit:
             return NOTHING
-        return NOTHING if val is NOTHING else seq(json_string(key_lang), cv.key_sep, val)
+        key = json_string(key_lang) if names_texts is None else And((json_string(key_lang), names_texts))
+        return NOTHING if val is NOTHING else seq(key, cv.key_sep, val)
 
     extras = [
         member(ir, [o for j, o in enumerate(wide_patterns) if j != i], sub, f"{ptr}/patternProperties/{escape_pointer(pat)}")

@@ -130,6 +130,26 @@ CASES: list[tuple[Any, list[str], list[str]]] = [
         ['["a", "a"]', "[1, 1.0]"],
     ),
     ({"type": "array", "items": {"type": "boolean"}, "uniqueItems": True}, ["[true, false]"], ["[true, true]"]),
+    # propertyNames of any schema (through $ref, anyOf, not …)
+    (
+        {
+            "$defs": {"k": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 3}},
+            "type": "object",
+            "propertyNames": {"$ref": "#/$defs/k"},
+            "additionalProperties": {"type": "integer"},
+        },
+        ['{"abc": 1}'],
+        ['{"ABC": 1}', '{"abcd": 1}'],
+    ),
+    (
+        {
+            "type": "object",
+            "propertyNames": {"anyOf": [{"const": "ab"}, {"pattern": "^x"}], "not": {"const": "xy"}},
+            "additionalProperties": {"type": "integer"},
+        },
+        ['{"ab": 1}', '{"xz": 2}'],
+        ['{"xy": 2}', '{"abc": 1}'],
+    ),
     # propertyNames beyond the string keywords, and its complement
     (
         {"type": "object", "additionalProperties": {"type": "integer"}, "not": {"propertyNames": {"maxLength": 1}}},

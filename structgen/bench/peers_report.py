@@ -67,8 +67,8 @@ def render(doc: dict[str, Any]) -> str:
             ((r, run["endpoint"]["label"]) for run in runs for r in run["rows"] if r["workload"] == w), key=lambda x: x[0]["concurrency"]
         )
         for r, label in rows:
-            mine = ours.get((w, r["concurrency"]))
-            ratio = f"{mine['req_per_s'] / r['req_per_s']:.2f}×" if mine and r["req_per_s"] else "—"
+            base = ours.get((w, r["concurrency"]))
+            ratio = f"{base['req_per_s'] / r['req_per_s']:.2f}×" if base and r["req_per_s"] else "—"
             lines.append(
                 f"| {r['concurrency']} | {label} | {r['req_per_s']:.2f} | {r['out_tok_per_s']:.0f} | {_ms(r['ttft_ms'])} | "
                 f"{_ms(r['tpot_ms'])} | {100 * r['valid']:.1f}% | {r['max_tokens_cuts']} | {r['failed']} | {ratio} |"

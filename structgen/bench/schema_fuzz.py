@@ -94,7 +94,15 @@ def _object_keywords(rng: random.Random, s: dict[str, Any], depth: int, defs: di
         elif depth > 0:
             s["dependentSchemas"] = {name: _schema(rng, depth - 1, defs)}
     if rng.random() < 0.1:
-        s["propertyNames"] = rng.choice([{"enum": ["a", "b", "x"]}, {"maxLength": 1}, {"pattern": "^[a-c]$"}])
+        s["propertyNames"] = rng.choice(
+            [
+                {"enum": ["a", "b", "x"]},
+                {"maxLength": 1},
+                {"pattern": "^[a-c]$"},
+                {"anyOf": [{"const": "x"}, {"maxLength": 1}]},
+                {"not": {"const": "b"}},
+            ]
+        )
 
 
 def random_schema(rng: random.Random, depth: int = 3) -> Any:
