@@ -16,14 +16,14 @@ if TYPE_CHECKING:
     from .json_schema import Converter
 
 
+STRING_NAME_KEYWORDS = frozenset({"type", "enum", "const", "minLength", "maxLength", "pattern", "format"})
+
+
 def key_texts(cv: Converter, names: Any, ptr: str) -> Node | None:
     """For a ``propertyNames`` schema beyond the string keywords (``$ref``, ``anyOf``, ``not`` …):
     the JSON texts of the strings it generates (the converter's language of ``names`` ∧ string,
     in the same canonical encoding as keys), to intersect with the key language; None otherwise."""
-    if not isinstance(names, dict) or key_language(cv, names, ptr) is not None or names is True:
-        return None
-    allowed = {"type", "enum", "const", "minLength", "maxLength", "pattern", "format"}
-    if not any(k in CONSTRAINTS and k not in allowed for k in names):
+    if not isinstance(names, dict) or not any(k in CONSTRAINTS and k not in STRING_NAME_KEYWORDS for k in names):
         return None
     return cv.convert(cv.rewritten(names, "key-texts", lambda: {"allOf": [names, {"type": "string"}]}), ptr)
 
@@ -37,8 +37,7 @@ def key_language(cv: Converter, names: Any, ptr: str) -> Node | None:
         return NOTHING
     if not isinstance(names, dict):
         raise SchemaError("propertyNames must be a schema", keyword="propertyNames", pointer=ptr)
-    allowed = {"type", "enum", "const", "minLength", "maxLength", "pattern", "format"}
-    if any(k in CONSTRAINTS and k not in allowed for k in names):
+    if any(k in CONSTRAINTS and k not in STRING_NAME_KEYWORDS for k in names):
         return None  # read by key_texts instead (any schema, through the converter)
     t = names.get("type")
     if t is not None and "string" not in (t if isinstance(t, list) else [t]):

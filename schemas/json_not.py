@@ -106,12 +106,9 @@ def _some_member_failing(cv: Converter, schema: dict[str, Any], neg: dict[str, A
     failing = cv.convert(cv.rewritten(schema, "failing-member", lambda: {"not": sub}), ptr)
     obj = cv.convert(_with_type(cv, schema, rest, "object"), ptr)
     value = cv.any_value(cv.opt.any_value_depth + 2)
-    member = seq(json_string(ANY_STRING_CONTENT), cv.key_sep, value)
     hit = seq(json_string(keys), cv.key_sep, failing)
     after = alt(seq(json_string(Minus(ANY_STRING_CONTENT, keys)), cv.key_sep, value), hit)
-    sep = cv.item_sep
-    exists = seq(cv.open_obj, rep(seq(member, sep), 0, None), hit, rep(seq(sep, after), 0, None), cv.close_obj)
-    return And((obj, exists))
+    return And((obj, _object_with(cv, hit, after)))
 
 
 def _not_types(cv: Converter, schema: dict[str, Any], excluded: Any, rest: dict[str, Any], ptr: str) -> Node:
@@ -196,11 +193,16 @@ def _some_key_outside(cv: Converter, schema: dict[str, Any], names: Any, rest: d
     if outside is NOTHING:
         return NOTHING
     value = cv.any_value(cv.opt.any_value_depth + 2)
-    member = seq(json_string(ANY_STRING_CONTENT), cv.key_sep, value)
-    hit = seq(json_string(outside), cv.key_sep, value)
+    return And((obj, _object_with(cv, seq(json_string(outside), cv.key_sep, value), None)))
+
+
+def _object_with(cv: Converter, hit: Node, after: Node | None) -> Node:
+    """Objects with a ``hit`` member, any members before it and ``after`` members after it
+    (None: any members).  Members outside the hit have values of bounded depth (a narrowing)."""
+    member = seq(json_string(ANY_STRING_CONTENT), cv.key_sep, cv.any_value(cv.opt.any_value_depth + 2))
     sep = cv.item_sep
-    exists = seq(cv.open_obj, rep(seq(member, sep), 0, None), hit, rep(seq(sep, member), 0, None), cv.close_obj)
-    return And((obj, exists))
+    tail = member if after is None else after
+    return seq(cv.open_obj, rep(seq(member, sep), 0, None), hit, rep(seq(sep, tail), 0, None), cv.close_obj)
 
 
 def key_complement(cv: Converter, names: Any, ptr: str) -> Node:

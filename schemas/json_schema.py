@@ -185,7 +185,8 @@ class Converter:
     def draft_number(self) -> int:
         """The root's draft as a number (3, 4, 6, 7, 2019, 2020), as ``jsonschema`` picks it
         (2020-12 when ``$schema`` is absent)."""
-        self.validator(True)
+        if self._validator_cls is None:
+            self.validator(True)
         name = self._validator_cls.__name__
         return {"Draft3Validator": 3, "Draft4Validator": 4, "Draft6Validator": 6, "Draft7Validator": 7,
                 "Draft201909Validator": 2019}.get(name, 2020)  # fmt: skip
@@ -193,7 +194,8 @@ class Converter:
     def draft_keywords(self) -> frozenset[str]:
         """The keywords the root's draft evaluates (``then`` / ``else`` / ``minContains`` …
         are read by ``if`` / ``contains``)."""
-        self.validator(True)
+        if self._validator_cls is None:
+            self.validator(True)
         return frozenset(self._validator_cls.VALIDATORS)
 
     def draft_ignores_ref_siblings(self) -> bool:

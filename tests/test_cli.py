@@ -66,7 +66,17 @@ def test_conformance_run_checks_pause_gc(tmp_path: Path) -> None:
             pause_gc="off")  # type: ignore[arg-type]  # fmt: skip
 
 
-SUBCOMMANDS = [[], ["compile"], ["generate"], ["demo"], ["serve"], ["bench"], ["bench", "json"], ["bench", "conformance"]]
+SUBCOMMANDS = [
+    [],
+    ["compile"],
+    ["generate"],
+    ["demo"],
+    ["serve"],
+    ["bench"],
+    ["bench", "json"],
+    ["bench", "conformance"],
+    ["bench", "peers"],
+]
 
 
 @pytest.mark.parametrize("args", SUBCOMMANDS)
@@ -112,3 +122,20 @@ def test_conformance_runs_the_anchors_on_the_same_instances(tmp_path: Path) -> N
         assert a["valid_instances"] + a["invalid_instances"] == 2 * a["compiled"]
     assert s["anchors"]["llguidance"]["passing"] >= 1
     assert "| maskbench | xgrammar |" in (tmp_path / "o" / "conformance-gpt2.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["serve", "--precompute-states", "-1"], "precompute_states must be >= 0"),
+        (["serve", "--precompute-budget-s", "0"], "precompute_budget_s must be > 0"),
+        (["bench", "peers", "--endpoint", "s=structgen@http://127.0.0.1:9", "--concurrency", "0"], "--concurrency must be >= 1"),
+        (["bench", "peers", "--endpoint", "nope"], "expected LABEL=FLAVOR@URL"),
+    ],
+)
+def test_serve_and_peers_reject_bad_flags_before_starting(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bad compile or load flag is a named error with exit code 2, before any model loads or
+    any request is sent."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
