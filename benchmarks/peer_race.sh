@@ -4,16 +4,20 @@
 # `structgen bench peers` with the same workloads, concurrency levels and requests.
 #
 #   usage: bash benchmarks/peer_race.sh STEP OUT
-#     STEP: checkpoint | structgen | vllm-xgrammar | vllm-guidance
+#     STEP: checkpoint | structgen | vllm-xgrammar | vllm-guidance | sglang-xgrammar | sglang-llguidance
 #   env:   TOKENIZER (tokenizer folder, for `checkpoint`), CKPT (default /tmp/peer-ckpt),
 #          PRESET (default llama3-8b), VSITE (vLLM's site folder, for vllm-*),
+#          SSITE (SGLang's site folder, for sglang-*), MASKBENCH (maskbench/data folder, for
+#          the maskbench workload),
 #          WORKLOADS (default character,extraction), CONC (default "16 64 256"), NREQ (default 256),
 #          NREQ1 (requests at concurrency 1, default 12), SERVE_ARGS (extra `structgen serve` flags),
 #          LABEL (endpoint label, default structgen)
 #
 # Each engine runs with its documented single-GPU defaults plus what a user sets for structured
 # outputs: vLLM's engine-level disable_any_whitespace (its per-request field is ignored by the
-# xgrammar backend, and without it random weights emit whitespace until max_tokens).
+# xgrammar backend, and without it random weights emit whitespace until max_tokens); SGLang's
+# --constrained-json-disable-any-whitespace for the same reason, and its FlashInfer attention
+# backend (its Hopper default, FA3, ships as a 1.8 GB extension that is not staged there).
 set -euo pipefail
 step=$1
 out=$2
@@ -21,11 +25,23 @@ ckpt=${CKPT:-/tmp/peer-ckpt}
 mkdir -p "$out"
 read -r -a conc <<< "${CONC:-16 64 256}"
 wl=${WORKLOADS:-character,extraction}
-race=(--workload "$wl" --concurrency "${conc[@]}" --num-requests "${NREQ:-256}" --out "$out" --wait-ready-s 900)
+mb=()
+[ -n "${MASKBENCH:-}" ] && mb=(--maskbench-dir "$MASKBENCH")
+race=(--workload "$wl" --concurrency "${conc[@]}" --num-requests "${NREQ:-256}" --out "$out" --wait-ready-s 900 "${mb[@]}")
 # concurrency 1 with fewer requests (and its own schema draw), after the others on the same server
-single=(--workload "$wl" --concurrency 1 --num-requests "${NREQ1:-12}" --seed 100 --out "$out")
+single=(--workload "$wl" --concurrency 1 --num-requests "${NREQ1:-12}" --seed 100 --out "$out" "${mb[@]}")
 
 stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+# wait for the server PID to answer GET /health on PORT; fail at once when it exits (a server that
+# dies during start-up must not hold the machine until the load generator's time-out)
+ready() {
+    for _ in $(seq 1 900); do
+        kill -0 "$1" 2>/dev/null || return 1
+        python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$2/health', timeout=2)" 2>/dev/null && return 0
+        sleep 1
+    done
+    return 1
+}
 
 case $step in
 checkpoint)
@@ -35,6 +51,7 @@ structgen)
     read -r -a serve_args <<< "${SERVE_ARGS:-}"
     python3 -m structgen serve --model "$ckpt" --port 8100 --log-level warning "${serve_args[@]}" > "$out/structgen-server.log" 2>&1 &
     pid=$!
+    ready "$pid" 8100 || { tail -40 "$out/structgen-server.log"; stop "$pid"; exit 1; }
     python3 -m structgen bench peers --endpoint "${LABEL:-structgen}=structgen@http://127.0.0.1:8100" \
         --engine "structgen serve ${SERVE_ARGS:-(defaults)}, commit ${STRUCTGEN_COMMIT:-$(git rev-parse --short HEAD)}" "${race[@]}" || { stop "$pid"; exit 1; }
     python3 -m structgen bench peers --endpoint "${LABEL:-structgen}=structgen@http://127.0.0.1:8100" \
@@ -48,10 +65,26 @@ vllm-xgrammar | vllm-guidance)
     PYTHONPATH="$VSITE" VLLM_USE_FLASHINFER_SAMPLER=0 python3 -m vllm.entrypoints.openai.api_server --model "$ckpt" \
         --served-model-name peer --port 8200 --seed 0 --structured-outputs-config "$cfg" > "$out/$step-server.log" 2>&1 &
     pid=$!
+    ready "$pid" 8200 || { tail -40 "$out/$step-server.log"; stop "$pid"; exit 1; }
     python3 -m structgen bench peers --endpoint "$step=vllm@http://127.0.0.1:8200" --served-model peer \
         --engine "vLLM $version, --structured-outputs-config '$cfg', otherwise defaults" "${race[@]}" || { tail -30 "$out/$step-server.log"; stop "$pid"; exit 1; }
     python3 -m structgen bench peers --endpoint "$step=vllm@http://127.0.0.1:8200" --served-model peer \
         --engine "vLLM $version, --structured-outputs-config '$cfg', otherwise defaults" "${single[@]}" || true
+    stop "$pid"
+    ;;
+sglang-xgrammar | sglang-llguidance)
+    backend=${step#sglang-}
+    version=$(PYTHONPATH="$SSITE" python3 -c "import sglang; print(sglang.__version__)" 2>/dev/null | tail -1)
+    flags="--grammar-backend $backend --constrained-json-disable-any-whitespace --attention-backend flashinfer"
+    read -r -a sflags <<< "$flags"
+    PYTHONPATH="$SSITE" python3 -m sglang.launch_server --model-path "$ckpt" --served-model-name peer --port 8300 \
+        --random-seed 0 "${sflags[@]}" > "$out/$step-server.log" 2>&1 &
+    pid=$!
+    ready "$pid" 8300 || { tail -60 "$out/$step-server.log"; stop "$pid"; exit 1; }
+    python3 -m structgen bench peers --endpoint "$step=sglang@http://127.0.0.1:8300" --served-model peer \
+        --engine "SGLang $version, $flags, otherwise defaults" "${race[@]}" || { tail -40 "$out/$step-server.log"; stop "$pid"; exit 1; }
+    python3 -m structgen bench peers --endpoint "$step=sglang@http://127.0.0.1:8300" --served-model peer \
+        --engine "SGLang $version, $flags, otherwise defaults" "${single[@]}" || true
     stop "$pid"
     ;;
 *)
