@@ -25,7 +25,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import BrokenExecutor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -167,7 +167,11 @@ class CompilerConfig:
 
     ``timeout_s`` (s) and ``max_states`` bound each compile; ``cache_size``: entries in the
     in-memory LRU (successes and failures); ``cache_dir``: on-disk cache folder or None;
-    ``workers``: threads for :meth:`GrammarCompiler.submit`; ``precompute_states``: after the
+    ``workers``: threads for :meth:`GrammarCompiler.submit`; ``processes``: when > 0,
+    :meth:`GrammarCompiler.submit` compiles on that many worker processes instead (spawned,
+    each with its own copy of the vocabulary), so compiles and their eager rows run in parallel
+    and off the serving process's interpreter lock; the compiled FSM comes back pickled (its
+    mask rows as raw bytes).  ``precompute_states``: after the
     automaton is built, compute the mask rows of up to this many token-reachable states
     eagerly, breadth-first (:meth:`TokenFSM.precompute_rows`), within what is left of
     ``timeout_s``: rows not reached stay lazy, and running out of time or states never fails
@@ -188,6 +192,7 @@ class CompilerConfig:
     cache_size: int = 512
     cache_dir: str | None = None
     workers: int = 1
+    processes: int = 0
     precompute_states: int = 0
     precompute_budget_s: float | None = None
     pause_gc: bool = True
@@ -199,6 +204,8 @@ class CompilerConfig:
             raise ValueError(f"max_states must be >= 2, got {self.max_states}")
         if self.cache_size < 0 or self.workers < 1:
             raise ValueError("cache_size must be >= 0 and workers >= 1")
+        if self.processes < 0:
+            raise ValueError(f"processes must be >= 0, got {self.processes}")
         if self.precompute_states < 0:
             raise ValueError(f"precompute_states must be >= 0, got {self.precompute_states}")
         if not isinstance(self.pause_gc, bool):
@@ -227,6 +234,7 @@ class GrammarCompiler:
         self._lock = threading.Lock()
         self._inflight: dict[str, Future[TokenFSM]] = {}
         self._pool: ThreadPoolExecutor | None = None
+        self._procs: ProcessPoolExecutor | None = None
         self._counts = {"memory_hits": 0, "disk_hits": 0, "misses": 0, "failures": 0}
         self._compile_s = 0.0
 
@@ -350,7 +358,7 @@ class GrammarCompiler:
                                  initargs=(self.vocab, config)) as pool:  # fmt: skip
             futures = {k: pool.submit(_worker_compile, c) for k, c in distinct.items()}
             for k, fut in futures.items():
-                state = fut.result()
+                state, _seconds = fut.result()
                 if isinstance(state, BaseException):
                     got: TokenFSM | BaseException = state
                 else:
@@ -367,18 +375,94 @@ class GrammarCompiler:
         return out
 
     def submit(self, constraint: Constraint) -> Future[TokenFSM]:
-        """Compile on a worker thread; concurrent submits of one constraint share a Future."""
+        """Compile on a worker thread (or, with ``config.processes``, a worker process);
+        concurrent submits of one constraint share a Future.  A cached constraint returns a
+        Future that is already done."""
         key = self.cache_key(constraint)
         with self._lock:
             fut = self._inflight.get(key)
             if fut is not None:
                 return fut
+            if self.config.processes:
+                return self._submit_process(key, constraint)
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.config.workers, thread_name_prefix="structgen-compile")
             fut = self._pool.submit(self.compile, constraint)
             self._inflight[key] = fut
         fut.add_done_callback(functools.partial(self._forget_future, key))
         return fut
+
+    def _submit_process(self, key: str, constraint: Constraint) -> Future[TokenFSM]:
+        """:meth:`submit` on the worker processes; caller holds the lock."""
+        fut: Future[TokenFSM] = Future()
+        got = self._lru.get(key)
+        if got is not None:
+            self._lru.move_to_end(key)
+            self._counts["memory_hits"] += 1
+            if isinstance(got, BaseException):
+                fut.set_exception(got)
+            else:
+                fut.set_result(got)
+            return fut
+        self._inflight[key] = fut
+        inner = self._processes().submit(_worker_compile, constraint)
+        inner.add_done_callback(functools.partial(self._adopt, key, fut))
+        return fut
+
+    def _processes(self) -> ProcessPoolExecutor:
+        """The worker processes (spawned on first use); caller holds the lock."""
+        if self._procs is None:
+            import multiprocessing
+
+            ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold CUDA
+            config = dataclasses.replace(self.config, workers=1, processes=0)
+            self._procs = ProcessPoolExecutor(self.config.processes, mp_context=ctx, initializer=_worker_init,
+                                              initargs=(self.vocab, config))  # fmt: skip
+        return self._procs
+
+    def start_workers(self, timeout_s: float = 120.0) -> None:
+        """Spawn the worker processes now and wait until each has loaded the vocabulary (a
+        server's start-up, so the first requests never wait for a spawn).  A no-op without
+        ``config.processes``.  Raises ``TimeoutError`` past ``timeout_s``."""
+        if not self.config.processes:
+            return
+        with self._lock:
+            pool = self._processes()
+            pings = [pool.submit(_worker_ping, 0.2) for _ in range(self.config.processes)]
+        for p in pings:
+            p.result(timeout=timeout_s)
+
+    def _adopt(self, key: str, fut: Future[TokenFSM], inner: Future[tuple[Any, float]]) -> None:
+        """A worker process's result → ``fut`` (a TokenFSM on this compiler's vocabulary, or
+        the refusal), cached as :meth:`compile` caches.  A dead worker fails the compile with
+        ``GrammarCompileError`` and the pool is replaced for the next submit."""
+        got: TokenFSM | BaseException
+        seconds = 0.0
+        transient = False  # a dead worker: not the constraint's fault, so not cached
+        try:
+            state, seconds = inner.result()
+            got = state if isinstance(state, BaseException) else self._from_state(state)
+        except BrokenExecutor as e:
+            got = GrammarCompileError(f"the grammar compile worker process stopped ({type(e).__name__}); retry the request")
+            transient = True
+            with self._lock:
+                if self._procs is not None:
+                    self._procs.shutdown(wait=False, cancel_futures=False)
+                    self._procs = None
+        except BaseException as e:  # anything else a worker raised reaches the caller unchanged
+            got = e
+        with self._lock:
+            self._inflight.pop(key, None)
+            self._counts["misses"] += 1
+            self._compile_s += seconds
+            if isinstance(got, BaseException):
+                self._counts["failures"] += 1
+        if not transient and (not isinstance(got, BaseException) or isinstance(got, (ConstraintError, GrammarCompileError))):
+            self._remember(key, got)
+        if isinstance(got, BaseException):
+            fut.set_exception(got)
+        else:
+            fut.set_result(got)
 
     def _forget_future(self, key: str, _fut: Future[TokenFSM]) -> None:
         self._forget(key)
@@ -392,10 +476,14 @@ class GrammarCompiler:
             return CompileStats(compile_s=self._compile_s, **self._counts)
 
     def close(self) -> None:
-        """Stop the worker threads (pending compiles finish first)."""
+        """Stop the worker threads and processes (pending compiles finish first)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+        with self._lock:
+            procs, self._procs = self._procs, None
+        if procs is not None:
+            procs.shutdown(wait=True, cancel_futures=True)
 
     # ------------------------------------------------------------------ disk cache
 
@@ -439,13 +527,24 @@ def _worker_init(vocab: Vocabulary, config: CompilerConfig) -> None:
     _WORKER = GrammarCompiler(vocab, config)
 
 
-def _worker_compile(constraint: Constraint) -> dict[str, Any] | BaseException:
-    """Compile in a worker process; the FSM's state without the vocabulary (the parent has it)."""
+def _worker_compile(constraint: Constraint) -> tuple[dict[str, Any] | BaseException, float]:
+    """Compile in a worker process: (the FSM's state without the vocabulary (the parent has
+    it), or the refusal; seconds spent)."""
     assert _WORKER is not None
+    t0 = time.perf_counter()
     try:
-        return _state_without_vocab(_WORKER.compile(constraint))
+        out: dict[str, Any] | BaseException = _state_without_vocab(_WORKER.compile(constraint))
     except (ConstraintError, GrammarCompileError) as e:
-        return e
+        out = e
+    return out, time.perf_counter() - t0
+
+
+def _worker_ping(seconds: float) -> bool:
+    """A no-op task that holds its worker ``seconds`` (so a batch of pings reaches every
+    worker of a pool: :meth:`GrammarCompiler.start_workers`)."""
+    assert _WORKER is not None
+    time.sleep(seconds)
+    return True
 
 
 def _state_without_vocab(fsm: TokenFSM) -> dict[str, Any]:

@@ -80,8 +80,7 @@ class TokenFSM:
                 "initial": self.initial,
                 "mask_words": self.mask_words,
                 "_state_to_row": dict(self._state_to_row),
-                "_rows": list(self._rows),
-                "_row_bytes": list(self._row_bytes),
+                "_row_bytes": list(self._row_bytes),  # the rows travel once, as bytes
                 "_row_index": dict(self._row_index),
                 "_row_empty": list(self._row_empty),
                 "_rows_complete": self._rows_complete,
@@ -90,6 +89,8 @@ class TokenFSM:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        if "_rows" not in state:  # rows as read-only int32 views of their bytes (no copy)
+            self._rows = [np.frombuffer(b, dtype="<i4") for b in self._row_bytes]
         if "_row_empty" not in state:  # pickled before the flag existed
             self._row_empty = [not r.any() for r in self._rows]
         self.__dict__.setdefault("_rows_complete", False)

@@ -80,7 +80,13 @@ def _add_serve(sub: Any) -> None:
     srv.add_argument("--max-context", type=int, default=4096)
     srv.add_argument("--compile-timeout-s", type=float, default=10.0)
     srv.add_argument("--max-states", type=int, default=50_000)
-    srv.add_argument("--compile-workers", type=int, default=2)
+    srv.add_argument("--compile-workers", type=int, default=2, help="compile threads (when --compile-processes is 0)")
+    srv.add_argument(
+        "--compile-processes",
+        type=int,
+        default=0,
+        help="compile (and --precompute-states rows) on this many worker processes, off the engine's interpreter lock (0: threads)",
+    )
     srv.add_argument(
         "--precompute-states",
         type=int,
@@ -359,6 +365,7 @@ def _serve_command(args: argparse.Namespace) -> int:
                 timeout_s=args.compile_timeout_s,
                 max_states=args.max_states,
                 workers=args.compile_workers,
+                processes=args.compile_processes,
                 precompute_states=args.precompute_states,
                 precompute_budget_s=args.precompute_budget_s,
             ),

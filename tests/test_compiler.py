@@ -174,6 +174,59 @@ def test_precompile_in_worker_processes(tiny_vocab: Vocabulary, tmp_path: object
         comp.precompile(good, processes=0)
 
 
+def _spell(fsm: object, text: bytes) -> list[int]:
+    """Token ids spelling ``text`` that ``fsm`` allows one after another (depth-first)."""
+
+    def dfs(state: int, pos: int) -> list[int] | None:
+        if pos == len(text):
+            return []
+        for t in fsm.allowed_token_ids(state).tolist():  # type: ignore[attr-defined]
+            piece = fsm.vocab.token_bytes[t]  # type: ignore[attr-defined]
+            if piece and text.startswith(piece, pos):
+                rest = dfs(fsm.next_state(state, t), pos + len(piece))  # type: ignore[attr-defined]
+                if rest is not None:
+                    return [t, *rest]
+        return None
+
+    got = dfs(fsm.initial, 0)  # type: ignore[attr-defined]
+    assert got is not None, f"no token path spells {text!r}"
+    return got
+
+
+def test_submit_on_worker_processes(tiny_vocab: Vocabulary) -> None:
+    """With ``processes``, submit() compiles in spawned workers: the FSM comes back on the
+    parent's vocabulary with the same rows and transitions as an in-process compile, refusals
+    arrive as the same named errors, and a second submit is a cache hit already done."""
+    good = Constraint.json_schema(SCHEMA)
+    bad = Constraint.json_schema({"type": "object", "maxProperties": "x"})
+    comp = GrammarCompiler(tiny_vocab, CompilerConfig(processes=2, precompute_states=10_000))
+    try:
+        comp.start_workers()
+        fut_good, fut_bad = comp.submit(good), comp.submit(bad)
+        fsm = fut_good.result(timeout=120)
+        with pytest.raises(SchemaError) as err:
+            fut_bad.result(timeout=120)
+        assert err.value.keyword == "maxProperties"
+        again = comp.submit(good)
+        assert again.done() and again.result() is fsm
+        assert comp.stats().misses == 2 and comp.stats().failures == 1 and comp.stats().memory_hits == 1
+    finally:
+        comp.close()
+    local = GrammarCompiler(tiny_vocab, CompilerConfig(precompute_states=10_000)).compile(good)
+    assert fsm.vocab is tiny_vocab and fsm.rows_complete and local.rows_complete
+    assert np.array_equal(fsm.mask_row(fsm.initial), local.mask_row(local.initial))
+    text = b'{"a": 12, "b": "ab"}'
+    cur_p, cur_l = fsm.cursor(), local.cursor()
+    for tok in _spell(fsm, text):
+        cur_p.advance(tok)
+        cur_l.advance(tok)
+        assert np.array_equal(fsm.mask_row(cur_p.state), local.mask_row(cur_l.state))
+    assert cur_p.is_accepting() and cur_l.is_accepting()
+    assert fsm.dfa.accepts(text) and local.dfa.accepts(text)
+    with pytest.raises(ValueError, match="processes"):
+        CompilerConfig(processes=-1)
+
+
 def test_put_seeds_the_cache_and_checks_the_vocabulary(tiny_vocab: Vocabulary, gpt2_vocab: Vocabulary) -> None:
     c = Constraint.regex(r"[ab]{1,3}")
     fsm = GrammarCompiler(tiny_vocab).compile(c)

@@ -99,6 +99,7 @@ class Engine:
         self.vocab = Vocabulary.from_tokenizer(self.tokenizer, eos_token_ids=self.eos_token_ids)
         self.vocab.prepare()  # trie tables and the sorted order: built at start-up, not in a request's step
         self.compiler = GrammarCompiler(self.vocab, cfg.compiler)
+        self.compiler.start_workers()  # compile processes, if configured, are up before traffic
         radix = RadixCache(self.runner.allocator) if cfg.scheduler.radix_cache else None
         self.cache = CacheManager(self.runner.req_to_token, self.runner.allocator, radix)
         self.sampler = Sampler(
