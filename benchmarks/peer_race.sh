@@ -8,7 +8,8 @@
 #   env:   TOKENIZER (tokenizer folder, for `checkpoint`), CKPT (default /tmp/peer-ckpt),
 #          PRESET (default llama3-8b), VSITE (vLLM's site folder, for vllm-*),
 #          SSITE (SGLang's site folder, for sglang-*), MASKBENCH (maskbench/data folder, for
-#          the maskbench workload),
+#          the maskbench workload), WARM (set: --warm-grammars, each level's requests sent once
+#          untimed before the timed pass),
 #          WORKLOADS (default character,extraction), CONC (default "16 64 256"), NREQ (default 256),
 #          NREQ1 (requests at concurrency 1, default 12), SERVE_ARGS (extra `structgen serve` flags),
 #          LABEL (endpoint label, default structgen)
@@ -27,6 +28,7 @@ read -r -a conc <<< "${CONC:-16 64 256}"
 wl=${WORKLOADS:-character,extraction}
 mb=()
 [ -n "${MASKBENCH:-}" ] && mb=(--maskbench-dir "$MASKBENCH")
+[ -n "${WARM:-}" ] && mb+=(--warm-grammars)
 race=(--workload "$wl" --concurrency "${conc[@]}" --num-requests "${NREQ:-256}" --out "$out" --wait-ready-s 900 "${mb[@]}")
 # concurrency 1 with fewer requests (and its own schema draw), after the others on the same server
 single=(--workload "$wl" --concurrency 1 --num-requests "${NREQ1:-12}" --seed 100 --out "$out" "${mb[@]}")

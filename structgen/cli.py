@@ -188,6 +188,9 @@ def _add_bench_peers(bsub: Any) -> None:
     peers.add_argument("--seed", type=int, default=0)
     peers.add_argument("--maskbench-dir", default=None)
     peers.add_argument("--wait-ready-s", type=float, default=0.0, help="first wait up to this long for GET /health")
+    peers.add_argument(
+        "--warm-grammars", action="store_true", help="send each level's requests once, untimed, before timing them (schemas seen before)"
+    )
     peers.add_argument("--out", default="benchmarks/results/peers", help="appends to OUT/peers.json, renders OUT/peers.md")
 
 
@@ -450,7 +453,7 @@ def _bench_peers_command(args: argparse.Namespace, argv: list[str]) -> int:
         if args.wait_ready_s > 0:
             wait_ready(endpoint, args.wait_ready_s)
         workloads = [w.strip() for w in args.workload.split(",") if w.strip()]
-        rows = race(endpoint, workloads, args.concurrency, args.num_requests, args.seed, args.maskbench_dir)
+        rows = race(endpoint, workloads, args.concurrency, args.num_requests, args.seed, args.maskbench_dir, warm=args.warm_grammars)
     except (ValueError, TimeoutError) as e:
         print(f"structgen: error: {e}", file=sys.stderr)
         return 2

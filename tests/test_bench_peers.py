@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -46,8 +47,11 @@ def test_each_flavor_asks_for_the_constraint_its_own_way() -> None:
 class _FakeCompletions(BaseHTTPRequestHandler):
     """Streams "ab" then "ba" as an OpenAI completion with usage; "fail" prompts get a 400."""
 
+    posts = 0  # requests served (all threads)
+
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).posts += 1
         if body["prompt"] == "fail":
             self.send_response(400)
             self.end_headers()
@@ -110,3 +114,39 @@ def test_every_object_schema_is_made_unique() -> None:
     assert first["properties"]["ref_7_0"] == {"type": "string", "maxLength": 12}
     regex = BenchRequest("p", Constraint.regex("a+"), 4)
     assert distinct_schemas([regex], "0") == [regex]
+
+
+def test_warm_grammars_send_each_level_twice_and_keep_their_own_table(fake_server: str, tmp_path: Path) -> None:
+    """--warm-grammars: every level's requests go once untimed, then timed; the rows say so and
+    the report keeps them apart from the cold rows of the same workload and level."""
+    from structgen.bench.peers import race
+
+    ep = Endpoint("fake-vllm", "vllm", fake_server)
+    before = _FakeCompletions.posts
+    cold = race(ep, ["character"], [2], 3, warmup=1)
+    assert _FakeCompletions.posts - before == 1 + 3 and cold[0]["grammars"] == "cold"
+    before = _FakeCompletions.posts
+    warm = race(ep, ["character"], [2], 3, warmup=0, warm=True)
+    assert _FakeCompletions.posts - before == 6 and warm[0]["grammars"] == "warm"
+    meta = {"label": "fake-vllm", "flavor": "vllm", "url": fake_server, "engine": "stand-in"}
+    append_run(str(tmp_path), meta, cold, "cold")
+    doc = append_run(str(tmp_path), meta, warm, "warm")
+    assert len(doc["runs"][0]["rows"]) == 2
+    md = (tmp_path / "peers.md").read_text()
+    assert "## character\n" in md and "## character (warm grammars)" in md
+
+
+def test_gpu_memory_sampler_reads_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Peak MiB summed over the GPUs that ``nvidia-smi`` lists; None where it is absent."""
+    from structgen.bench.peers import GpuMemorySampler
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with GpuMemorySampler(interval_s=0.01) as absent:
+        pass
+    assert absent.peak_mib is None
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 1000\necho 2500\n")
+    smi.chmod(0o755)
+    with GpuMemorySampler(interval_s=0.01) as gpu:
+        time.sleep(0.05)
+    assert gpu.peak_mib == 3500

@@ -11,8 +11,11 @@ for (every request streams, greedy, the same ``max_tokens``):
 Per (endpoint, workload, concurrency): req/s, output tok/s (the server's own completion-token
 counts), TTFT (first streamed text) and TPOT ((last − first) / (tokens − 1)) p50 / p99, the
 share of outputs that validate (``jsonschema`` / ``re.fullmatch``), ``max_tokens`` cuts and
-failed requests.  Every object schema is made unique per request (:func:`distinct_schemas`), so
-every schema is new to the server when it arrives (cold), for every engine alike.  Threads and
+failed requests, and the GPU's peak memory in use while the level ran (``nvidia-smi``, when the
+load generator runs on the server's machine).  Every object schema is made unique per request
+(:func:`distinct_schemas`), so every schema is new to the server when it arrives (cold), for
+every engine alike; with ``warm`` each level's requests are first sent once, untimed, so every
+engine has compiled (and, where it caches them, masked) each schema before the clock starts.  Threads and
 ``http.client`` (standard library) drive the load: no client package is needed on the GPU box.
 """
 
@@ -21,6 +24,8 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Sequence
@@ -172,6 +177,50 @@ def is_valid(req: BenchRequest, text: str) -> bool:
     return bool(cls(schema, format_checker=cls.FORMAT_CHECKER).is_valid(value))
 
 
+class GpuMemorySampler:
+    """Peak GPU memory in use (MiB, summed over the machine's GPUs) while the ``with`` block
+    runs, sampled from ``nvidia-smi`` every ``interval_s`` seconds on a thread; ``peak_mib`` is
+    None without ``nvidia-smi`` (a CPU machine, or a server elsewhere)."""
+
+    def __init__(self, interval_s: float = 0.5) -> None:
+        self.interval_s = interval_s
+        self.peak_mib: int | None = None
+        self._smi = shutil.which("nvidia-smi")
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def sample(self) -> int | None:
+        """MiB in use now over all GPUs, or None when ``nvidia-smi`` is absent or fails."""
+        if self._smi is None:
+            return None
+        try:
+            out = subprocess.run(
+                [self._smi, "--query-gpu=memory.used", "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10
+            ).stdout
+            return sum(int(x) for x in out.split())
+        except (OSError, ValueError, subprocess.SubprocessError):
+            return None
+
+    def _loop(self) -> None:
+        while True:
+            got = self.sample()
+            if got is not None:
+                self.peak_mib = max(self.peak_mib or 0, got)
+            if self._stop.wait(self.interval_s):
+                return
+
+    def __enter__(self) -> GpuMemorySampler:
+        if self._smi is not None:
+            self._thread = threading.Thread(target=self._loop, name="gpu-memory", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
 def run_load(endpoint: Endpoint, reqs: Sequence[BenchRequest], concurrency: int) -> dict[str, Any]:
     """All of ``reqs`` against ``endpoint`` with at most ``concurrency`` in flight; the row."""
     if concurrency < 1:
@@ -185,7 +234,7 @@ def run_load(endpoint: Endpoint, reqs: Sequence[BenchRequest], concurrency: int)
             outcomes.append((r, o))
 
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(concurrency) as pool:
+    with GpuMemorySampler() as gpu, ThreadPoolExecutor(concurrency) as pool:
         list(pool.map(one, reqs))
     wall = time.perf_counter() - t0
     ok = [(r, o) for r, o in outcomes if o.error is None]
@@ -208,6 +257,7 @@ def run_load(endpoint: Endpoint, reqs: Sequence[BenchRequest], concurrency: int)
         "tpot_ms": {"p50": percentile(tpot, 0.5), "p99": percentile(tpot, 0.99)},
         "valid": round(sum(is_valid(r, o.text) for r, o in ok) / len(reqs), 4) if reqs else 0.0,
         "max_tokens_cuts": sum(o.finish == "length" for _r, o in ok),
+        "peak_gpu_mib": gpu.peak_mib,
     }
 
 
@@ -251,24 +301,29 @@ def race(
     seed: int = 0,
     maskbench_dir: str | None = None,
     warmup: int = 4,
+    warm: bool = False,
 ) -> list[dict[str, Any]]:
     """Every (workload, concurrency) against ``endpoint``: the same requests for every engine
     run with the same arguments; a level's requests are drawn with ``seed + level index`` (new
     schemas per level).  ``warmup`` requests of a regex no workload uses go first (kernel JIT,
-    CUDA graphs), untimed."""
+    CUDA graphs), untimed.  With ``warm``, each level's requests are sent once untimed (same
+    prompts, same concurrency) before the timed pass, so the timed pass sees schemas the server
+    has served before (rows get ``"grammars": "warm"``, else ``"cold"``)."""
     if warmup:
-        warm = [
+        kernels = [
             r._replace(constraint=type(r.constraint).regex("[a-z ]{1,24}"), max_tokens=16)
             for r in build_workload("character", warmup, seed)
         ]
-        run_load(endpoint, warm, min(warmup, 4))
+        run_load(endpoint, kernels, min(warmup, 4))
     rows = []
     for w in workloads:
         for i, c in enumerate(concurrency):
             reqs = distinct_schemas(build_workload(w, num_requests, seed + i, maskbench_dir=maskbench_dir), f"{seed + i}")
             if not reqs:
                 continue
-            row = {"workload": w, **run_load(endpoint, reqs, c)}
+            if warm:
+                run_load(endpoint, reqs, c)
+            row = {"workload": w, "grammars": "warm" if warm else "cold", **run_load(endpoint, reqs, c)}
             rows.append(row)
             print(json.dumps(row), flush=True)
     return rows

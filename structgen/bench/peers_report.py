@@ -22,8 +22,8 @@ def append_run(out_dir: str, endpoint_meta: dict[str, Any], rows: list[dict[str,
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
     earlier = [r for r in doc["runs"] if r["endpoint"]["label"] == endpoint_meta["label"]]
-    fresh = {(r["workload"], r["concurrency"]) for r in rows}
-    kept = [r for run in earlier for r in run["rows"] if (r["workload"], r["concurrency"]) not in fresh]
+    fresh = {_key(r) for r in rows}
+    kept = [r for run in earlier for r in run["rows"] if _key(r) not in fresh]
     commands = [c for run in earlier for c in run.get("commands", [run["meta"]["command"]])] + [command]
     doc["runs"] = [r for r in doc["runs"] if r["endpoint"]["label"] != endpoint_meta["label"]]
     doc["runs"].append({"endpoint": endpoint_meta, "meta": run_meta(command), "commands": commands, "rows": kept + rows})
@@ -32,6 +32,16 @@ def append_run(out_dir: str, endpoint_meta: dict[str, Any], rows: list[dict[str,
     with open(os.path.join(out_dir, "peers.md"), "w", encoding="utf-8") as f:
         f.write(render(doc))
     return doc
+
+
+def _key(row: dict[str, Any]) -> tuple[str, int]:
+    """A row's table: its workload, with warm-grammar rows apart from cold ones; and its level."""
+    w = row["workload"] + (" (warm grammars)" if row.get("grammars") == "warm" else "")
+    return w, row["concurrency"]
+
+
+def _mib(v: int | None) -> str:
+    return "—" if v is None else f"{v:,}"
 
 
 def _ms(d: dict[str, float]) -> str:
@@ -52,26 +62,27 @@ def render(doc: dict[str, Any]) -> str:
     mine = [run for run in runs if run["endpoint"]["label"] == "structgen"] or [
         run for run in runs if run["endpoint"]["flavor"] == "structgen"
     ][:1]
-    ours = {(r["workload"], r["concurrency"]): r for run in mine for r in run["rows"]}
-    workloads = list(dict.fromkeys(r["workload"] for run in runs for r in run["rows"]))
+    ours = {_key(r): r for run in mine for r in run["rows"]}
+    workloads = list(dict.fromkeys(_key(r)[0] for run in runs for r in run["rows"]))
     for w in workloads:
         lines += [
             "",
             f"## {w}",
             "",
             "| concurrency | engine | req/s | out tok/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms) | valid | max_tokens cuts | failed "
-            "| structgen ÷ engine (req/s) |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| peak GPU MiB | structgen ÷ engine (req/s) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         rows = sorted(
-            ((r, run["endpoint"]["label"]) for run in runs for r in run["rows"] if r["workload"] == w), key=lambda x: x[0]["concurrency"]
+            ((r, run["endpoint"]["label"]) for run in runs for r in run["rows"] if _key(r)[0] == w), key=lambda x: x[0]["concurrency"]
         )
         for r, label in rows:
             base = ours.get((w, r["concurrency"]))
             ratio = f"{base['req_per_s'] / r['req_per_s']:.2f}×" if base and r["req_per_s"] else "—"
             lines.append(
                 f"| {r['concurrency']} | {label} | {r['req_per_s']:.2f} | {r['out_tok_per_s']:.0f} | {_ms(r['ttft_ms'])} | "
-                f"{_ms(r['tpot_ms'])} | {100 * r['valid']:.1f}% | {r['max_tokens_cuts']} | {r['failed']} | {ratio} |"
+                f"{_ms(r['tpot_ms'])} | {100 * r['valid']:.1f}% | {r['max_tokens_cuts']} | {r['failed']} | "
+                f"{_mib(r.get('peak_gpu_mib'))} | {ratio} |"
             )
     lines += [
         "",
@@ -79,6 +90,8 @@ def render(doc: dict[str, Any]) -> str:
         "request (an optional property named after the request is added), so each is new to the server when it arrives. "
         "req/s counts completed requests over the level's wall time; tokens "
         "are each server's own completion-token counts; TTFT = first streamed text; TPOT = (last − first) / (tokens − 1); "
-        "*valid* = output validates (`jsonschema`) or fully matches the regex (`re.fullmatch`).",
+        "*valid* = output validates (`jsonschema`) or fully matches the regex (`re.fullmatch`); *peak GPU MiB* = the most "
+        "`nvidia-smi` reported in use while the level ran (— where it was not sampled). Tables marked *warm grammars* sent "
+        "each level's requests once, untimed, before timing them.",
     ]
     return "\n".join(lines) + "\n"
