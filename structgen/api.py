@@ -94,6 +94,16 @@ def _validate(out: RequestOutput, constraint: Constraint, model: Any, index: int
             output=out,
             index=index,
         )
+    if out.finish_reason == "length":  # cut by max_tokens, or ended early by budget completion: never a complete answer
+        raise GenerationError(
+            f"request {index}: max_tokens cut the output or closed it early (finish reason length, "
+            f"{out.usage.completion_tokens} tokens); raise max_tokens for a complete answer (the text is attached)",
+            text=out.text,
+            finish_reason=out.finish_reason,
+            errors=["finish reason length"],
+            output=out,
+            index=index,
+        )
     try:
         value = constraint.validate(out.text)  # regex fullmatch, or JSON parse + jsonschema
         return model.model_validate(value) if model is not None else value
@@ -130,9 +140,10 @@ def generate(
     schema in that format (:mod:`structgen.engine.prompt_format`).  ``engine``: an
     :class:`Engine`; else the shared engine of ``model`` (a local folder), else of the embedded
     default model.  ``params``: the :class:`SamplingParams` of every prompt (default: greedy,
-    256 tokens at most, budget completion on, so the object ends complete within
-    ``max_tokens``).  With ``return_output`` the result is ``(value, RequestOutput)`` (usage
-    and stats).
+    256 tokens at most, budget completion on, so the object ends valid within ``max_tokens``;
+    an output that ``max_tokens`` shaped, cut or closed early, raises :class:`GenerationError`
+    with finish reason ``"length"``: it is never returned as a complete answer).  With
+    ``return_output`` the result is ``(value, RequestOutput)`` (usage and stats).
 
     Raises ``SchemaError`` / ``UnsupportedSchemaError`` / ``RegexError`` (bad constraint),
     ``RequestError`` (bad prompt or parameter), :class:`GenerationError` (no valid object: raw

@@ -144,6 +144,8 @@ def test_budget_completion_ends_valid_within_max_tokens(engine: Engine, jump_for
     for o, r in zip(outs, reqs):
         assert o.finish_reason in ("stop", "length") and o.usage.completion_tokens <= r.params.max_tokens, o
         jsonschema.validate(json.loads(o.text), UNBOUNDED)
+    # closing early to fit max_tokens shapes the values: reported as "length", never as a complete "stop"
+    assert sum(o.finish_reason == "length" for o in outs) >= 4
     cut = engine.generate([dataclasses.replace(r, params=dataclasses.replace(r.params, budget_completion=False)) for r in reqs])
     assert sum(o.finish_reason == "length" for o in cut) >= 8
     invalid = 0
@@ -460,3 +462,14 @@ def test_jump_forward_precheck_is_necessary(engine: Engine, monkeypatch: pytest.
     engine.generate(reqs)
     assert seen and all(pre for pre, fits in seen if fits)  # necessary: every accepted plan passes the precheck
     assert any(not pre for pre, _ in seen)  # and it spares refused plans
+
+
+def test_generate_raises_when_max_tokens_shaped_the_object(engine: Engine) -> None:
+    """structgen.generate never returns an object that max_tokens closed early: the valid but
+    shortened text comes back on a GenerationError with finish reason "length"."""
+    from structgen import GenerationError, generate
+
+    with pytest.raises(GenerationError) as e:
+        generate(schema=UNBOUNDED, prompt=_prompts(1)[0], engine=engine, params=SamplingParams(max_tokens=33, temperature=1.5, seed=0))
+    assert e.value.finish_reason == "length" and "max_tokens" in str(e.value)
+    jsonschema.validate(json.loads(e.value.text), UNBOUNDED)

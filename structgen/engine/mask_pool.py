@@ -48,14 +48,19 @@ class MaskRowPool:
         return MaskPoolStats(self._hits, self._uploads, self._evictions, len(self._slots))
 
     def row_indices(
-        self, cursors: Sequence[Cursor | None], dead: list[int] | None = None, tokens_left: Sequence[int | None] | None = None
+        self,
+        cursors: Sequence[Cursor | None],
+        dead: list[int] | None = None,
+        tokens_left: Sequence[int | None] | None = None,
+        narrowed: list[int] | None = None,
     ) -> torch.Tensor:
         """Pool slots for each cursor's current state (int32 ``[B]`` host tensor, −1 for None),
         uploading missing rows first (one batched host → device copy).  Where ``tokens_left[i]``
         is an int, cursor ``i`` gets its budget-restricted row (:meth:`Cursor.budget_row`)
-        instead of the plain one.  Positions whose row allows no token (a grammar dead end) are
-        appended to ``dead`` when given.  Raises ``RuntimeError`` when one step needs more
-        distinct rows than the pool holds."""
+        instead of the plain one; positions where that row allows fewer tokens than the plain
+        one (the budget shaped the output) are appended to ``narrowed`` when given.  Positions
+        whose row allows no token (a grammar dead end) are appended to ``dead`` when given.
+        Raises ``RuntimeError`` when one step needs more distinct rows than the pool holds."""
         out = np.full(len(cursors), -1, dtype=np.int32)
         missing: dict[tuple[int, int], list[int]] = {}
         sources: dict[tuple[int, int], np.ndarray] = {}
@@ -66,6 +71,8 @@ class MaskRowPool:
             fsm = cur.fsm
             left = None if tokens_left is None else tokens_left[i]
             r = fsm.mask_row_index(cur.state) if left is None else cur.budget_row_index(left)
+            if left is not None and narrowed is not None and r != fsm.mask_row_index(cur.state):
+                narrowed.append(i)
             if dead is not None and fsm.row_is_empty(r):
                 dead.append(i)
             key = (fsm.uid, r)

@@ -167,6 +167,7 @@ class Req:
     error: BaseException | None = None
     stop_at: int | None = None
     eos_sampled: bool = False
+    budget_narrowed: bool = False  # a budget-restricted mask row left out tokens the plain row allows
     cached_tokens: int = 0
     sampled_tokens: int = 0
     forced_tokens: int = 0

@@ -138,7 +138,10 @@ class Sampler:
         cursors = [r.cursor if a else None for r, a in zip(reqs, on)]
         if any(c is not None for c in cursors):
             lefts = [r.tokens_left() if a else None for r, a in zip(reqs, on)]
-            row_idx = to_device(self.pool.row_indices(cursors, dead, lefts), device)  # [S] int32
+            narrowed: list[int] = []
+            row_idx = to_device(self.pool.row_indices(cursors, dead, lefts, narrowed), device)  # [S] int32
+            for i in narrowed:
+                reqs[i].budget_narrowed = True  # its end will be reported as "length", not "stop"
         else:
             row_idx = self._unconstrained_rows(n, device)  # [S] int32, all −1: no copy
         future = self._future(n, device)

@@ -270,7 +270,7 @@ class Scheduler:
         cur = req.cursor
         if tok in self.eos_ids and (cur is None or cur.is_accepting()):
             req.eos_sampled = True
-            self._finish(req, "stop")
+            self._finish(req, self._complete_reason(req))
             return
         if cur is not None:
             cur.advance(tok)  # the mask guarantees the token is allowed
@@ -333,12 +333,19 @@ class Scheduler:
             return True
         cur = req.cursor
         if cur is not None and cur.is_accepting() and not cur.fsm.can_continue(cur.state):
-            self._finish(req, "stop")  # complete: only EOS could follow
+            self._finish(req, self._complete_reason(req))  # complete: only EOS could follow
             return True
         if len(req.output_ids) >= req.max_tokens:
             self._finish(req, "length")
             return True
         return False
+
+    @staticmethod
+    def _complete_reason(req: Req) -> str:
+        """Finish reason of an output the grammar accepts: "length" when budget-aware completion
+        ever withheld tokens to end it within ``max_tokens`` (its values may be cut short, so it
+        must not read as a complete answer), else "stop"."""
+        return "length" if req.budget_narrowed else "stop"
 
     def _finish(self, req: Req, reason: str) -> None:
         req.sample_ref = None
