@@ -45,6 +45,17 @@ ready() {
     return 1
 }
 
+# race the server PID (port PORT, log LOG) as endpoint ENDPOINT (LABEL=FLAVOR@URL), ENGINE describing
+# its version and flags; extra arguments go to every `bench peers` call (e.g. --served-model)
+race_server() {
+    local pid=$1 port=$2 log=$3 endpoint=$4 engine=$5
+    shift 5
+    ready "$pid" "$port" || { tail -60 "$log"; stop "$pid"; exit 1; }
+    python3 -m structgen bench peers --endpoint "$endpoint" --engine "$engine" "$@" "${race[@]}" || { tail -40 "$log"; stop "$pid"; exit 1; }
+    python3 -m structgen bench peers --endpoint "$endpoint" --engine "$engine" "$@" "${single[@]}" || true
+    stop "$pid"
+}
+
 case $step in
 checkpoint)
     python3 benchmarks/write_checkpoint.py "${PRESET:-llama3-8b}" "$TOKENIZER" "$ckpt"
@@ -52,13 +63,8 @@ checkpoint)
 structgen)
     read -r -a serve_args <<< "${SERVE_ARGS:-}"
     python3 -m structgen serve --model "$ckpt" --port 8100 --log-level warning "${serve_args[@]}" > "$out/structgen-server.log" 2>&1 &
-    pid=$!
-    ready "$pid" 8100 || { tail -40 "$out/structgen-server.log"; stop "$pid"; exit 1; }
-    python3 -m structgen bench peers --endpoint "${LABEL:-structgen}=structgen@http://127.0.0.1:8100" \
-        --engine "structgen serve ${SERVE_ARGS:-(defaults)}, commit ${STRUCTGEN_COMMIT:-$(git rev-parse --short HEAD)}" "${race[@]}" || { stop "$pid"; exit 1; }
-    python3 -m structgen bench peers --endpoint "${LABEL:-structgen}=structgen@http://127.0.0.1:8100" \
-        --engine "structgen serve ${SERVE_ARGS:-(defaults)}, commit ${STRUCTGEN_COMMIT:-$(git rev-parse --short HEAD)}" "${single[@]}" || true
-    stop "$pid"
+    race_server $! 8100 "$out/structgen-server.log" "${LABEL:-structgen}=structgen@http://127.0.0.1:8100" \
+        "structgen serve ${SERVE_ARGS:-(defaults)}, commit ${STRUCTGEN_COMMIT:-$(git rev-parse --short HEAD)}"
     ;;
 vllm-xgrammar | vllm-guidance)
     backend=${step#vllm-}
@@ -66,13 +72,8 @@ vllm-xgrammar | vllm-guidance)
     version=$(PYTHONPATH="$VSITE" python3 -c "import vllm; print(vllm.__version__)" 2>/dev/null | tail -1)
     PYTHONPATH="$VSITE" VLLM_USE_FLASHINFER_SAMPLER=0 python3 -m vllm.entrypoints.openai.api_server --model "$ckpt" \
         --served-model-name peer --port 8200 --seed 0 --structured-outputs-config "$cfg" > "$out/$step-server.log" 2>&1 &
-    pid=$!
-    ready "$pid" 8200 || { tail -40 "$out/$step-server.log"; stop "$pid"; exit 1; }
-    python3 -m structgen bench peers --endpoint "$step=vllm@http://127.0.0.1:8200" --served-model peer \
-        --engine "vLLM $version, --structured-outputs-config '$cfg', otherwise defaults" "${race[@]}" || { tail -30 "$out/$step-server.log"; stop "$pid"; exit 1; }
-    python3 -m structgen bench peers --endpoint "$step=vllm@http://127.0.0.1:8200" --served-model peer \
-        --engine "vLLM $version, --structured-outputs-config '$cfg', otherwise defaults" "${single[@]}" || true
-    stop "$pid"
+    race_server $! 8200 "$out/$step-server.log" "$step=vllm@http://127.0.0.1:8200" \
+        "vLLM $version, --structured-outputs-config '$cfg', otherwise defaults" --served-model peer
     ;;
 sglang-xgrammar | sglang-llguidance)
     backend=${step#sglang-}
@@ -81,13 +82,8 @@ sglang-xgrammar | sglang-llguidance)
     read -r -a sflags <<< "$flags"
     PYTHONPATH="$SSITE" python3 -m sglang.launch_server --model-path "$ckpt" --served-model-name peer --port 8300 \
         --random-seed 0 "${sflags[@]}" > "$out/$step-server.log" 2>&1 &
-    pid=$!
-    ready "$pid" 8300 || { tail -60 "$out/$step-server.log"; stop "$pid"; exit 1; }
-    python3 -m structgen bench peers --endpoint "$step=sglang@http://127.0.0.1:8300" --served-model peer \
-        --engine "SGLang $version, $flags, otherwise defaults" "${race[@]}" || { tail -40 "$out/$step-server.log"; stop "$pid"; exit 1; }
-    python3 -m structgen bench peers --endpoint "$step=sglang@http://127.0.0.1:8300" --served-model peer \
-        --engine "SGLang $version, $flags, otherwise defaults" "${single[@]}" || true
-    stop "$pid"
+    race_server $! 8300 "$out/$step-server.log" "$step=sglang@http://127.0.0.1:8300" \
+        "SGLang $version, $flags, otherwise defaults" --served-model peer
     ;;
 *)
     echo "unknown step $step" >&2
