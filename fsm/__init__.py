@@ -12,6 +12,7 @@ from .dfa import Budget, ByteDFA
 from .errors import GrammarCompileError, GrammarTimeoutError
 from .lazy_dfa import LazyDFA, compile_lazy
 from .nfa import compile_dfa
+from .row_workers import RowWorkers, fill_rows
 from .token_fsm import TokenFSM
 from .vocab import Vocabulary
 
@@ -28,10 +29,12 @@ __all__ = [
     "JumpForward",
     "LazyDFA",
     "OutputValidationError",
+    "RowWorkers",
     "TokenFSM",
     "TokenRejectedError",
     "Vocabulary",
     "compile",
     "compile_dfa",
     "compile_lazy",
+    "fill_rows",
 ]

@@ -37,6 +37,7 @@ from structgen.schemas.regex import regex_to_ir
 from .dfa import Budget
 from .errors import GrammarCompileError
 from .lazy_dfa import compile_lazy
+from .row_workers import RowWorkers
 from .token_fsm import TokenFSM
 from .vocab import Vocabulary
 
@@ -180,7 +181,11 @@ class CompilerConfig:
     precompute once this long has passed since the compile began, even with ``timeout_s``
     left, so a grammar of tens of thousands of states (long counted strings, large enums)
     delays its first mask by at most about this much; its remaining rows are computed on first
-    visit.  None: bounded by ``timeout_s`` only.  ``pause_gc``: keep Python's cyclic garbage
+    visit.  None: bounded by ``timeout_s`` only.  ``row_processes``: with ``processes``, this
+    many more worker processes compute the first-visit mask rows of the grammars compiled there
+    (:class:`~structgen.fsm.row_workers.RowWorkers`; the engine asks for a whole batch's missing
+    rows at once, so they are walked in parallel and off the serving process's interpreter
+    lock); 0 (default): on the serving thread.  ``pause_gc``: keep Python's cyclic garbage
     collector off while a compile runs (:class:`GcPause`): a compile allocates hundreds of
     thousands of long-lived containers (automaton state sets, closures), and the collector's
     passes over them grow with the process's heap (``benchmarks/compile_cpu.py``: four passes
@@ -193,6 +198,7 @@ class CompilerConfig:
     cache_dir: str | None = None
     workers: int = 1
     processes: int = 0
+    row_processes: int = 0
     precompute_states: int = 0
     precompute_budget_s: float | None = None
     pause_gc: bool = True
@@ -206,6 +212,10 @@ class CompilerConfig:
             raise ValueError("cache_size must be >= 0 and workers >= 1")
         if self.processes < 0:
             raise ValueError(f"processes must be >= 0, got {self.processes}")
+        if self.row_processes < 0 or (self.row_processes and not self.processes):
+            raise ValueError(
+                f"row_processes must be >= 0 and needs processes > 0, got {self.row_processes} with processes={self.processes}"
+            )
         if self.precompute_states < 0:
             raise ValueError(f"precompute_states must be >= 0, got {self.precompute_states}")
         if not isinstance(self.pause_gc, bool):
@@ -235,6 +245,7 @@ class GrammarCompiler:
         self._inflight: dict[str, Future[TokenFSM]] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._procs: ProcessPoolExecutor | None = None
+        self._row_workers: RowWorkers | None = None
         self._counts = {"memory_hits": 0, "disk_hits": 0, "misses": 0, "failures": 0}
         self._compile_s = 0.0
 
@@ -358,11 +369,11 @@ class GrammarCompiler:
                                  initargs=(self.vocab, config)) as pool:  # fmt: skip
             futures = {k: pool.submit(_worker_compile, c) for k, c in distinct.items()}
             for k, fut in futures.items():
-                state, _seconds = fut.result()
-                if isinstance(state, BaseException):
-                    got: TokenFSM | BaseException = state
+                blob, _seconds = fut.result()
+                if isinstance(blob, BaseException):
+                    got: TokenFSM | BaseException = blob
                 else:
-                    got = self._from_state(state)
+                    got = self._from_state(pickle.loads(blob))
                 key = self.cache_key(distinct[k])
                 with self._lock:
                     self._counts["misses"] += 1
@@ -415,7 +426,9 @@ class GrammarCompiler:
             import multiprocessing
 
             ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold CUDA
-            config = dataclasses.replace(self.config, workers=1, processes=0)
+            config = dataclasses.replace(self.config, workers=1, processes=0, row_processes=0)
+            if self.config.row_processes and self._row_workers is None:
+                self._row_workers = RowWorkers(self.vocab, self.config.row_processes)
             self._procs = ProcessPoolExecutor(self.config.processes, mp_context=ctx, initializer=_worker_init,
                                               initargs=(self.vocab, config))  # fmt: skip
         return self._procs
@@ -431,6 +444,8 @@ class GrammarCompiler:
             pings = [pool.submit(_worker_ping, 0.2) for _ in range(self.config.processes)]
         for p in pings:
             p.result(timeout=timeout_s)
+        if self._row_workers is not None:
+            self._row_workers.start(timeout_s)
 
     def _adopt(self, key: str, fut: Future[TokenFSM], inner: Future[tuple[Any, float]]) -> None:
         """A worker process's result → ``fut`` (a TokenFSM on this compiler's vocabulary, or
@@ -440,8 +455,11 @@ class GrammarCompiler:
         seconds = 0.0
         transient = False  # a dead worker: not the constraint's fault, so not cached
         try:
-            state, seconds = inner.result()
-            got = state if isinstance(state, BaseException) else self._from_state(state)
+            blob, seconds = inner.result()
+            got = blob if isinstance(blob, BaseException) else self._from_state(pickle.loads(blob))
+            if self._row_workers is not None and isinstance(got, TokenFSM):
+                assert isinstance(blob, bytes)
+                self._row_workers.attach(got, key, blob)
         except BrokenExecutor as e:
             got = GrammarCompileError(f"the grammar compile worker process stopped ({type(e).__name__}); retry the request")
             transient = True
@@ -484,6 +502,14 @@ class GrammarCompiler:
             procs, self._procs = self._procs, None
         if procs is not None:
             procs.shutdown(wait=True, cancel_futures=True)
+        rows, self._row_workers = self._row_workers, None
+        if rows is not None:
+            rows.close()
+
+    @property
+    def row_workers(self) -> RowWorkers | None:
+        """The row worker processes (``config.row_processes``), or None."""
+        return self._row_workers
 
     # ------------------------------------------------------------------ disk cache
 
@@ -527,13 +553,15 @@ def _worker_init(vocab: Vocabulary, config: CompilerConfig) -> None:
     _WORKER = GrammarCompiler(vocab, config)
 
 
-def _worker_compile(constraint: Constraint) -> tuple[dict[str, Any] | BaseException, float]:
+def _worker_compile(constraint: Constraint) -> tuple[bytes | BaseException, float]:
     """Compile in a worker process: (the FSM's state without the vocabulary (the parent has
-    it), or the refusal; seconds spent)."""
+    it), pickled, so it can be forwarded to a row worker as it is; or the refusal; seconds
+    spent)."""
     assert _WORKER is not None
     t0 = time.perf_counter()
     try:
-        out: dict[str, Any] | BaseException = _state_without_vocab(_WORKER.compile(constraint))
+        state = _state_without_vocab(_WORKER.compile(constraint))
+        out: bytes | BaseException = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
     except (ConstraintError, GrammarCompileError) as e:
         out = e
     return out, time.perf_counter() - t0

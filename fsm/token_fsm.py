@@ -71,6 +71,10 @@ class TokenFSM:
         # (state k tokens back, those k tokens) -> jump-forward plan: requests of one grammar
         # meet the same seams again and again, and a plan costs a tokenizer call and mask scans
         self._jump_plans: dict[tuple[int, tuple[int, ...]], JumpForward | None] = {}
+        # rows served by worker processes (fsm.row_workers): where they come from, and per state
+        # the (parent state, token id) that first reached it, so a worker can find its own copy
+        self.row_source: Any = None
+        self._witness: dict[int, tuple[int, int]] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         with self._lock:
@@ -136,6 +140,7 @@ class TokenFSM:
         if not data:
             return -1
         rows = self._byte_rows
+        origin = state
         for b in data:
             row = rows.get(state)
             if row is None:
@@ -143,7 +148,51 @@ class TokenFSM:
             state = row[b]
             if state == DEAD:
                 return -1
+        witness = self._witness
+        if witness is not None and state not in witness:
+            witness[state] = (origin, token_id)
         return state
+
+    def track_witnesses(self) -> None:
+        """From now on remember, for every state :meth:`next_state` reaches, the (state, token
+        id) it was first reached from, so :meth:`witness_path` can spell a token path to it
+        (what a worker process holding its own copy of this FSM replays: row workers)."""
+        with self._lock:
+            if self._witness is None:
+                self._witness = {self.initial: (-1, -1)}
+
+    def witness_path(self, state: int, known: set[int]) -> list[tuple[int, int, int]] | None:
+        """``[(state, parent state, token id), ...]``, oldest first: a token path from a state
+        in ``known`` (or the initial state) to ``state``, each step as :meth:`next_state` first
+        took it; ``[]`` when ``state`` is already known.  None when no path was recorded
+        (:meth:`track_witnesses` not on, or the state was found another way)."""
+        witness = self._witness
+        if witness is None:
+            return None
+        path: list[tuple[int, int, int]] = []
+        while state not in known and state != self.initial:
+            step = witness.get(state)
+            if step is None:
+                return None
+            path.append((state, step[0], step[1]))
+            state = step[0]
+        path.reverse()
+        return path
+
+    def has_row(self, state: int) -> bool:
+        """Whether ``state``'s mask row is computed (pure query)."""
+        return state in self._state_to_row
+
+    def put_row(self, state: int, row: bytes) -> None:
+        """Record ``state``'s mask row computed elsewhere: ``row`` the ``int32 [ceil(V/32)]``
+        little-endian bytes of an equivalent state of an identical FSM (EOS included), e.g.
+        from a row worker.  A state whose row is already known keeps it.  Raises
+        ``ValueError`` for a row of the wrong length."""
+        if len(row) != self.mask_words * 4:
+            raise ValueError(f"a mask row has {self.mask_words * 4} bytes, got {len(row)}")
+        with self._lock:
+            if state not in self._state_to_row:
+                self._state_to_row[state] = self._store_bits(np.frombuffer(row, dtype="<u4").copy(), False)
 
     def mask_row_index(self, state: int) -> int:
         """Index of ``state``'s row in :meth:`mask_rows`, computing it on first use."""

@@ -88,6 +88,13 @@ def _add_serve(sub: Any) -> None:
         help="compile (and --precompute-states rows) on this many worker processes, off the engine's interpreter lock (0: threads)",
     )
     srv.add_argument(
+        "--row-processes",
+        type=int,
+        default=0,
+        help="worker processes that compute first-visit mask rows of grammars compiled on --compile-processes, a whole "
+        "batch at once (0: in the engine step)",
+    )
+    srv.add_argument(
         "--precompute-states",
         type=int,
         default=0,
@@ -128,6 +135,8 @@ def _add_bench(sub: Any) -> None:
         "engine's with every reachable state's mask row precomputed, on worker processes); "
         "default: every run starts with empty grammar caches and compiles count in TTFT",
     )
+    bj.add_argument("--compile-processes", type=int, default=0, help="the engine's compile worker processes (0: threads)")
+    bj.add_argument("--row-processes", type=int, default=0, help="the engine's row worker processes (needs --compile-processes)")
     bj.add_argument("--maskbench-dir", default=None, help="JSONSchemaBench maskbench/data folder (maskbench is skipped without it)")
     bj.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
     bj.add_argument("--device", default="auto")
@@ -369,6 +378,7 @@ def _serve_command(args: argparse.Namespace) -> int:
                 max_states=args.max_states,
                 workers=args.compile_workers,
                 processes=args.compile_processes,
+                row_processes=args.row_processes,
                 precompute_states=args.precompute_states,
                 precompute_budget_s=args.precompute_budget_s,
             ),
@@ -396,6 +406,7 @@ def _bench_json_command(args: argparse.Namespace, argv: list[str]) -> int:
 
     from structgen.bench.json_bench import BenchConfig, bench_json
     from structgen.engine.engine import EngineConfig
+    from structgen.fsm import CompilerConfig
     from structgen.models.llama import UnsupportedModelError
     from structgen.models.loader import ModelLoadError
 
@@ -433,7 +444,8 @@ def _bench_json_command(args: argparse.Namespace, argv: list[str]) -> int:
             profile=args.profile,
             model_label=label,
         )
-        rows = bench_json(model, config, EngineConfig(device=args.device, dtype=args.dtype, random_weights_seed=seed))
+        compiler = CompilerConfig(processes=args.compile_processes, row_processes=args.row_processes)
+        rows = bench_json(model, config, EngineConfig(device=args.device, dtype=args.dtype, random_weights_seed=seed, compiler=compiler))
     except (ValueError, FileNotFoundError, ModelLoadError, UnsupportedModelError) as e:
         print(f"structgen: error: {e}", file=sys.stderr)
         return 2

@@ -1,0 +1,253 @@
+"""``RowWorkers``: worker processes that compute first-visit mask rows off the serving process.
+
+A cold grammar (a schema seen for the first time) meets a new automaton state at nearly every
+step of every request, and each new state's mask row is a walk of the whole vocabulary trie
+that expands automaton states in Python.  Done inline, a batch of cold requests pays those
+walks one after another on the engine thread.  Here each grammar compiled on the compile
+processes is also loaded (as the pickled FSM the compile produced) into one of ``N`` row
+worker processes; the engine keeps its own copy for everything else (advance, jump-forward,
+budgets) and, once per step, sends every missing row of the batch to the workers holding those
+grammars, all workers at once, and stores what comes back (:func:`fill_rows`).
+
+A worker's copy discovers its automaton states in its own order, so engine states are named to
+it by a token path from a state it already knows (:meth:`TokenFSM.witness_path`); replaying
+the path on the worker's copy reaches an equivalent state (same residual language, so the same
+row).  Rows are bit-identical to rows computed inline.  Whatever a worker cannot answer (it
+died, timed out, no longer holds the grammar, or the walk raised) is computed inline as before,
+so a late or failed worker never changes a mask, only where it is computed.
+
+The pattern is the one of vLLM's and SGLang's grammar backends (mask work for a batch in
+parallel, off the step's critical Python thread), with processes instead of native threads
+because our walk expands the automaton in Python.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+from typing import Any
+
+from .token_fsm import TokenFSM
+from .vocab import Vocabulary
+
+WORKER_GRAMMARS = 512  # grammars a row worker keeps (LRU); the engine falls back inline beyond
+REPLY_TIMEOUT_S = 30.0  # a worker silent this long is declared dead (its rows computed inline)
+
+
+class RowSource:
+    """Where a :class:`TokenFSM`'s rows are computed: ``workers`` (the pool), ``index`` (the
+    worker process), ``key`` (the grammar's name there), ``known`` (engine states whose
+    worker-side equivalent the worker has recorded)."""
+
+    __slots__ = ("index", "key", "known", "workers")
+
+    def __init__(self, workers: RowWorkers, index: int, key: str, initial: int) -> None:
+        self.workers = workers
+        self.index = index
+        self.key = key
+        self.known: set[int] = {initial}
+
+
+class RowWorkers:
+    """``processes`` spawned worker processes, each with its own copy of ``vocab``, serving
+    mask rows of the grammars :meth:`attach`-ed to them.  Thread-safe.  Raises
+    ``ValueError`` for ``processes`` < 1."""
+
+    def __init__(self, vocab: Vocabulary, processes: int) -> None:
+        if processes < 1:
+            raise ValueError(f"processes must be >= 1, got {processes}")
+        self.vocab = vocab
+        self.processes = processes
+        self._conns: list[Connection | None] = []
+        self._procs: list[Any] = []
+        self._send_locks = [threading.Lock() for _ in range(processes)]
+        self._fill_lock = threading.Lock()
+        self._next = 0
+        self._started = False
+        self._start_lock = threading.Lock()
+        self.rows_served = 0  # rows the workers computed
+        self.rows_inline = 0  # rows asked of them that fell back to the engine's thread
+
+    def start(self, timeout_s: float = 120.0) -> None:
+        """Spawn the workers (once) and wait until each has loaded the vocabulary.  Raises
+        ``TimeoutError`` past ``timeout_s``."""
+        with self._start_lock:
+            if self._started:
+                return
+            ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold CUDA
+            for _ in range(self.processes):
+                mine, theirs = ctx.Pipe(duplex=True)
+                proc = ctx.Process(target=_worker_main, args=(theirs, self.vocab), daemon=True, name="structgen-rows")
+                proc.start()
+                theirs.close()
+                self._conns.append(mine)
+                self._procs.append(proc)
+            for i, conn in enumerate(self._conns):
+                assert conn is not None
+                if not conn.poll(timeout_s) or conn.recv() != "ready":
+                    self.close()
+                    raise TimeoutError(f"row worker {i} did not start within {timeout_s} s")
+            self._started = True
+
+    def attach(self, fsm: TokenFSM, key: str, blob: bytes) -> None:
+        """Load the grammar ``blob`` (the pickled state of ``fsm`` without its vocabulary, as
+        the compile produced it) into a worker and route ``fsm``'s missing rows there."""
+        self.start()
+        index = self._next % self.processes
+        self._next += 1
+        if not self._send(index, ("load", key, blob)):
+            return
+        fsm.track_witnesses()
+        fsm.row_source = RowSource(self, index, key, fsm.initial)
+
+    def fill(self, wanted: Sequence[tuple[TokenFSM, int]]) -> int:
+        """Compute the missing rows of ``wanted`` (``(fsm, state)`` pairs whose FSM this pool
+        serves) on the workers, all in parallel, and store them in each FSM.  Returns the rows
+        stored; the others are left to inline computation."""
+        asks: dict[int, list[tuple[TokenFSM, RowSource, list[tuple[int, int, int]], list[int]]]] = {}
+        per_fsm: dict[int, tuple[TokenFSM, RowSource, list[tuple[int, int, int]], list[int]]] = {}
+        for fsm, state in wanted:
+            src = fsm.row_source
+            if src is None or src.workers is not self or fsm.has_row(state):
+                continue
+            entry = per_fsm.get(fsm.uid)
+            if entry is None:
+                entry = per_fsm[fsm.uid] = (fsm, src, [], [])
+                asks.setdefault(src.index, []).append(entry)
+            if state in entry[3]:
+                continue
+            path = fsm.witness_path(state, src.known)
+            if path is None:
+                self.rows_inline += 1
+                continue
+            entry[2].extend(path)
+            src.known.update(s for s, _p, _t in path)
+            entry[3].append(state)
+        if not asks:
+            return 0
+        stored = 0
+        with self._fill_lock:
+            sent = [i for i, items in asks.items() if self._send(i, ("rows", [(src.key, path, states) for _f, src, path, states in items]))]
+            for i in sent:
+                replies = self._recv(i)
+                for (fsm, _src, _path, states), rows in zip(asks[i], replies or [None] * len(asks[i])):
+                    if rows is None:  # evicted there, or the walk raised: inline from now on, as without workers
+                        fsm.row_source = None
+                        self.rows_inline += len(states)
+                        continue
+                    for state, row in zip(states, rows):
+                        fsm.put_row(state, row)
+                    stored += len(states)
+        self.rows_served += stored
+        return stored
+
+    def alive(self, index: int) -> bool:
+        return self._started and self._conns[index] is not None
+
+    def _send(self, index: int, msg: Any) -> bool:
+        conn = self._conns[index] if index < len(self._conns) else None
+        if conn is None:
+            return False
+        try:
+            with self._send_locks[index]:
+                conn.send(msg)
+            return True
+        except (OSError, EOFError, ValueError):
+            self._drop(index)
+            return False
+
+    def _recv(self, index: int) -> Any:
+        conn = self._conns[index]
+        if conn is None:
+            return None
+        try:
+            if conn.poll(REPLY_TIMEOUT_S):
+                return conn.recv()
+        except (OSError, EOFError, ValueError):
+            pass
+        self._drop(index)
+        return None
+
+    def _drop(self, index: int) -> None:
+        """A worker that failed: no more requests go to it (its grammars' rows are inline)."""
+        conn, self._conns[index] = self._conns[index], None
+        if conn is not None:
+            conn.close()
+        proc = self._procs[index] if index < len(self._procs) else None
+        if proc is not None and proc.is_alive():
+            proc.kill()
+
+    def close(self) -> None:
+        """Stop the workers (their grammars' rows are computed inline from then on)."""
+        for i in range(len(self._conns)):
+            self._send(i, ("stop",))
+        for i, proc in enumerate(self._procs):
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+            conn = self._conns[i]
+            if conn is not None:
+                conn.close()
+            self._conns[i] = None
+
+
+def fill_rows(wanted: Sequence[tuple[TokenFSM, int]]) -> int:
+    """Have the row workers compute the missing rows of ``wanted`` (``(fsm, state)`` pairs),
+    each pool in parallel; FSMs no pool serves are skipped (their rows stay inline).  Returns
+    the rows stored."""
+    pools: dict[int, tuple[RowWorkers, list[tuple[TokenFSM, int]]]] = {}
+    for fsm, state in wanted:
+        src = fsm.row_source
+        if src is not None and not fsm.has_row(state) and src.workers.alive(src.index):
+            pools.setdefault(id(src.workers), (src.workers, []))[1].append((fsm, state))
+    return sum(w.fill(items) for w, items in pools.values())
+
+
+def _worker_main(conn: Connection, vocab: Vocabulary) -> None:
+    """A row worker: ``("load", key, blob)`` keeps a grammar; ``("rows", [(key, path,
+    states), ...])`` replays each path on the worker's copy (engine state → its own) and
+    answers, per item, the rows of ``states`` as bytes (None when the grammar is not held or
+    the walk raised); ``("stop",)`` ends it."""
+    vocab.prepare()
+    fsms: OrderedDict[str, tuple[TokenFSM, dict[int, int]]] = OrderedDict()
+    conn.send("ready")
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg[0] == "stop":
+            return
+        if msg[0] == "load":
+            _, key, blob = msg
+            fsm = TokenFSM.__new__(TokenFSM)
+            fsm.__setstate__({**pickle.loads(blob), "vocab": vocab})
+            fsms[key] = (fsm, {fsm.initial: fsm.initial})
+            fsms.move_to_end(key)
+            while len(fsms) > WORKER_GRAMMARS:
+                fsms.popitem(last=False)
+            continue
+        conn.send([_rows(fsms, key, path, states) for key, path, states in msg[1]])
+
+
+def _rows(
+    fsms: OrderedDict[str, tuple[TokenFSM, dict[int, int]]], key: str, path: list[tuple[int, int, int]], states: list[int]
+) -> list[bytes] | None:
+    got = fsms.get(key)
+    if got is None:
+        return None
+    fsms.move_to_end(key)
+    fsm, mine = got
+    try:
+        for state, parent, token in path:
+            nxt = fsm.next_state(mine[parent], token)
+            if nxt < 0:
+                return None
+            mine[state] = nxt
+        return [fsm.mask_row(mine[s]).tobytes() for s in states]
+    except Exception:
+        return None

@@ -1,0 +1,168 @@
+"""Row workers: first-visit mask rows computed in worker processes are the rows computed
+inline, state by state, on a real tokenizer; a dead, evicted or closed worker changes where a
+row is computed, never the row."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler, TokenFSM, Vocabulary, fill_rows
+
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 24},
+        "age": {"type": "integer", "minimum": 0, "maximum": 150},
+        "city": {"type": "string"},
+        "tags": {"type": "array", "items": {"enum": ["a", "b c", "d"]}, "maxItems": 3},
+    },
+    "required": ["name", "age"],
+}
+INSTANCES = [
+    {"name": "Ada Lovelace", "age": 36, "city": "London", "tags": ["a", "b c"]},
+    {"name": "José O'Neil-Ng", "age": 7},
+    {"name": "x", "age": 150, "tags": []},
+]
+
+
+@pytest.fixture(scope="module")
+def compiler(gpt2_vocab: Vocabulary) -> Iterator[GrammarCompiler]:
+    comp = GrammarCompiler(gpt2_vocab, CompilerConfig(processes=1, row_processes=2))
+    comp.start_workers()
+    yield comp
+    comp.close()
+
+
+def _ids(vocab: Vocabulary, text: str) -> list[int]:
+    got = vocab.encode_bytes(text.encode())
+    assert got is not None
+    return got
+
+
+def _walk_with_workers(fsm: TokenFSM, ids: list[int]) -> list[tuple[int, np.ndarray]]:
+    """Advance through ``ids`` asking the workers for each new state's row first."""
+    cur = fsm.cursor()
+    out = []
+    for tok in [*ids, None]:
+        fill_rows([(fsm, cur.state)])
+        out.append((cur.state, fsm.mask_row(cur.state).copy()))
+        if tok is not None:
+            cur.advance(tok)
+    return out
+
+
+def test_worker_rows_are_the_inline_rows(compiler: GrammarCompiler, gpt2_vocab: Vocabulary) -> None:
+    """State by state along real token paths (GPT-2), the rows the workers computed equal the
+    rows an in-process compile computes inline; the workers did compute them."""
+    c = Constraint.json_schema(PERSON)
+    fsm = compiler.submit(c).result(timeout=120)
+    assert fsm.row_source is not None
+    local = GrammarCompiler(gpt2_vocab).compile(c)
+    workers = compiler.row_workers
+    assert workers is not None
+    before = workers.rows_served
+    for ids in [_ids(gpt2_vocab, json.dumps(x, ensure_ascii=False)) for x in INSTANCES]:
+        cur = local.cursor()
+        for _state, row in _walk_with_workers(fsm, ids):
+            assert np.array_equal(row, local.mask_row(cur.state))
+            if len(cur.tokens()) < len(ids):
+                cur.advance(ids[len(cur.tokens())])
+        assert cur.is_accepting()
+    assert workers.rows_served - before >= 20
+
+
+def test_a_batch_over_several_grammars_is_filled_at_once(compiler: GrammarCompiler, gpt2_vocab: Vocabulary) -> None:
+    """One fill over cursors of different grammars (on different workers) stores every row."""
+    schemas = [{"type": "object", "properties": {f"k{i}": {"type": "integer"}}, "required": [f"k{i}"]} for i in range(4)]
+    fsms = [compiler.submit(Constraint.json_schema(s)).result(timeout=120) for s in schemas]
+    assert len({f.row_source.index for f in fsms}) == 2  # type: ignore[union-attr]
+    curs = [f.cursor() for f in fsms]
+    for cur, i in zip(curs, range(4)):
+        for tok in _ids(gpt2_vocab, f'{{"k{i}": 1'):
+            cur.advance(tok)
+    wanted = [(c.fsm, c.state) for c in curs]
+    assert not any(f.has_row(s) for f, s in wanted)
+    assert fill_rows(wanted) == 4
+    for (f, s), schema in zip(wanted, schemas):
+        local = GrammarCompiler(gpt2_vocab).compile(Constraint.json_schema(schema))
+        lc = local.cursor()
+        for tok in _ids(gpt2_vocab, f'{{"{next(iter(schema["properties"]))}": 1'):
+            lc.advance(tok)
+        assert np.array_equal(f.mask_row(s), local.mask_row(lc.state))
+
+
+def test_dead_worker_falls_back_inline(gpt2_vocab: Vocabulary) -> None:
+    """A worker killed mid-service: its grammars' rows are computed inline, and equal."""
+    comp = GrammarCompiler(gpt2_vocab, CompilerConfig(processes=1, row_processes=1))
+    try:
+        comp.start_workers()
+        c = Constraint.json_schema(PERSON)
+        fsm = comp.submit(c).result(timeout=120)
+        workers = comp.row_workers
+        assert workers is not None
+        workers._procs[0].kill()
+        workers._procs[0].join(timeout=10)
+        local = GrammarCompiler(gpt2_vocab).compile(c)
+        ids = _ids(gpt2_vocab, json.dumps(INSTANCES[0], ensure_ascii=False))
+        got = _walk_with_workers(fsm, ids)
+        cur = local.cursor()
+        for i, (_state, row) in enumerate(got):
+            assert np.array_equal(row, local.mask_row(cur.state))
+            if i < len(ids):
+                cur.advance(ids[i])
+        assert not workers.alive(0) and workers.rows_served == 0
+    finally:
+        comp.close()
+
+
+def test_closed_workers_and_evicted_grammars_lose_nothing(gpt2_vocab: Vocabulary) -> None:
+    """After close (shutdown with grammars in use), and for a grammar a worker no longer
+    holds, rows are still served (inline) and equal the inline ones."""
+    comp = GrammarCompiler(gpt2_vocab, CompilerConfig(processes=1, row_processes=1))
+    comp.start_workers()
+    c = Constraint.json_schema(PERSON)
+    fsm = comp.submit(c).result(timeout=120)
+    src = fsm.row_source
+    assert src is not None
+    other = GrammarCompiler(gpt2_vocab).compile(Constraint.regex(r"[a-z]{1,8}"))
+    other.track_witnesses()
+    other.row_source = type(src)(src.workers, 0, "never-loaded", other.initial)
+    cur = other.cursor()
+    cur.advance(_ids(gpt2_vocab, "ab")[0])
+    assert fill_rows([(other, cur.state)]) == 0 and other.row_source is None  # inline from now on
+    assert other.mask_row(cur.state).any()
+    comp.close()
+    local = GrammarCompiler(gpt2_vocab).compile(c)
+    ids = _ids(gpt2_vocab, json.dumps(INSTANCES[1], ensure_ascii=False))
+    lc = local.cursor()
+    for i, (_state, row) in enumerate(_walk_with_workers(fsm, ids)):
+        assert np.array_equal(row, local.mask_row(lc.state))
+        if i < len(ids):
+            lc.advance(ids[i])
+
+
+def test_witness_paths_and_put_row(gpt2_vocab: Vocabulary) -> None:
+    """Witness paths lead from a known state through the tokens that first reached each
+    state; put_row checks its length and never replaces a known row."""
+    fsm = GrammarCompiler(gpt2_vocab).compile(Constraint.regex(r"(ab|cd)(ab|cd)(ab|cd)x"))
+    assert fsm.witness_path(fsm.initial, set()) is None  # not tracking yet
+    fsm.track_witnesses()
+    ids = _ids(gpt2_vocab, "abcdab")
+    cur = fsm.cursor()
+    for t in ids:
+        cur.advance(t)
+    path = fsm.witness_path(cur.state, {fsm.initial})
+    assert path is not None and [t for _s, _p, t in path] == ids and path[-1][0] == cur.state
+    assert fsm.witness_path(cur.state, {cur.state}) == []
+    with pytest.raises(ValueError, match="bytes"):
+        fsm.put_row(cur.state, b"\0" * 3)
+    row = fsm.mask_row(fsm.initial).tobytes()
+    fsm.put_row(fsm.initial, bytes(len(row)))
+    assert fsm.mask_row(fsm.initial).tobytes() == row
+    with pytest.raises(ValueError, match="row_processes"):
+        CompilerConfig(row_processes=2)
+    with pytest.raises(ValueError, match="row_processes"):
+        CompilerConfig(processes=1, row_processes=-1)
