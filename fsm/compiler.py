@@ -390,21 +390,29 @@ class GrammarCompiler:
         concurrent submits of one constraint share a Future.  A cached constraint returns a
         Future that is already done."""
         key = self.cache_key(constraint)
+        inner: Future[tuple[Any, float]] | None = None
         with self._lock:
-            fut = self._inflight.get(key)
-            if fut is not None:
-                return fut
+            got = self._inflight.get(key)
+            if got is not None:
+                return got
             if self.config.processes:
-                return self._submit_process(key, constraint)
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.config.workers, thread_name_prefix="structgen-compile")
-            fut = self._pool.submit(self.compile, constraint)
-            self._inflight[key] = fut
-        fut.add_done_callback(functools.partial(self._forget_future, key))
+                fut, inner = self._submit_process(key, constraint)
+            else:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(self.config.workers, thread_name_prefix="structgen-compile")
+                fut = self._pool.submit(self.compile, constraint)
+                self._inflight[key] = fut
+        # callbacks outside the lock: one whose future is already done runs right here, and takes it
+        if inner is not None:
+            inner.add_done_callback(functools.partial(self._adopt, key, fut))
+        elif not self.config.processes:
+            fut.add_done_callback(functools.partial(self._forget_future, key))
         return fut
 
-    def _submit_process(self, key: str, constraint: Constraint) -> Future[TokenFSM]:
-        """:meth:`submit` on the worker processes; caller holds the lock."""
+    def _submit_process(self, key: str, constraint: Constraint) -> tuple[Future[TokenFSM], Future[tuple[Any, float]] | None]:
+        """:meth:`submit` on the worker processes: the caller's Future and the worker's (None
+        for a cache hit, already answered); caller holds the lock and adopts the worker's
+        result (:meth:`_adopt`) once it has released it."""
         fut: Future[TokenFSM] = Future()
         got = self._lru.get(key)
         if got is not None:
@@ -414,11 +422,9 @@ class GrammarCompiler:
                 fut.set_exception(got)
             else:
                 fut.set_result(got)
-            return fut
+            return fut, None
         self._inflight[key] = fut
-        inner = self._processes().submit(_worker_compile, constraint)
-        inner.add_done_callback(functools.partial(self._adopt, key, fut))
-        return fut
+        return fut, self._processes().submit(_worker_compile, constraint)
 
     def _processes(self) -> ProcessPoolExecutor:
         """The worker processes (spawned on first use); caller holds the lock."""
