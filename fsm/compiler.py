@@ -556,6 +556,7 @@ _WORKER: GrammarCompiler | None = None
 
 def _worker_init(vocab: Vocabulary, config: CompilerConfig) -> None:
     global _WORKER
+    vocab.prepare()  # the trie and the walk's tables now, not in the first request's compile
     _WORKER = GrammarCompiler(vocab, config)
 
 

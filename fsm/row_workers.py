@@ -79,13 +79,17 @@ class RowWorkers:
             if self._started:
                 return
             ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold CUDA
-            for _ in range(self.processes):
+            for _ in range(self.processes):  # small arguments: start() returns before the child has imported anything
                 mine, theirs = ctx.Pipe(duplex=True)
-                proc = ctx.Process(target=_worker_main, args=(theirs, self.vocab), daemon=True, name="structgen-rows")
+                proc = ctx.Process(target=_worker_main, args=(theirs,), daemon=True, name="structgen-rows")
                 proc.start()
                 theirs.close()
                 self._conns.append(mine)
                 self._procs.append(proc)
+            vocab = pickle.dumps(self.vocab, protocol=pickle.HIGHEST_PROTOCOL)  # pickled once, for every worker
+            for conn in self._conns:
+                assert conn is not None
+                conn.send_bytes(vocab)
             for i, conn in enumerate(self._conns):
                 assert conn is not None
                 if not conn.poll(timeout_s) or conn.recv() != "ready":
@@ -207,11 +211,13 @@ def fill_rows(wanted: Sequence[tuple[TokenFSM, int]]) -> int:
     return sum(w.fill(items) for w, items in pools.values())
 
 
-def _worker_main(conn: Connection, vocab: Vocabulary) -> None:
-    """A row worker: ``("load", key, blob)`` keeps a grammar; ``("rows", [(key, path,
+def _worker_main(conn: Connection) -> None:
+    """A row worker: first the pickled vocabulary (then ``"ready"`` once its trie is built);
+    then ``("load", key, blob)`` keeps a grammar; ``("rows", [(key, path,
     states), ...])`` replays each path on the worker's copy (engine state → its own) and
     answers, per item, the rows of ``states`` as bytes (None when the grammar is not held or
     the walk raised); ``("stop",)`` ends it."""
+    vocab: Vocabulary = pickle.loads(conn.recv_bytes())
     vocab.prepare()
     fsms: OrderedDict[str, tuple[TokenFSM, dict[int, int]]] = OrderedDict()
     conn.send("ready")
