@@ -445,11 +445,16 @@ class GrammarCompiler:
         ``config.processes``.  Raises ``TimeoutError`` past ``timeout_s``."""
         if not self.config.processes:
             return
-        with self._lock:
-            pool = self._processes()
-            pings = [pool.submit(_worker_ping, 0.2) for _ in range(self.config.processes)]
-        for p in pings:
-            p.result(timeout=timeout_s)
+        deadline = time.monotonic() + timeout_s
+        seen: set[int] = set()  # pids that answered: a ping can land on a worker that is up while another still starts
+        while len(seen) < self.config.processes:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"{self.config.processes - len(seen)} compile worker processes did not start within {timeout_s} s")
+            with self._lock:
+                pool = self._processes()
+                pings = [pool.submit(_worker_ping, 0.2) for _ in range(self.config.processes)]
+            seen.update(p.result(timeout=left) for p in pings)
         if self._row_workers is not None:
             self._row_workers.start(timeout_s)
 
@@ -574,12 +579,12 @@ def _worker_compile(constraint: Constraint) -> tuple[bytes | BaseException, floa
     return out, time.perf_counter() - t0
 
 
-def _worker_ping(seconds: float) -> bool:
-    """A no-op task that holds its worker ``seconds`` (so a batch of pings reaches every
-    worker of a pool: :meth:`GrammarCompiler.start_workers`)."""
+def _worker_ping(seconds: float) -> int:
+    """A no-op task that holds its worker ``seconds`` and names it (its pid), so that
+    :meth:`GrammarCompiler.start_workers` sees every worker of the pool answer."""
     assert _WORKER is not None
     time.sleep(seconds)
-    return True
+    return os.getpid()
 
 
 def _state_without_vocab(fsm: TokenFSM) -> dict[str, Any]:
