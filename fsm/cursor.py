@@ -33,7 +33,7 @@ class JumpForward(NamedTuple):
     state: int
 
 
-def _prefix_successor(prefix: bytes) -> bytes | None:
+def prefix_successor(prefix: bytes) -> bytes | None:
     """The smallest byte string greater than every string starting with ``prefix``."""
     p = bytearray(prefix)
     while p and p[-1] == 0xFF:
@@ -237,17 +237,19 @@ class Cursor:
         while kept:
             last = fsm.vocab.token_bytes[kept[-1]]
             lo = bisect_left(sorted_bytes, last)
-            succ = _prefix_successor(last)
+            succ = prefix_successor(last)
             hi = len(sorted_bytes) if succ is None else bisect_left(sorted_bytes, succ)
             if lo < hi and sorted_bytes[lo] == last:
                 lo += 1
             if lo >= hi:
                 break
             before = states[len(kept) - 1]
-            row = fsm.mask_row(before)
-            cand = order[lo:hi]
-            bits = (row[cand >> 5] >> (cand & 31)) & 1
-            if not bits.any():
+            if fsm.has_row(before):  # a row at hand: one vectorized test
+                row = fsm.mask_row(before)
+                cand = order[lo:hi]
+                if not ((row[cand >> 5] >> (cand & 31)) & 1).any():
+                    break
+            elif not fsm.extension_allowed(states[len(kept)], len(last), sorted_bytes, lo, hi):
                 break
             kept = kept[:-1]
             states = states[: len(kept) + 1]

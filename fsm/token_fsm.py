@@ -19,12 +19,13 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from .cursor import Cursor, JumpForward
+from .cursor import Cursor, JumpForward, prefix_successor
 from .dfa import DEAD
 from .lazy_dfa import LazyDFA
 from .shared_tails import SharedTails
@@ -152,6 +153,27 @@ class TokenFSM:
         if witness is not None and state not in witness:
             witness[state] = (origin, token_id)
         return state
+
+    def extension_allowed(self, state: int, skip: int, sorted_bytes: Sequence[bytes], lo: int, hi: int) -> bool:
+        """Whether some token of ``sorted_bytes[lo:hi]`` (byte strings in sorted order, all
+        sharing one prefix of ``skip`` bytes, none equal to it) continues live from ``state``,
+        the state after that prefix: the question jump-forward's back-off asks of the tokens
+        that strictly extend the last forced token.  Walks only the live part of that
+        range, a dead byte skipping every string that shares the prefix up to it, so it costs
+        far less than the mask row of the state before the prefix.  Pure query."""
+        i = lo
+        while i < hi:
+            data = sorted_bytes[i]
+            st = state
+            for k in range(skip, len(data)):
+                st = self._byte_row(st)[data[k]]
+                if st == DEAD:
+                    succ = prefix_successor(data[: k + 1])
+                    i = hi if succ is None else bisect_left(sorted_bytes, succ, i + 1, hi)
+                    break
+            else:
+                return True
+        return False
 
     def track_witnesses(self) -> None:
         """From now on remember, for every state :meth:`next_state` reaches, the (state, token

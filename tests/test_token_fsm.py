@@ -738,3 +738,40 @@ def test_budget_row_contract(gpt2_vocab: Vocabulary) -> None:
     r = fsm.budget_row_index(s, 3)
     clone = pickle.loads(pickle.dumps(fsm))
     assert clone.budget_row_index(s, 3) == r and np.array_equal(clone.row(r), fsm.row(r))
+
+
+def test_extension_allowed_matches_the_mask_row(gpt2_vocab: Vocabulary) -> None:
+    """Jump-forward's back-off question, answered by the targeted walk, equals the answer
+    read off the full mask row, for every allowed token of states along a real path."""
+    from bisect import bisect_left
+
+    from structgen.fsm.cursor import prefix_successor
+
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 6}, "n": {"enum": [1, 12, 123]}}}
+    from structgen.fsm import Constraint, compile
+
+    fsm = compile(Constraint.json_schema(schema), gpt2_vocab)
+    order, sorted_bytes = gpt2_vocab.sorted_order
+    ids = gpt2_vocab.encode_bytes(b'{"name": "ab", "n": 12}')
+    assert ids is not None
+    cur = fsm.cursor()
+    checked = 0
+    for tok in [*ids, None]:
+        before = cur.state
+        row = fsm.mask_row(before)
+        for t in fsm.allowed_token_ids(before).tolist()[:400]:
+            last = gpt2_vocab.token_bytes[t]
+            if not last:
+                continue
+            lo = bisect_left(sorted_bytes, last) + 1
+            succ = prefix_successor(last)
+            hi = len(sorted_bytes) if succ is None else bisect_left(sorted_bytes, succ)
+            if lo >= hi:
+                continue
+            cand = order[lo:hi]
+            want = bool(((row[cand >> 5] >> (cand & 31)) & 1).any())
+            assert fsm.extension_allowed(fsm.next_state(before, t), len(last), sorted_bytes, lo, hi) == want, (before, last)
+            checked += 1
+        if tok is not None:
+            cur.advance(tok)
+    assert checked > 100
