@@ -12,7 +12,7 @@ from .dfa import Budget, ByteDFA
 from .errors import GrammarCompileError, GrammarTimeoutError
 from .lazy_dfa import LazyDFA, compile_lazy
 from .nfa import compile_dfa
-from .row_workers import RowWorkers, fill_rows
+from .row_workers import RowWorkers, fill_rows, request_rows
 from .token_fsm import TokenFSM
 from .vocab import Vocabulary
 
@@ -37,4 +37,5 @@ __all__ = [
     "compile_dfa",
     "compile_lazy",
     "fill_rows",
+    "request_rows",
 ]

@@ -52,6 +52,9 @@ class RowSource:
         self.known: set[int] = {initial}
 
 
+_Ask = tuple[TokenFSM, RowSource, list[tuple[int, int, int]], list[int]]  # fsm, its source, token paths, states
+
+
 class RowWorkers:
     """``processes`` spawned worker processes, each with its own copy of ``vocab``, serving
     mask rows of the grammars :meth:`attach`-ed to them.  Thread-safe.  Raises
@@ -66,6 +69,8 @@ class RowWorkers:
         self._procs: list[Any] = []
         self._send_locks = [threading.Lock() for _ in range(processes)]
         self._fill_lock = threading.Lock()
+        self._pending: dict[int, list[list[_Ask]]] = {}  # per worker, the asks of each message not answered yet
+        self._asked: set[tuple[int, int]] = set()  # (fsm uid, state) asked for and not collected yet
         self._next = 0
         self._started = False
         self._start_lock = threading.Lock()
@@ -108,15 +113,53 @@ class RowWorkers:
         fsm.track_witnesses()
         fsm.row_source = RowSource(self, index, key, fsm.initial)
 
+    def request(self, wanted: Sequence[tuple[TokenFSM, int]]) -> int:
+        """Send the missing rows of ``wanted`` (``(fsm, state)`` pairs whose FSM this pool
+        serves) to the workers without waiting: each starts on them at once, while the caller
+        goes on (the engine asks as each request's token is processed, then collects them all
+        with :meth:`fill` at the sample).  Returns the rows asked for."""
+        asks = self._asks(wanted)
+        asked = 0
+        with self._fill_lock:
+            for i, items in asks.items():
+                if self._send(i, ("rows", [(src.key, path, states) for _f, src, path, states in items])):
+                    self._pending.setdefault(i, []).append(items)
+                    for fsm, _src, _path, states in items:
+                        self._asked.update((fsm.uid, s) for s in states)
+                        asked += len(states)
+        return asked
+
     def fill(self, wanted: Sequence[tuple[TokenFSM, int]]) -> int:
-        """Compute the missing rows of ``wanted`` (``(fsm, state)`` pairs whose FSM this pool
-        serves) on the workers, all in parallel, and store them in each FSM.  Returns the rows
-        stored; the others are left to inline computation."""
-        asks: dict[int, list[tuple[TokenFSM, RowSource, list[tuple[int, int, int]], list[int]]]] = {}
-        per_fsm: dict[int, tuple[TokenFSM, RowSource, list[tuple[int, int, int]], list[int]]] = {}
+        """Ask for the missing rows of ``wanted`` not asked for yet, then wait for every
+        answer outstanding (all workers in parallel) and store the rows in their FSMs.  Returns
+        the rows stored; the others are left to inline computation."""
+        self.request(wanted)
+        stored = 0
+        with self._fill_lock:
+            pending, self._pending = self._pending, {}
+            self._asked.clear()
+            for i, messages in pending.items():
+                for items in messages:
+                    replies = self._recv(i)
+                    for (fsm, _src, _path, states), rows in zip(items, replies or [None] * len(items)):
+                        if rows is None:  # dead, evicted there, or the walk raised: inline from now on, as without workers
+                            fsm.row_source = None
+                            self.rows_inline += len(states)
+                            continue
+                        for state, row in zip(states, rows):
+                            fsm.put_row(state, row)
+                        stored += len(states)
+        self.rows_served += stored
+        return stored
+
+    def _asks(self, wanted: Sequence[tuple[TokenFSM, int]]) -> dict[int, list[_Ask]]:
+        """Per worker, the asks for the rows of ``wanted`` that are missing and not asked for
+        yet: each FSM's token paths to its states (from states the worker knows) and the states."""
+        asks: dict[int, list[_Ask]] = {}
+        per_fsm: dict[int, _Ask] = {}
         for fsm, state in wanted:
             src = fsm.row_source
-            if src is None or src.workers is not self or fsm.has_row(state):
+            if src is None or src.workers is not self or fsm.has_row(state) or (fsm.uid, state) in self._asked:
                 continue
             entry = per_fsm.get(fsm.uid)
             if entry is None:
@@ -131,23 +174,7 @@ class RowWorkers:
             entry[2].extend(path)
             src.known.update(s for s, _p, _t in path)
             entry[3].append(state)
-        if not asks:
-            return 0
-        stored = 0
-        with self._fill_lock:
-            sent = [i for i, items in asks.items() if self._send(i, ("rows", [(src.key, path, states) for _f, src, path, states in items]))]
-            for i in sent:
-                replies = self._recv(i)
-                for (fsm, _src, _path, states), rows in zip(asks[i], replies or [None] * len(asks[i])):
-                    if rows is None:  # evicted there, or the walk raised: inline from now on, as without workers
-                        fsm.row_source = None
-                        self.rows_inline += len(states)
-                        continue
-                    for state, row in zip(states, rows):
-                        fsm.put_row(state, row)
-                    stored += len(states)
-        self.rows_served += stored
-        return stored
+        return asks
 
     def alive(self, index: int) -> bool:
         return self._started and self._conns[index] is not None
@@ -199,16 +226,27 @@ class RowWorkers:
             self._conns[i] = None
 
 
+def request_rows(wanted: Sequence[tuple[TokenFSM, int]]) -> int:
+    """Start the row workers on the missing rows of ``wanted`` (``(fsm, state)`` pairs)
+    without waiting; :func:`fill_rows` collects them.  FSMs no pool serves are skipped.
+    Returns the rows asked for."""
+    return sum(w.request(items) for w, items in _by_pool(wanted).values())
+
+
 def fill_rows(wanted: Sequence[tuple[TokenFSM, int]]) -> int:
     """Have the row workers compute the missing rows of ``wanted`` (``(fsm, state)`` pairs),
     each pool in parallel; FSMs no pool serves are skipped (their rows stay inline).  Returns
-    the rows stored."""
+    the rows stored (those asked for earlier with :func:`request_rows` included)."""
+    return sum(w.fill(items) for w, items in _by_pool(wanted).values())
+
+
+def _by_pool(wanted: Sequence[tuple[TokenFSM, int]]) -> dict[int, tuple[RowWorkers, list[tuple[TokenFSM, int]]]]:
     pools: dict[int, tuple[RowWorkers, list[tuple[TokenFSM, int]]]] = {}
     for fsm, state in wanted:
         src = fsm.row_source
-        if src is not None and not fsm.has_row(state) and src.workers.alive(src.index):
+        if src is not None and src.workers.alive(src.index):
             pools.setdefault(id(src.workers), (src.workers, []))[1].append((fsm, state))
-    return sum(w.fill(items) for w, items in pools.values())
+    return pools
 
 
 def _worker_main(conn: Connection) -> None:

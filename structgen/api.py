@@ -130,6 +130,7 @@ def generate(
     params: SamplingParams | None = None,
     schema_options: SchemaOptions | None = None,
     return_output: bool = False,
+    return_exceptions: bool = False,
 ) -> Any:
     """Generate an object that satisfies ``model_cls`` (a Pydantic model), ``schema`` (a JSON
     Schema → a validated ``dict``/value) or ``regex`` (→ a fully matching ``str``).
@@ -144,6 +145,10 @@ def generate(
     an output that ``max_tokens`` shaped, cut or closed early, raises :class:`GenerationError`
     with finish reason ``"length"``: it is never returned as a complete answer).  With
     ``return_output`` the result is ``(value, RequestOutput)`` (usage and stats).
+
+    A batch never loses the items that succeeded: with ``return_exceptions`` each failed item's
+    exception stands in its place in the returned list; otherwise the first failed item's
+    exception is raised with ``results`` attached (that same per-item list).
 
     Raises ``SchemaError`` / ``UnsupportedSchemaError`` / ``RegexError`` (bad constraint),
     ``RequestError`` (bad prompt or parameter), :class:`GenerationError` (no valid object: raw
@@ -164,11 +169,22 @@ def generate(
     eng = engine if engine is not None else get_engine(model)
     prompts = eng.prompt_format.apply(constraint, prompts)
     outs = eng.generate([GenerateRequest(p, params, constraint) for p in prompts])
-    for out in outs:  # input errors surface as themselves, not as GenerationError
-        if isinstance(out.error, (RequestError, ConstraintError, GrammarCompileError)):
-            raise out.error
-    values = [_validate(o, constraint, pyd, i) for i, o in enumerate(outs)]
-    if return_output:
-        pairs = list(zip(values, outs))
-        return pairs if batch else pairs[0]
-    return values if batch else values[0]
+    results: list[Any] = []
+    for i, out in enumerate(outs):
+        try:
+            if isinstance(out.error, (RequestError, ConstraintError, GrammarCompileError)):
+                raise out.error  # input errors surface as themselves, not as GenerationError
+            value = _validate(out, constraint, pyd, i)
+            results.append((value, out) if return_output else value)
+        except (RequestError, ConstraintError, GrammarCompileError, GenerationError) as e:
+            results.append(e)
+    failed = [r for r in results if isinstance(r, BaseException)]
+    if not batch:
+        if failed:
+            raise failed[0]
+        return results[0]
+    if failed and not return_exceptions:
+        first = failed[0]
+        setattr(first, "results", results)  # noqa: B010 - any of the four exception types carries them
+        raise first
+    return results

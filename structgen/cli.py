@@ -10,18 +10,45 @@ from pathlib import Path
 from typing import Any
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` shows each option's default, unless it has none or its help already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default is None or isinstance(action.default, bool) or "default" in text:
+            return text
+        return super()._get_help_string(action) or text
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``structgen`` argument parser: one subcommand per function below."""
+    from structgen import __version__
+
     parser = argparse.ArgumentParser(prog="structgen", description="Constrained-decoding structured output engine")
+    parser.add_argument("--version", action="version", version=f"structgen {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_add_compile, _add_generate, _add_demo, _add_serve, _add_bench):
         add(sub)
+    _show_defaults(parser)
     return parser
+
+
+def _show_defaults(parser: argparse.ArgumentParser) -> None:
+    """Give every option without a help text one that shows its default (``--help`` lists
+    only options with help), in ``parser`` and all its subcommands."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _show_defaults(child)
+        elif action.help is None and action.option_strings and action.default is not None and not isinstance(action.default, bool):
+            action.help = "(default: %(default)s)"
 
 
 def _add_compile(sub: Any) -> None:
     """``structgen compile``: a constraint's token FSM, walked over an instance."""
-    comp = sub.add_parser("compile", help="compile a JSON Schema or regex to a token FSM and check an instance")
+    comp = sub.add_parser(
+        "compile", formatter_class=_HelpFormatter, help="compile a JSON Schema or regex to a token FSM and check an instance"
+    )
     comp.add_argument("--tokenizer", required=True, help="local Hugging Face tokenizer folder")
     src = comp.add_mutually_exclusive_group(required=True)
     src.add_argument("--schema", help="JSON Schema: a file path or inline JSON")
@@ -34,7 +61,7 @@ def _add_compile(sub: Any) -> None:
 
 def _add_generate(sub: Any) -> None:
     """``structgen generate``: one validated object from a local model."""
-    gen = sub.add_parser("generate", help="generate a validated object with a local model")
+    gen = sub.add_parser("generate", formatter_class=_HelpFormatter, help="generate a validated object with a local model")
     gen.add_argument("--model", default=None, help="local Hugging Face model folder (default: the embedded default model)")
     what = gen.add_mutually_exclusive_group()
     what.add_argument("--schema", help="JSON Schema: a file path or inline JSON")
@@ -54,14 +81,15 @@ def _add_generate(sub: Any) -> None:
 
 def _add_demo(sub: Any) -> None:
     """``structgen demo``: the embedded model on a few held-out texts."""
-    demo = sub.add_parser("demo", help="a few extractions with the embedded demo model, with stats")
+    demo = sub.add_parser("demo", formatter_class=_HelpFormatter, help="a few extractions with the embedded demo model, with stats")
     demo.add_argument("--model", default=None, help="model folder (default: the embedded demo model)")
     demo.add_argument("--held-out", type=int, default=3, help="examples from the generator's held-out split")
 
 
 def _add_serve(sub: Any) -> None:
     """``structgen serve``: the HTTP server."""
-    srv = sub.add_parser("serve", help="serve /v1/structured and the OpenAI-compatible routes over HTTP")
+    srv = sub.add_parser("serve", formatter_class=_HelpFormatter, help="serve /v1/structured and the OpenAI-compatible routes over HTTP")
+    srv.add_argument("model_arg", nargs="?", metavar="MODEL", default=None, help="the model folder (same as --model)")
     srv.add_argument("--model", default=None, help="local Hugging Face model folder (default: the embedded default model)")
     srv.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the model folder)")
     srv.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
@@ -77,7 +105,7 @@ def _add_serve(sub: Any) -> None:
     srv.add_argument("--max-total-tokens", type=int, default=0, help="KV-pool slots (0: from --mem-fraction)")
     srv.add_argument("--mem-fraction", type=float, default=0.5)
     srv.add_argument("--max-running-requests", type=int, default=256)
-    srv.add_argument("--max-context", type=int, default=4096)
+    srv.add_argument("--max-context", "--max-model-len", dest="max_context", type=int, default=4096, help="longest prompt + output, tokens")
     srv.add_argument("--compile-timeout-s", type=float, default=10.0)
     srv.add_argument("--max-states", type=int, default=50_000)
     srv.add_argument("--compile-workers", type=int, default=2, help="compile threads (when --compile-processes is 0)")
@@ -113,9 +141,11 @@ def _add_serve(sub: Any) -> None:
 
 def _add_bench(sub: Any) -> None:
     """``structgen bench json``, ``structgen bench conformance`` and ``structgen bench peers``."""
-    bench = sub.add_parser("bench", help="benchmarks")
+    bench = sub.add_parser("bench", formatter_class=_HelpFormatter, help="benchmarks")
     bsub = bench.add_subparsers(dest="bench", required=True)
-    bj = bsub.add_parser("json", help="JSON-decoding benchmark: workloads × modes × concurrency, with plots")
+    bj = bsub.add_parser(
+        "json", formatter_class=_HelpFormatter, help="JSON-decoding benchmark: workloads × modes × concurrency, with plots"
+    )
     src_model = bj.add_mutually_exclusive_group()
     src_model.add_argument("--model", default=None, help="local model folder (default: the embedded demo model)")
     src_model.add_argument("--config", default=None, help="a random-weight preset (llama3-8b); needs --random-weights and --tokenizer")
@@ -149,7 +179,9 @@ def _add_bench(sub: Any) -> None:
         action="store_true",
         help="time each engine step's phases (device synced after every forward) into profile.md; profiled runs are a little slower",
     )
-    conf = bsub.add_parser("conformance", help="JSON-Schema-Test-Suite and MaskBench through the compile layer")
+    conf = bsub.add_parser(
+        "conformance", formatter_class=_HelpFormatter, help="JSON-Schema-Test-Suite and MaskBench through the compile layer"
+    )
     conf.add_argument("--tokenizer", required=True, help="local Hugging Face tokenizer folder")
     conf.add_argument("--suites", default="test-suite,maskbench", help="comma list of test-suite, maskbench")
     conf.add_argument("--test-suite", default=None, help="JSON-Schema-Test-Suite root (its tests/ folder inside)")
@@ -187,7 +219,9 @@ def _add_bench(sub: Any) -> None:
 
 
 def _add_bench_peers(bsub: Any) -> None:
-    peers = bsub.add_parser("peers", help="the JSON workloads over HTTP against a running structgen, vLLM or SGLang server")
+    peers = bsub.add_parser(
+        "peers", formatter_class=_HelpFormatter, help="the JSON workloads over HTTP against a running structgen, vLLM or SGLang server"
+    )
     peers.add_argument("--endpoint", required=True, help="LABEL=FLAVOR@URL, FLAVOR one of structgen, vllm, sglang")
     peers.add_argument("--served-model", default="default", help="model name sent in OpenAI requests (vLLM: --served-model-name)")
     peers.add_argument("--engine", default="", help="engine version and flags, recorded with the results")
@@ -356,6 +390,10 @@ def _serve_command(args: argparse.Namespace) -> int:
     from structgen.models.loader import ModelLoadError
     from structgen.runtime.memory import MemoryConfig
 
+    if args.model_arg is not None and args.model is not None and args.model_arg != args.model:
+        print(f"structgen: error: two models given: {args.model_arg!r} and --model {args.model!r}", file=sys.stderr)
+        return 2
+    args.model = args.model or args.model_arg
     try:
         engine = EngineConfig(
             device=args.device,

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from structgen.cli import main
 
@@ -140,3 +141,44 @@ def test_serve_and_peers_reject_bad_flags_before_starting(argv: list[str], messa
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_serve_habits_of_vllm_and_sglang_users(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``serve MODEL`` positional, ``--max-model-len``, ``--version``, defaults in ``--help``;
+    a file given as the model, an unknown device and a port in use are named errors (exit 2)
+    before any model loads."""
+    import socket
+
+    from structgen import __version__
+    from structgen.cli import build_parser
+
+    args = build_parser().parse_args(["serve", "some/folder", "--max-model-len", "1024"])
+    assert args.model_arg == "some/folder" and args.max_context == 1024
+    with pytest.raises(SystemExit) as ex:
+        main(["--version"])
+    assert ex.value.code == 0 and capsys.readouterr().out.strip() == f"structgen {__version__}"
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    assert "(default: 8000)" in capsys.readouterr().out
+    assert main(["serve", "a", "--model", "b"]) == 2
+    assert "two models given" in capsys.readouterr().err
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"x")
+    assert main(["serve", str(weights), "--port", "0"]) == 2
+    assert "is a file" in capsys.readouterr().err
+    assert main(["serve", "--device", "gpu", "--port", "0"]) == 2
+    assert "is not a device" in capsys.readouterr().err
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["serve", "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot listen on 127.0.0.1:{port}" in err and "Traceback" not in err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a build without CUDA")
+def test_serve_cuda_on_a_cpu_build_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--device", "cuda", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "sees no CUDA device" in err and "Traceback" not in err

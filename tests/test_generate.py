@@ -164,3 +164,18 @@ def test_generation_error_carries_text(engine: Engine) -> None:
         structgen.generate(Flat, "x", engine=engine, params=SamplingParams(max_tokens=3))
     err = info.value
     assert err.finish_reason == "length" and err.text.startswith('{"') and err.errors
+
+
+def test_a_bad_prompt_does_not_lose_the_batch(engine: Engine) -> None:
+    """One prompt too long for the context fails alone: with return_exceptions its error
+    stands in its place; by default it is raised with every item's result attached."""
+    too_long = "word " * 2000
+    got = structgen.generate(Flat, ["one", too_long, "three"], engine=engine, return_exceptions=True)
+    assert isinstance(got[0], Flat) and isinstance(got[2], Flat)
+    assert isinstance(got[1], structgen.RequestError)
+    with pytest.raises(structgen.RequestError) as info:
+        structgen.generate(Flat, ["one", too_long], engine=engine)
+    results = info.value.results  # type: ignore[attr-defined]
+    assert isinstance(results[0], Flat) and results[1] is info.value
+    with pytest.raises(structgen.RequestError):
+        structgen.generate(Flat, too_long, engine=engine)

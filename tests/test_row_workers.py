@@ -166,3 +166,26 @@ def test_witness_paths_and_put_row(gpt2_vocab: Vocabulary) -> None:
         CompilerConfig(row_processes=2)
     with pytest.raises(ValueError, match="row_processes"):
         CompilerConfig(processes=1, row_processes=-1)
+
+
+def test_rows_asked_early_are_collected_at_fill(compiler: GrammarCompiler, gpt2_vocab: Vocabulary) -> None:
+    """request_rows starts the workers without waiting; fill_rows collects every row asked
+    for (a state asked twice is sent once), and the rows are the inline ones."""
+    from structgen.fsm import request_rows
+
+    schema = {"type": "object", "properties": {"q": {"type": "string", "maxLength": 9}}, "required": ["q"]}
+    fsm = compiler.submit(Constraint.json_schema(schema)).result(timeout=120)
+    local = GrammarCompiler(gpt2_vocab).compile(Constraint.json_schema(schema))
+    ids = _ids(gpt2_vocab, '{"q": "hello wor')
+    cur, lc = fsm.cursor(), local.cursor()
+    states, local_states = [], []
+    for tok in ids:
+        cur.advance(tok)
+        lc.advance(tok)
+        states.append(cur.state)
+        local_states.append(lc.state)
+    asked = request_rows([(fsm, s) for s in states])
+    assert asked == len(set(states)) and request_rows([(fsm, states[-1])]) == 0
+    assert fill_rows([(fsm, states[-1])]) == asked
+    for s, ls in zip(states, local_states):
+        assert fsm.has_row(s) and np.array_equal(fsm.mask_row(s), local.mask_row(ls))

@@ -237,9 +237,25 @@ def test_health_and_metrics(client: httpx.Client) -> None:
         "structgen_queue_length",
         "structgen_compile_seconds_bucket",
         "structgen_kv_free_tokens",
+        "structgen_running_requests",
+        "structgen_waiting_requests",
+        "structgen_kv_usage",
+        "structgen_tpot_seconds_bucket",
     ):
         assert name in text, name
     assert _metric(client, "structgen_forced_tokens_total") > 0
+    assert 0.0 <= _metric(client, "structgen_kv_usage") <= 1.0
+    assert _metric(client, "structgen_tpot_seconds_count") >= 1
+    from structgen import __version__
+
+    assert client.get("/version").json() == {"version": __version__}
+    assert 'route="/version"' in client.get("/metrics").text
+
+
+def test_startup_summary_names_what_is_served(server: ServerThread) -> None:
+    svc = server.app.state.service
+    line = svc.summary()
+    assert line.startswith(f"serving {svc.model_name} ") and "context" in line and "KV pool" in line and "CUDA graphs" in line
 
 
 # ------------------------------------------------------------------ the error table

@@ -50,7 +50,12 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         if self.device != "auto":
-            torch.device(self.device)  # raises RuntimeError for a malformed device string
+            try:
+                dev = torch.device(self.device)
+            except RuntimeError:
+                raise ValueError(f"device {self.device!r} is not a device: use auto, cpu, cuda or cuda:N") from None
+            if dev.type == "cuda" and not torch.cuda.is_available():
+                raise ValueError(f"device {self.device!r}: this torch build ({torch.__version__}) sees no CUDA device; use cpu or auto")
         if self.mask_backend not in KERNEL_BACKENDS:
             raise ValueError(f"mask_backend must be one of {', '.join(KERNEL_BACKENDS)}; got {self.mask_backend!r}")
         check_attention_backend(self.attention_backend)

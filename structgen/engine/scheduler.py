@@ -37,6 +37,7 @@ from structgen.engine.prefill_manager import PrefillManager
 from structgen.engine.request import Req, Status, StreamChunk
 from structgen.engine.sampling import DEAD_END, FutureIds, SampledIds
 from structgen.fsm.cursor import JumpForward, utf8_complete_prefix
+from structgen.fsm.row_workers import request_rows
 from structgen.runtime.attention import ForwardBatch
 
 
@@ -261,6 +262,9 @@ class Scheduler:
                 self._finish(req, "error")
             else:
                 self._on_token(req, tok)
+                cur = req.cursor
+                if cur is not None and cur.fsm.row_source is not None and not cur.finished:
+                    request_rows([(cur.fsm, cur.state)])  # its next row, started now on a row worker
             out.append(self._stream_chunk(req))
             self._reported.add(req.rid)
         return out

@@ -37,6 +37,8 @@ def load_hf_config(path: str | os.PathLike[str]) -> Any:
     """``transformers.AutoConfig`` of a local folder; raises :class:`ModelLoadError` /
     :class:`UnsupportedModelError` with the folder and the supported architectures."""
     folder = Path(path)
+    if folder.is_file():
+        raise ModelLoadError(f"model path {str(folder)!r} is a file: give the folder that holds config.json and the weights")
     if not folder.is_dir():
         raise ModelLoadError(f"model folder {str(folder)!r} does not exist (models load from local folders only)")
     if not (folder / "config.json").is_file():

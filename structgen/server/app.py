@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
@@ -16,6 +17,8 @@ from structgen.server.errors import install_error_handlers
 from structgen.server.gate import Gatekeeper
 from structgen.server.routes import ROUTES, router
 from structgen.server.service import Service
+
+log = logging.getLogger("structgen.server")
 
 
 def create_app(config: ServerConfig | None = None, *, engine: Engine | None = None) -> FastAPI:
@@ -31,6 +34,7 @@ def create_app(config: ServerConfig | None = None, *, engine: Engine | None = No
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        log.info("%s", svc.summary())
         svc.aengine.start()
         try:
             yield

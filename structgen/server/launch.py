@@ -31,8 +31,30 @@ def serve(config: ServerConfig, *, log_level: str = "info") -> None:
     ``shutdown_grace_s`` to finish, then the rest are aborted)."""
     import uvicorn
 
-    app = create_app(config)
-    uvicorn.Server(_uvicorn_config(app, config, log_level)).run()
+    sock = listen_socket(config.host, config.port)  # a port in use is an error before the model loads
+    try:
+        app = create_app(config)
+        uvicorn.Server(_uvicorn_config(app, config, log_level)).run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host``:``port`` (the server listens on it once it starts).
+    Raises ``RuntimeError`` naming the address when it cannot be bound (port in use, no such
+    address, no permission)."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except OSError as e:
+        raise RuntimeError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise RuntimeError(f"cannot listen on {host}:{port}: {e.strerror or e} (is another server running there?)") from None
+    return sock
 
 
 class ServerThread:

@@ -1,5 +1,5 @@
 """The routes: ``/v1/structured``, the OpenAI-compatible ``/v1/chat/completions``,
-``/v1/completions`` and ``/v1/models``, ``/health`` and ``/metrics``.  Each one builds its
+``/v1/completions`` and ``/v1/models``, ``/health``, ``/version`` and ``/metrics``.  Each one builds its
 constraint and :class:`SamplingParams` from the body and renders the :class:`Service`'s result."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from structgen.server.protocol import APIError, ChatCompletionRequest, Completio
 from structgen.server.service import Result, Service
 
 router = APIRouter()
-ROUTES = frozenset({"/v1/structured", "/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"})
+ROUTES = frozenset({"/v1/structured", "/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics", "/version"})
 
 
 def service(request: Request) -> Service:
@@ -200,6 +200,13 @@ async def health(request: Request) -> JSONResponse:
     svc = service(request)
     ok = svc.aengine.alive and not svc.closing
     return JSONResponse({"status": "ok" if ok else "unavailable", "in_flight": svc.inflight}, status_code=200 if ok else 503)
+
+
+@router.get("/version")
+async def version() -> dict[str, str]:
+    from structgen import __version__
+
+    return {"version": __version__}
 
 
 @router.get("/metrics")

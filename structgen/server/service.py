@@ -68,6 +68,23 @@ class Service:
             queue_length=lambda: self.inflight,
             kv_free=lambda: alloc.available + (radix.evictable_size if radix else 0),
             radix_locked=lambda: radix.protected_size if radix else 0,
+            kv_capacity=alloc.capacity,
+            running=lambda: len(engine.scheduler.decode.running),
+            waiting=lambda: len(engine.scheduler.prefill.waiting) + len(engine.scheduler.grammar),
+        )
+
+    def summary(self) -> str:
+        """One line on what is being served: model, dtype, device, context, KV pool, CUDA graphs,
+        compile and row workers (logged at start-up)."""
+        eng = self.engine
+        runner = eng.runner
+        comp = eng.config.compiler
+        graphs = "on" if runner.graph_runner is not None else "off"
+        workers = f"{comp.processes} processes, {comp.row_processes} row processes" if comp.processes else f"{comp.workers} threads"
+        return (
+            f"serving {self.model_name} ({eng.model_path}): {str(runner.dtype).removeprefix('torch.')} on {runner.device}, "
+            f"context {eng.config.memory.max_context} tokens, KV pool {runner.allocator.capacity} tokens, "
+            f"CUDA graphs {graphs}, compiles on {workers}"
         )
 
     def _account(self, chunk: StreamChunk) -> None:
