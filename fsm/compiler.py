@@ -470,7 +470,10 @@ class GrammarCompiler:
             got = blob if isinstance(blob, BaseException) else self._from_state(pickle.loads(blob))
             if self._row_workers is not None and isinstance(got, TokenFSM):
                 assert isinstance(blob, bytes)
-                self._row_workers.attach(got, key, blob)
+                try:
+                    self._row_workers.attach(got, key, blob)
+                except (OSError, TimeoutError):
+                    pass  # row workers that cannot start or take it: this grammar's rows are computed inline
         except BrokenExecutor as e:
             got = GrammarCompileError(f"the grammar compile worker process stopped ({type(e).__name__}); retry the request")
             transient = True
