@@ -607,3 +607,33 @@ def test_peer_load_generator_reads_structgen_streams(server: ServerThread) -> No
     row = run_load(ep, reqs, 2)
     assert row["failed"] == 0, row["first_error"]
     assert row["valid"] == 1.0 and row["mean_out_tokens"] >= 2 and row["ttft_ms"]["p50"] > 0
+
+
+def test_a_stop_string_that_cuts_the_json_is_a_stop_with_no_output(client: httpx.Client) -> None:
+    """A user stop string ends the output where it matches: finish_reason "stop", the cut
+    text, its ``stop_reason``, ``output`` null and no validation error, streamed or not, on
+    /v1/structured and on chat completions alike."""
+    body = {"prompt": "Person: ", "json_schema": PERSON_SCHEMA, "stop": [":"], "max_tokens": 64}
+    got = client.post("/v1/structured", json=body)
+    assert got.status_code == 200, got.text
+    out = got.json()
+    assert out["finish_reason"] == "stop" and out["stop_reason"] == ":" and out["output"] is None
+    assert ":" not in out["text"] and out["text"].startswith("{")
+    with client.stream("POST", "/v1/structured", json={**body, "stream": True}) as s:
+        events = [json.loads(line[6:]) for line in s.iter_lines() if line.startswith("data: ") and line != "data: [DONE]"]
+    final = events[-1]
+    assert final["object"] == "structured.final" and final["output"] is None and final["stop_reason"] == ":"
+    assert not any("error" in e for e in events)
+    chat = {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": "Person?"}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": PERSON_SCHEMA}},
+        "stop": [":"],
+    }
+    resp = client.post("/v1/chat/completions", json=chat)
+    assert resp.status_code == 200, resp.text
+    choice = resp.json()["choices"][0]
+    assert choice["finish_reason"] == "stop" and choice["stop_reason"] == ":" and ":" not in choice["message"]["content"]
+    with client.stream("POST", "/v1/chat/completions", json={**chat, "stream": True}) as s:
+        lines = [line for line in s.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]" and not any('"error"' in line for line in lines)

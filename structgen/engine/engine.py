@@ -300,7 +300,7 @@ class Engine:
         if req.status is not Status.FINISHED:
             raise RuntimeError(f"request {rid} is still {req.status.value}")
         text = self.scheduler.text_bytes(req).decode("utf-8", errors="replace")
-        return RequestOutput(rid, text, list(req.output_ids), req.finish_reason or "error", req.usage(), req.error)
+        return RequestOutput(rid, text, list(req.output_ids), req.finish_reason or "error", req.usage(), req.error, req.matched_stop)
 
     def _prepare(self, requests: Iterable[GenerateRequest]) -> tuple[list[int | None], list[RequestOutput | None]]:
         rids: list[int | None] = []

@@ -107,7 +107,9 @@ class Usage(NamedTuple):
 
 class RequestOutput(NamedTuple):
     """Final result: ``finish_reason`` in {"stop", "length", "error", "abort"}; ``error`` set
-    (and ``text`` possibly partial) when it is "error"."""
+    (and ``text`` possibly partial) when it is "error"; ``stop_reason``: the stop string that
+    ended the output (its text cut before it, so a constrained output may be incomplete), None
+    otherwise (vLLM's field)."""
 
     rid: int
     text: str
@@ -115,11 +117,13 @@ class RequestOutput(NamedTuple):
     finish_reason: str
     usage: Usage
     error: BaseException | None = None
+    stop_reason: str | None = None
 
 
 class StreamChunk(NamedTuple):
     """Incremental output: ``delta`` is new text only (rolled-back tokens never repeat text);
-    the last chunk of a request has ``finished`` True with its finish reason and usage."""
+    the last chunk of a request has ``finished`` True with its finish reason, usage and
+    ``stop_reason`` (the stop string that ended it, if one did)."""
 
     rid: int
     delta: str
@@ -127,6 +131,7 @@ class StreamChunk(NamedTuple):
     finish_reason: str | None = None
     usage: Usage | None = None
     error: BaseException | None = None
+    stop_reason: str | None = None
 
 
 class Status(enum.Enum):
@@ -166,6 +171,7 @@ class Req:
     finish_reason: str | None = None
     error: BaseException | None = None
     stop_at: int | None = None
+    matched_stop: str | None = None  # the stop string found at stop_at
     eos_sampled: bool = False
     budget_narrowed: bool = False  # a budget-restricted mask row left out tokens the plain row allows
     cached_tokens: int = 0
@@ -256,10 +262,11 @@ class Req:
         data = self.output_bytes(vocab_bytes)
         stops = [s.encode() for s in self.params.stop]
         start = max(0, self.stop_scanned - max(len(s) for s in stops) + 1)
-        hits = [i for i in (data.find(s, start) for s in stops) if i >= 0]
+        hits = [(i, k) for k, i in enumerate(data.find(s, start) for s in stops) if i >= 0]
         self.stop_scanned = len(data)
         if hits:
-            self.stop_at = min(hits)
+            self.stop_at, k = min(hits)
+            self.matched_stop = self.params.stop[k]
         return bool(hits)
 
     def usage(self) -> Usage:

@@ -379,5 +379,5 @@ class Scheduler:
         if not delta and not done:
             return None
         if done:
-            return StreamChunk(req.rid, delta, True, req.finish_reason, req.usage(), req.error)
+            return StreamChunk(req.rid, delta, True, req.finish_reason, req.usage(), req.error, req.matched_stop)
         return StreamChunk(req.rid, delta, False)

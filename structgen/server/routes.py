@@ -58,11 +58,12 @@ async def structured(body: StructuredRequest, request: Request) -> Response:
             "text": result.text,
             "output": None,
             "finish_reason": result.finish_reason,
+            "stop_reason": result.stop_reason,
             "usage": _usage_structured(result.usage),
             "timings": result.timings,
         }
-        if constraint is not None and result.finish_reason == "stop":
-            out["output"] = _validated(constraint, result.text, param)
+        if constraint is not None and result.finish_reason == "stop" and result.stop_reason is None:
+            out["output"] = _validated(constraint, result.text, param)  # a stop string's cut text is not an answer to validate
         elif constraint is None:
             out.pop("output")
         return out
@@ -100,7 +101,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Res
     created = int(time.time())
 
     def content(result: Result) -> str:
-        if constraint is not None and result.finish_reason == "stop":
+        if constraint is not None and result.finish_reason == "stop" and result.stop_reason is None:
             _validated(constraint, result.text, "response_format")
         return result.text
 
@@ -115,6 +116,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Res
                     "index": 0,
                     "message": {"role": "assistant", "content": content(result), "refusal": None},
                     "finish_reason": result.finish_reason,
+                    "stop_reason": result.stop_reason,
                     "logprobs": None,
                 }
             ],

@@ -44,10 +44,14 @@ class Running(NamedTuple):
 
 
 class Result(NamedTuple):
+    """A finished request as the routes render it; ``stop_reason``: the user stop string that
+    ended it (the text is cut there, so a constrained output is not validated), or None."""
+
     text: str
     finish_reason: str
     usage: Usage
     timings: dict[str, float]
+    stop_reason: str | None = None
 
 
 class Service:
@@ -162,7 +166,7 @@ class Service:
             "ttft_ms": round((run.submit_s - run.start_s + engine_ttft) * 1e3, 3),
             "total_ms": round((now - run.start_s) * 1e3, 3),
         }
-        return Result(text, chunk.finish_reason or "stop", usage, timings)
+        return Result(text, chunk.finish_reason or "stop", usage, timings, chunk.stop_reason)
 
     async def collect(self, run: Running) -> Result:
         """Wait for the whole output; the request is aborted if this is cancelled."""
