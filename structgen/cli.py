@@ -237,6 +237,16 @@ def _add_bench_peers(bsub: Any) -> None:
     peers.add_argument("--out", default="benchmarks/results/peers", help="appends to OUT/peers.json, renders OUT/peers.md")
 
 
+def _walks(fsm: Any, ids: list[int]) -> bool:
+    """Whether ``ids`` walk ``fsm`` from its initial state to an accepting one."""
+    cur = fsm.cursor()
+    for t in ids:
+        if not cur.is_allowed(t):
+            return False
+        cur.advance(t)
+    return bool(cur.is_accepting())
+
+
 def _compile_command(args: argparse.Namespace) -> int:
     import json
     import time
@@ -267,29 +277,26 @@ def _compile_command(args: argparse.Namespace) -> int:
     print(f"time to first mask: {t_first * 1000:.1f} ms; forced at start: {fsm.forced_bytes(fsm.initial).decode('utf-8', 'replace')!r}")
     if args.instance is None:
         return 0
+    canonical: bytes | None = None
     if args.schema is not None:
         try:
             value = json.loads(args.instance)
         except json.JSONDecodeError as e:
             print(f"structgen: error: --instance is not JSON: {e}", file=sys.stderr)
             return 2
-        data = constraint.options.dumps(value).encode()
-    else:
-        data = args.instance.encode()
+        canonical = constraint.options.dumps(value).encode()
+    data = args.instance.encode()  # the literal text given is what is checked
     ids = vocab.encode_bytes(data)
     if ids is None:
         print("structgen: error: the instance cannot be tokenized", file=sys.stderr)
         return 2
-    cur = fsm.cursor()
-    accepted = True
-    for t in ids:
-        if not cur.is_allowed(t):
-            accepted = False
-            break
-        cur.advance(t)
-    accepted = accepted and cur.is_accepting()
+    accepted = _walks(fsm, ids)
     print(f"instance: {data.decode()[:200]}")
     print(f"accepted: {accepted} ({len(ids)} tokens)")
+    if not accepted and canonical is not None and canonical != data:
+        canon_ids = vocab.encode_bytes(canonical)
+        if canon_ids is not None and _walks(fsm, canon_ids):
+            print(f"  the grammar's spelling of the same value is accepted: {canonical.decode()[:200]}")
     if accepted:
         # decode the same text again with jump-forward: forced runs are appended in one step
         cur = fsm.cursor()

@@ -18,6 +18,10 @@ def test_compile_command_checks_an_instance(capsys: pytest.CaptureFixture[str]) 
     assert "accepted: True" in out and "with jump-forward" in out
     assert main(["compile", "--tokenizer", GPT2_DIR, "--schema", schema, "--instance", '{"n": "x"}']) == 1
     assert "accepted: False" in capsys.readouterr().out
+    # the literal text is checked; another spelling of an accepted value says so
+    assert main(["compile", "--tokenizer", GPT2_DIR, "--schema", schema, "--instance", '{ "n":5 }']) == 1
+    out = capsys.readouterr().out
+    assert "accepted: False" in out and "spelling of the same value is accepted" in out
 
 
 @pytest.mark.parametrize(
