@@ -250,6 +250,8 @@ def test_health_and_metrics(client: httpx.Client) -> None:
 
     assert client.get("/version").json() == {"version": __version__}
     assert 'route="/version"' in client.get("/metrics").text
+    client.get("/docs")
+    assert 'route="/docs"' in client.get("/metrics").text
 
 
 def test_startup_summary_names_what_is_served(server: ServerThread) -> None:

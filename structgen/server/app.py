@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI
 
 from structgen.engine.engine import Engine
+from structgen.engine.request import GenerateRequest, SamplingParams
+from structgen.fsm import Constraint
 from structgen.server.config import ServerConfig
 from structgen.server.errors import install_error_handlers
 from structgen.server.gate import Gatekeeper
@@ -19,6 +21,20 @@ from structgen.server.routes import ROUTES, router
 from structgen.server.service import Service
 
 log = logging.getLogger("structgen.server")
+DOC_ROUTES = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})  # FastAPI's own pages
+
+
+def _warm_up(engine: Engine) -> None:
+    """One short constrained request through the engine, so the first client's request does not
+    pay the one-time costs (kernel selection, a first compile, first-use allocations)."""
+    req = GenerateRequest("warm-up", SamplingParams(max_tokens=4), Constraint.regex(r"[a-z]{1,4}"))
+    try:
+        out = engine.generate([req])[0]
+    except Exception as exc:  # noqa: BLE001 - a failed warm-up only costs the first request its time
+        log.warning("warm-up request failed: %r", exc)
+        return
+    if out.finish_reason == "error":
+        log.warning("warm-up request failed: %r", out.error)
 
 
 def create_app(config: ServerConfig | None = None, *, engine: Engine | None = None) -> FastAPI:
@@ -35,6 +51,7 @@ def create_app(config: ServerConfig | None = None, *, engine: Engine | None = No
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         log.info("%s", svc.summary())
+        await asyncio.to_thread(_warm_up, engine)  # before the loop starts and /health answers
         svc.aengine.start()
         try:
             yield
@@ -48,7 +65,7 @@ def create_app(config: ServerConfig | None = None, *, engine: Engine | None = No
     app.state.service = svc
 
     def count(path: str, status: int) -> None:
-        svc.metrics.requests.labels(path if path in ROUTES else "other", str(status)).inc()
+        svc.metrics.requests.labels(path if path in ROUTES or path in DOC_ROUTES else "other", str(status)).inc()
 
     app.add_middleware(Gatekeeper, max_body_bytes=config.max_body_bytes, api_key=config.api_key, count=count)
 
