@@ -30,7 +30,7 @@ def _warm_up(engine: Engine) -> None:
     req = GenerateRequest("warm-up", SamplingParams(max_tokens=4), Constraint.regex(r"[a-z]{1,4}"))
     try:
         out = engine.generate([req])[0]
-    except Exception as exc:  # noqa: BLE001 - a failed warm-up only costs the first request its time
+    except Exception as exc:  # a failed warm-up only costs the first request its time
         log.warning("warm-up request failed: %r", exc)
         return
     if out.finish_reason == "error":
