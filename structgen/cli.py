@@ -92,6 +92,7 @@ def _add_serve(sub: Any) -> None:
     srv.add_argument("model_arg", nargs="?", metavar="MODEL", default=None, help="the model folder (same as --model)")
     srv.add_argument("--model", default=None, help="local Hugging Face model folder (default: the embedded default model)")
     srv.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the model folder)")
+    srv.add_argument("--chat-template", default=None, help="a Jinja chat template, as a file or inline text (default: the tokenizer's own)")
     srv.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
     srv.add_argument("--port", type=int, default=8000)
     srv.add_argument(
@@ -428,9 +429,13 @@ def _serve_command(args: argparse.Namespace) -> int:
                 precompute_budget_s=args.precompute_budget_s,
             ),
         )
+        template = args.chat_template
+        if template is not None and os.path.isfile(template):
+            template = _read_text(template)
         config = ServerConfig(
             model=args.model,
             tokenizer=args.tokenizer,
+            chat_template=template,
             host=args.host,
             port=args.port,
             api_key=args.api_key,

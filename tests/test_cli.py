@@ -156,8 +156,8 @@ def test_serve_habits_of_vllm_and_sglang_users(tmp_path: Path, capsys: pytest.Ca
     from structgen import __version__
     from structgen.cli import build_parser
 
-    args = build_parser().parse_args(["serve", "some/folder", "--max-model-len", "1024"])
-    assert args.model_arg == "some/folder" and args.max_context == 1024
+    args = build_parser().parse_args(["serve", "some/folder", "--max-model-len", "1024", "--chat-template", "t.jinja"])
+    assert args.model_arg == "some/folder" and args.max_context == 1024 and args.chat_template == "t.jinja"
     with pytest.raises(SystemExit) as ex:
         main(["--version"])
     assert ex.value.code == 0 and capsys.readouterr().out.strip() == f"structgen {__version__}"

@@ -473,3 +473,15 @@ def test_generate_raises_when_max_tokens_shaped_the_object(engine: Engine) -> No
         generate(schema=UNBOUNDED, prompt=_prompts(1)[0], engine=engine, params=SamplingParams(max_tokens=33, temperature=1.5, seed=0))
     assert e.value.finish_reason == "length" and "max_tokens" in str(e.value)
     jsonschema.validate(json.loads(e.value.text), UNBOUNDED)
+
+
+def test_a_chat_template_given_replaces_the_tokenizers(tiny_llama_dir: str) -> None:
+    """``chat_template`` renders chat prompts instead of the tokenizer's own; one that cannot
+    render a user message is refused when the engine starts."""
+    template = "{% for m in messages %}<<{{ m['role'] }}>> {{ m['content'] }}\n{% endfor %}<<assistant>> "
+    cfg = EngineConfig(memory=MemoryConfig(max_total_tokens=1024, max_context=256))
+    with Engine(tiny_llama_dir, cfg, chat_template=template) as eng:
+        ids = eng.tokenize([{"role": "user", "content": "hello"}])
+        assert eng.tokenizer.decode(ids).endswith("<<user>> hello\n<<assistant>> ")
+    with pytest.raises(ValueError, match="chat template"):
+        Engine(tiny_llama_dir, cfg, chat_template="{% for m in messages %}{{ m.nope() }}{% endfor %}")

@@ -71,7 +71,9 @@ class Engine:
     weights, pools and CUDA graphs are reused, so benchmarks compare scheduler settings without
     reloading; ``config.cuda_graph`` switches its replays on or off; memory and kernel settings
     stay the runner's).  Raises ``ModelLoadError`` / ``UnsupportedModelError`` for a bad
-    folder and ``ValueError`` for a runner whose pools are not empty.
+    folder and ``ValueError`` for a runner whose pools are not empty.  ``chat_template``: a Jinja
+    chat template used instead of the tokenizer's (``ValueError`` when it cannot render a user
+    message).
     """
 
     def __init__(
@@ -81,6 +83,7 @@ class Engine:
         *,
         tokenizer_path: str | os.PathLike[str] | None = None,
         runner: ModelRunner | None = None,
+        chat_template: str | None = None,
     ) -> None:
         self.config = cfg = config or EngineConfig()
         self.model_path = os.fspath(model_path)
@@ -94,6 +97,12 @@ class Engine:
         from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(os.fspath(tokenizer_path or model_path), local_files_only=True)
+        if chat_template is not None:
+            self.tokenizer.chat_template = chat_template
+            try:  # a template that cannot render a plain exchange is refused now, not at the first request
+                self.tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False)
+            except Exception as exc:  # jinja syntax or runtime errors
+                raise ValueError(f"chat template: it cannot render a user message: {exc}") from None
         self.prompt_format = load_prompt_format(self.model_path)  # applied by the API and server to text prompts
         self.eos_token_ids = eos_token_ids(self.model_path, self.runner.hf_config, self.tokenizer)
         self.vocab = Vocabulary.from_tokenizer(self.tokenizer, eos_token_ids=self.eos_token_ids)

@@ -45,7 +45,9 @@ def create_app(config: ServerConfig | None = None, *, engine: Engine | None = No
     if engine is None:
         from structgen.api import default_model_path
 
-        engine = Engine(config.model or default_model_path(), config.engine, tokenizer_path=config.tokenizer)
+        engine = Engine(
+            config.model or default_model_path(), config.engine, tokenizer_path=config.tokenizer, chat_template=config.chat_template
+        )
     svc = Service(config, engine, owns_engine=owns)
 
     @contextlib.asynccontextmanager

@@ -10,6 +10,7 @@ from structgen.engine.config import EngineConfig
 @dataclass(frozen=True)
 class ServerConfig:
     """Server settings.  ``model``: a local model folder (None: the embedded default);
+    ``chat_template``: Jinja chat-template text used instead of the tokenizer's;
     ``api_key``: required as ``Authorization: Bearer KEY`` on ``/v1/*`` when set;
     ``max_queue``: requests accepted and not yet answered (more get 429);
     ``max_body_bytes``: larger bodies get 413; ``served_model_name``: the id in ``/v1/models``
@@ -18,6 +19,7 @@ class ServerConfig:
 
     model: str | None = None
     tokenizer: str | None = None
+    chat_template: str | None = None
     host: str = "127.0.0.1"
     port: int = 8000
     api_key: str | None = None
