@@ -11,7 +11,7 @@ import torch
 
 from structgen.engine import EngineConfig, SchedulerConfig
 from structgen.engine.model_runner import ModelRunner
-from structgen.models import ModelLoadError, UnsupportedModelError, load_model, write_random_checkpoint
+from structgen.models import ModelLoadError, UnsupportedModelError, load_hf_config, load_model, write_random_checkpoint
 from structgen.runtime.attention import ForwardBatch
 from structgen.runtime.memory import MemoryConfig
 
@@ -162,3 +162,21 @@ def test_load_errors(tmp_path: Path) -> None:
     (path / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(UnsupportedModelError, match="yarn"):
         load_model(path)
+
+
+def test_a_hub_id_resolves_from_the_local_hugging_face_cache(tiny_llama_dir: str, tmp_path: Path) -> None:
+    """``org/name`` is found in the local Hugging Face cache (no network), as the peers do; an
+    existing folder and an id that is not cached are returned unchanged."""
+    import shutil
+
+    from structgen.models import resolve_model_path
+
+    repo = tmp_path / "models--acme--tiny"
+    snap = repo / "snapshots" / ("0" * 40)
+    shutil.copytree(tiny_llama_dir, snap)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
+    assert resolve_model_path("acme/tiny", cache_dir=tmp_path) == str(snap)
+    assert resolve_model_path("acme/other", cache_dir=tmp_path) == "acme/other"
+    assert resolve_model_path(tiny_llama_dir, cache_dir=tmp_path) == tiny_llama_dir
+    assert load_hf_config(resolve_model_path("acme/tiny", cache_dir=tmp_path)).model_type == "llama"

@@ -25,6 +25,7 @@ from structgen.engine.request import GenerateRequest, Req, RequestError, Request
 from structgen.engine.sampling import SampledIds, Sampler
 from structgen.engine.scheduler import ScheduledBatch, Scheduler
 from structgen.fsm import Constraint, GrammarCompiler, Vocabulary
+from structgen.models.loader import resolve_model_path
 
 
 def eos_token_ids(model_path: str, hf_config: Any, tokenizer: Any) -> list[int]:
@@ -86,7 +87,7 @@ class Engine:
         chat_template: str | None = None,
     ) -> None:
         self.config = cfg = config or EngineConfig()
-        self.model_path = os.fspath(model_path)
+        self.model_path = resolve_model_path(model_path)  # a folder, or a hub id found in the local HF cache
         if runner is not None:
             if not runner.pools_empty():
                 raise ValueError("the reused ModelRunner still holds KV slots or req-to-token rows: close its engine first")

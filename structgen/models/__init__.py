@@ -8,6 +8,7 @@ from structgen.models.loader import (
     init_random_weights,
     load_hf_config,
     load_model,
+    resolve_model_path,
     write_model_folder,
     write_random_checkpoint,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "load_hf_config",
     "load_model",
     "preset_config",
+    "resolve_model_path",
     "write_model_folder",
     "write_preset_folder",
     "write_random_checkpoint",

@@ -33,6 +33,24 @@ class ModelLoadError(ValueError):
     """The model folder is missing, incomplete or inconsistent with its config."""
 
 
+def resolve_model_path(model: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None) -> str:
+    """A local model folder for ``model``: the path itself when it exists, else, for a Hugging
+    Face hub id (``org/name``), its snapshot in the local Hugging Face cache (``cache_dir``, by
+    default the hub's own, ``$HF_HUB_CACHE``), found without the network as vLLM and SGLang do.
+    Anything else is returned unchanged (the loader then names what is missing)."""
+    path = os.fspath(model)
+    if os.path.exists(path) or path.count("/") != 1 or path.startswith((".", "/")):
+        return path
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        got = snapshot_download(path, cache_dir=None if cache_dir is None else os.fspath(cache_dir), local_files_only=True)
+    except (LocalEntryNotFoundError, ValueError, OSError):
+        return path
+    return os.fspath(got)
+
+
 def load_hf_config(path: str | os.PathLike[str]) -> Any:
     """``transformers.AutoConfig`` of a local folder; raises :class:`ModelLoadError` /
     :class:`UnsupportedModelError` with the folder and the supported architectures."""
@@ -40,7 +58,10 @@ def load_hf_config(path: str | os.PathLike[str]) -> Any:
     if folder.is_file():
         raise ModelLoadError(f"model path {str(folder)!r} is a file: give the folder that holds config.json and the weights")
     if not folder.is_dir():
-        raise ModelLoadError(f"model folder {str(folder)!r} does not exist (models load from local folders only)")
+        raise ModelLoadError(
+            f"model folder {str(folder)!r} does not exist, nor is it a hub id in the local Hugging Face cache "
+            "(models load from local folders only)"
+        )
     if not (folder / "config.json").is_file():
         raise ModelLoadError(f"model folder {str(folder)!r} has no config.json")
     from transformers import AutoConfig
