@@ -183,9 +183,10 @@ class CompilerConfig:
     delays its first mask by at most about this much; its remaining rows are computed on first
     visit.  None: bounded by ``timeout_s`` only.  ``row_processes``: with ``processes``, this
     many more worker processes compute the first-visit mask rows of the grammars compiled there
-    (:class:`~structgen.fsm.row_workers.RowWorkers`; the engine asks for a whole batch's missing
-    rows at once, so they are walked in parallel and off the serving process's interpreter
-    lock); 0 (default): on the serving thread.  ``pause_gc``: keep Python's cyclic garbage
+    (:class:`~structgen.fsm.row_workers.RowWorkers`; the engine asks for each request's next row
+    as soon as its token is processed and collects them all at the sample, so they are walked in
+    parallel and off the serving process's interpreter lock); 0 (default): on the serving thread.
+    ``pause_gc``: keep Python's cyclic garbage
     collector off while a compile runs (:class:`GcPause`): a compile allocates hundreds of
     thousands of long-lived containers (automaton state sets, closures), and the collector's
     passes over them grow with the process's heap (``benchmarks/compile_cpu.py``: four passes

@@ -75,7 +75,6 @@ class RowWorkers:
         self._started = False
         self._start_lock = threading.Lock()
         self.rows_served = 0  # rows the workers computed
-        self.rows_inline = 0  # rows asked of them that fell back to the engine's thread
 
     def start(self, timeout_s: float = 120.0) -> None:
         """Spawn the workers (once) and wait until each has loaded the vocabulary.  Raises
@@ -144,7 +143,6 @@ class RowWorkers:
                     for (fsm, _src, _path, states), rows in zip(items, replies or [None] * len(items)):
                         if rows is None:  # dead, evicted there, or the walk raised: inline from now on, as without workers
                             fsm.row_source = None
-                            self.rows_inline += len(states)
                             continue
                         for state, row in zip(states, rows):
                             fsm.put_row(state, row)
@@ -168,8 +166,7 @@ class RowWorkers:
             if state in entry[3]:
                 continue
             path = fsm.witness_path(state, src.known)
-            if path is None:
-                self.rows_inline += 1
+            if path is None:  # a state reached another way: its row is computed inline
                 continue
             entry[2].extend(path)
             src.known.update(s for s, _p, _t in path)

@@ -10,16 +10,6 @@ from pathlib import Path
 from typing import Any
 
 
-class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """``--help`` shows each option's default, unless it has none or its help already says it."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        if action.default is None or isinstance(action.default, bool) or "default" in text:
-            return text
-        return super()._get_help_string(action) or text
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The ``structgen`` argument parser: one subcommand per function below."""
     from structgen import __version__
@@ -34,21 +24,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _show_defaults(parser: argparse.ArgumentParser) -> None:
-    """Give every option without a help text one that shows its default (``--help`` lists
-    only options with help), in ``parser`` and all its subcommands."""
+    """Append its default to every option's help, in ``parser`` and all its subcommands,
+    unless it has none (None, a flag) or the help already names it."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for child in action.choices.values():
                 _show_defaults(child)
-        elif action.help is None and action.option_strings and action.default is not None and not isinstance(action.default, bool):
-            action.help = "(default: %(default)s)"
+        elif action.option_strings and action.default is not None and not isinstance(action.default, bool):
+            text = action.help or ""
+            if action.default is not argparse.SUPPRESS and "default" not in text:
+                action.help = f"{text} (default: %(default)s)".lstrip()
 
 
 def _add_compile(sub: Any) -> None:
     """``structgen compile``: a constraint's token FSM, walked over an instance."""
-    comp = sub.add_parser(
-        "compile", formatter_class=_HelpFormatter, help="compile a JSON Schema or regex to a token FSM and check an instance"
-    )
+    comp = sub.add_parser("compile", help="compile a JSON Schema or regex to a token FSM and check an instance")
     comp.add_argument("--tokenizer", required=True, help="local Hugging Face tokenizer folder")
     src = comp.add_mutually_exclusive_group(required=True)
     src.add_argument("--schema", help="JSON Schema: a file path or inline JSON")
@@ -61,7 +51,7 @@ def _add_compile(sub: Any) -> None:
 
 def _add_generate(sub: Any) -> None:
     """``structgen generate``: one validated object from a local model."""
-    gen = sub.add_parser("generate", formatter_class=_HelpFormatter, help="generate a validated object with a local model")
+    gen = sub.add_parser("generate", help="generate a validated object with a local model")
     gen.add_argument("--model", default=None, help="local Hugging Face model folder (default: the embedded default model)")
     what = gen.add_mutually_exclusive_group()
     what.add_argument("--schema", help="JSON Schema: a file path or inline JSON")
@@ -81,14 +71,14 @@ def _add_generate(sub: Any) -> None:
 
 def _add_demo(sub: Any) -> None:
     """``structgen demo``: the embedded model on a few held-out texts."""
-    demo = sub.add_parser("demo", formatter_class=_HelpFormatter, help="a few extractions with the embedded demo model, with stats")
+    demo = sub.add_parser("demo", help="a few extractions with the embedded demo model, with stats")
     demo.add_argument("--model", default=None, help="model folder (default: the embedded demo model)")
     demo.add_argument("--held-out", type=int, default=3, help="examples from the generator's held-out split")
 
 
 def _add_serve(sub: Any) -> None:
     """``structgen serve``: the HTTP server."""
-    srv = sub.add_parser("serve", formatter_class=_HelpFormatter, help="serve /v1/structured and the OpenAI-compatible routes over HTTP")
+    srv = sub.add_parser("serve", help="serve /v1/structured and the OpenAI-compatible routes over HTTP")
     srv.add_argument("model_arg", nargs="?", metavar="MODEL", default=None, help="the model folder (same as --model)")
     srv.add_argument("--model", default=None, help="local Hugging Face model folder (default: the embedded default model)")
     srv.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the model folder)")
@@ -142,11 +132,9 @@ def _add_serve(sub: Any) -> None:
 
 def _add_bench(sub: Any) -> None:
     """``structgen bench json``, ``structgen bench conformance`` and ``structgen bench peers``."""
-    bench = sub.add_parser("bench", formatter_class=_HelpFormatter, help="benchmarks")
+    bench = sub.add_parser("bench", help="benchmarks")
     bsub = bench.add_subparsers(dest="bench", required=True)
-    bj = bsub.add_parser(
-        "json", formatter_class=_HelpFormatter, help="JSON-decoding benchmark: workloads × modes × concurrency, with plots"
-    )
+    bj = bsub.add_parser("json", help="JSON-decoding benchmark: workloads × modes × concurrency, with plots")
     src_model = bj.add_mutually_exclusive_group()
     src_model.add_argument("--model", default=None, help="local model folder (default: the embedded demo model)")
     src_model.add_argument("--config", default=None, help="a random-weight preset (llama3-8b); needs --random-weights and --tokenizer")
@@ -180,9 +168,7 @@ def _add_bench(sub: Any) -> None:
         action="store_true",
         help="time each engine step's phases (device synced after every forward) into profile.md; profiled runs are a little slower",
     )
-    conf = bsub.add_parser(
-        "conformance", formatter_class=_HelpFormatter, help="JSON-Schema-Test-Suite and MaskBench through the compile layer"
-    )
+    conf = bsub.add_parser("conformance", help="JSON-Schema-Test-Suite and MaskBench through the compile layer")
     conf.add_argument("--tokenizer", required=True, help="local Hugging Face tokenizer folder")
     conf.add_argument("--suites", default="test-suite,maskbench", help="comma list of test-suite, maskbench")
     conf.add_argument("--test-suite", default=None, help="JSON-Schema-Test-Suite root (its tests/ folder inside)")
@@ -220,9 +206,7 @@ def _add_bench(sub: Any) -> None:
 
 
 def _add_bench_peers(bsub: Any) -> None:
-    peers = bsub.add_parser(
-        "peers", formatter_class=_HelpFormatter, help="the JSON workloads over HTTP against a running structgen, vLLM or SGLang server"
-    )
+    peers = bsub.add_parser("peers", help="the JSON workloads over HTTP against a running structgen, vLLM or SGLang server")
     peers.add_argument("--endpoint", required=True, help="LABEL=FLAVOR@URL, FLAVOR one of structgen, vllm, sglang")
     peers.add_argument("--served-model", default="default", help="model name sent in OpenAI requests (vLLM: --served-model-name)")
     peers.add_argument("--engine", default="", help="engine version and flags, recorded with the results")
@@ -432,6 +416,8 @@ def _serve_command(args: argparse.Namespace) -> int:
         template = args.chat_template
         if template is not None and os.path.isfile(template):
             template = _read_text(template)
+        elif template is not None and "{{" not in template and "{%" not in template:
+            raise ValueError(f"--chat-template {template!r} is neither a file nor a Jinja template")
         config = ServerConfig(
             model=args.model,
             tokenizer=args.tokenizer,

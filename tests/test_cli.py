@@ -172,6 +172,8 @@ def test_serve_habits_of_vllm_and_sglang_users(tmp_path: Path, capsys: pytest.Ca
     assert "is a file" in capsys.readouterr().err
     assert main(["serve", "--device", "gpu", "--port", "0"]) == 2
     assert "is not a device" in capsys.readouterr().err
+    assert main(["serve", "--chat-template", str(tmp_path / "missing.jinja"), "--port", "0"]) == 2
+    assert "neither a file nor a Jinja template" in capsys.readouterr().err
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
