@@ -8,7 +8,7 @@ from collections import defaultdict
 
 import numpy as np
 from structgen.schemas.charset import utf8_sequences
-from structgen.schemas.ir import NOTHING, Alt, Anchor, And, Chars, Join, Lit, Members, Minus, Node, Rep, Seq
+from structgen.schemas.ir import NOTHING, Alt, Anchor, And, Automaton, Chars, Join, Lit, Members, Minus, Node, Rep, Seq
 
 from .dfa import DEAD, NO_PATH, Budget
 from .errors import GrammarCompileError
@@ -71,7 +71,7 @@ def prune(node: Node, builder: NFABuilder, memo: dict[int, Node]) -> Node:
             if sep is NOTHING:
                 raise GrammarCompileError("object member separator matches nothing")
             out = Members(tuple(kept), sep, None if extra is NOTHING else extra)
-    elif isinstance(node, (And, Minus)):
+    elif isinstance(node, (And, Minus, Automaton)):
         out = NOTHING if builder.product(node).is_empty() else node
     elif isinstance(node, Anchor):
         raise GrammarCompileError("regex IR still contains an anchor; resolve anchors before compiling")

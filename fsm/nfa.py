@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 from structgen.schemas.charset import CharSet, utf8_sequences
-from structgen.schemas.ir import Alt, Anchor, And, Chars, Join, Lit, Members, Minus, Node, Rep, Seq
+from structgen.schemas.ir import Alt, Anchor, And, Automaton, Chars, Join, Lit, Members, Minus, Node, Rep, Seq
 
 from .dfa import DEAD, NO_PATH, Budget, ByteDFA, determinize, longest_dfa, product_dfa, shortest_dfa, trim_and_minimize, worst_dfa
 from .errors import GrammarCompileError
@@ -79,7 +79,7 @@ class NFABuilder:
             out = self.nullable(node.item) and (node.lo <= 1 or self.nullable(node.sep))
         elif isinstance(node, Members):
             out = all(not req or self.nullable(m) for m, req in node.items)
-        elif isinstance(node, (And, Minus)):
+        elif isinstance(node, (And, Minus, Automaton)):
             dfa = self.product(node)
             out = not dfa.is_empty() and bool(dfa.accepting[dfa.initial])
         else:
@@ -119,7 +119,7 @@ class NFABuilder:
             out = min(lo * self.shortest(node.item) + (lo - 1) * self.shortest(node.sep), NO_PATH)
         elif isinstance(node, Members):
             out = min(self._junction_costs(node)[0], NO_PATH)
-        elif isinstance(node, (And, Minus)):
+        elif isinstance(node, (And, Minus, Automaton)):
             out = shortest_dfa(self.product(node))
         else:
             raise TypeError(f"not a regex IR node: {node!r}")
@@ -147,7 +147,7 @@ class NFABuilder:
         elif isinstance(node, Members):
             sep = self.longest(node.sep)
             out = NO_PATH if node.extra is not None else sum(self.longest(m) + sep for m, _req in node.items)
-        elif isinstance(node, (And, Minus)):
+        elif isinstance(node, (And, Minus, Automaton)):
             most = longest_dfa(self.product(node))
             out = NO_PATH if most is None else most
         else:
@@ -201,7 +201,7 @@ class NFABuilder:
             for (member, _required), rest in zip(node.items, after[1:]):  # inside member i, or its separator
                 out = max(out, max(worst(member), worst(node.sep) + short(member)) + rest)
             out = max(out, first)
-        elif isinstance(node, (And, Minus)):
+        elif isinstance(node, (And, Minus, Automaton)):
             out = worst_dfa(self.product(node))
         else:
             raise TypeError(f"not a regex IR node: {node!r}")
@@ -275,7 +275,7 @@ class NFABuilder:
             return self.build_members(node)
         if isinstance(node, Join):
             return self.build_join(node)
-        if isinstance(node, (And, Minus)):
+        if isinstance(node, (And, Minus, Automaton)):
             return self.embed(self.product(node))
         if isinstance(node, Anchor):
             raise GrammarCompileError("regex IR still contains an anchor; resolve anchors before compiling")
@@ -385,7 +385,10 @@ class NFABuilder:
         their eager DFAs be built once."""
         got = self._node_ids.get(id(node))
         if got is None:
-            key = (type(node).__name__, *(self._field_key(getattr(node, f.name)) for f in fields(node)))  # type: ignore[arg-type]
+            if isinstance(node, Automaton):  # its key names its language; its edges may be many
+                key: tuple[Any, ...] = ("Automaton", node.key)
+            else:
+                key = (type(node).__name__, *(self._field_key(getattr(node, f.name)) for f in fields(node)))  # type: ignore[arg-type]
             got = self._interned.setdefault(key, len(self._interned))
             self._node_ids[id(node)] = got
             self._keep.append(node)  # ids stay valid while the builder lives
@@ -410,8 +413,9 @@ class NFABuilder:
             self.child_dfas[key] = got
         return got
 
-    def product(self, node: And | Minus) -> ByteDFA:
-        """Eager (trimmed, minimized) DFA of an ``And`` / ``Minus`` node, memoized by structure."""
+    def product(self, node: And | Minus | Automaton) -> ByteDFA:
+        """Eager (trimmed, minimized) DFA of an ``And`` / ``Minus`` / ``Automaton`` node,
+        memoized by structure."""
         key = self.structural_id(node)
         got = self._products.get(key)
         if got is None:
@@ -419,7 +423,9 @@ class NFABuilder:
             self._products[key] = got
         return got
 
-    def _product_uncached(self, node: And | Minus) -> ByteDFA:
+    def _product_uncached(self, node: And | Minus | Automaton) -> ByteDFA:
+        if isinstance(node, Automaton):
+            return explicit_dfa(node, self.budget)
         if isinstance(node, And):
             dfas = [self.child_dfa(it) for it in node.items]
             if not dfas:
@@ -448,6 +454,21 @@ class NFABuilder:
         return s_in, s_out
 
 
+def explicit_dfa(node: Automaton, budget: Budget) -> ByteDFA:
+    """The trimmed, minimized :class:`ByteDFA` of an :class:`Automaton` node.  Raises
+    :class:`GrammarCompileError` past ``budget.max_states``."""
+    n = len(node.edges)
+    budget.check_states(n)
+    trans = np.full((n, 256), -1, dtype=np.int32)  # [S, 256]; -1: no edge
+    for q, out in enumerate(node.edges):
+        for lo, hi, target in out:
+            trans[q, lo : hi + 1] = target
+    accepting = np.array(node.accepting, dtype=bool)  # [S]
+    _, first, class_of_byte = np.unique(trans.T, axis=0, return_index=True, return_inverse=True)  # bytes with equal columns share a class
+    classes = trans[:, first]  # [S, C]
+    return trim_and_minimize(classes, accepting, class_of_byte.reshape(-1).astype(np.int32), 0, budget, minimize=True)
+
+
 def byte_runs(row: np.ndarray) -> list[tuple[int, int, int]]:
     """Maximal runs of equal non-dead targets in a 256-entry row: (lo, hi, target)."""
     change = np.flatnonzero(np.diff(row)) + 1
@@ -471,7 +492,7 @@ def byte_ranges(node: Node, builder: NFABuilder) -> set[tuple[int, int]]:
         elif isinstance(n, Chars):
             for sq in utf8_sequences(n.cs):
                 out.update(sq)
-        elif isinstance(n, (And, Minus)):
+        elif isinstance(n, (And, Minus, Automaton)):
             dfa = builder.product(n)  # memoized: built while pruning
             for st in range(1, dfa.num_states):
                 out.update((lo, hi) for lo, hi, _ in byte_runs(dfa.table[st]))

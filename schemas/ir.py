@@ -1,10 +1,11 @@
 """The regex IR that every constraint compiles to.
 
 Schemas, Pydantic models and user regexes all become a tree of :class:`Node` objects over
-bytes.  The IR is a regular-expression tree with two extensions that plain regex text cannot
-express but the automaton builder (:mod:`structgen.fsm.nfa`, :mod:`structgen.fsm.lazy_dfa`)
-compiles exactly: :class:`And` (intersection, e.g. ``pattern`` ∩ ``minLength``) and
-:class:`Minus` (difference, e.g. property names other than the declared ones).
+bytes.  The IR is a regular-expression tree with extensions that plain regex text cannot
+express (or only at great length) but the automaton builder (:mod:`structgen.fsm.nfa`,
+:mod:`structgen.fsm.lazy_dfa`) compiles exactly: :class:`And` (intersection, e.g. ``pattern``
+∩ ``minLength``), :class:`Minus` (difference, e.g. property names other than the declared
+ones) and :class:`Automaton` (an explicit DFA, e.g. numerals divisible by 7).
 
 Leaves are :class:`Lit` (an exact byte string) and :class:`Chars` (one code point from a
 :class:`~structgen.schemas.charset.CharSet`, matched as its UTF-8 encoding).  The
@@ -80,6 +81,19 @@ class Minus(Node):
 
     left: Node
     right: Node
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Automaton(Node):
+    """An explicit deterministic byte automaton, for regular languages no short regex spells
+    (decimal numerals divisible by 7: a regex for them has thousands of symbols, the automaton
+    has 7 states).  ``edges[s]``: ``(lo, hi, target)`` byte ranges out of state ``s`` (no edge:
+    the string dies); ``accepting[s]``; the start state is 0.  ``key`` names the language:
+    two automata with one key are the same language (the compiler builds it once)."""
+
+    key: str
+    edges: tuple[tuple[tuple[int, int, int], ...], ...]
+    accepting: tuple[bool, ...]
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -224,6 +238,8 @@ def _render(node: Node) -> str:
         return f"(?:{_render(node.left)})(?-{_render(node.right)})"
     if isinstance(node, Anchor):
         return "^" if node.start else "$"
+    if isinstance(node, Automaton):
+        return f"(?&<{node.key}>)"
     if isinstance(node, Members):
         return _render(members_as_regex(node))
     if isinstance(node, Join):

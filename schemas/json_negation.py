@@ -7,14 +7,14 @@ pushed down through ``allOf`` / ``anyOf`` / ``oneOf`` / ``not`` / ``if`` / ``$re
 which only values failing that keyword validate, and whose union is every such value.  Each
 violation is an ordinary schema (``type``, ``required``, ``properties``, bounds, ``contains``,
 …) that the converter then compiles like any other, so the result is as sound as the converter
-itself.  Three leaves are left as ``not`` of a primitive that :mod:`.json_combinators`
-compiles directly: ``not`` of a value set (``enum`` / ``const``), of a ``pattern``, and
-``{"type": "number", "not": {"type": "integer"}}``.
+itself.  Some leaves are left as ``not`` of a primitive that :mod:`.json_not` compiles
+directly: ``not`` of a value set (``enum`` / ``const``), of a ``pattern``, of a ``multipleOf``
+(numbers minus the remainder automaton's) and ``{"type": "number", "not": {"type": "integer"}}``.
 
 Only keywords the root's draft evaluates are negated (``dependencies`` before 2019-09,
 ``dependentRequired`` from it, …): a keyword the validator ignores constrains nothing, and
 negating it would admit values that validate.  A keyword whose violations cannot be stated this
-way (``uniqueItems``, ``multipleOf``, ``format``, ``additionalProperties`` with a schema, …)
+way (``uniqueItems``, ``format``, …)
 raises :class:`NotExpressible`, which the converter reports as an unsupported ``not``.
 
 The construction is the negation normal form of JSON Schema used by, e.g., hypothesis-jsonschema's
@@ -173,6 +173,10 @@ def _format(cv: Converter, v: Any, s: dict[str, Any], ptr: str) -> list[Any]:
     raise NotExpressible("format", ptr, f"the complement of format {v!r} is not supported (its grammar is a subset)")
 
 
+def _multiple_of(cv: Converter, v: Any, s: dict[str, Any], ptr: str) -> list[Any]:
+    return [{"type": "number", "not": {"multipleOf": v}}]
+
+
 def _bound(cv: Converter, kw: str, v: Any, s: dict[str, Any]) -> list[Any]:
     """Violations of minimum / maximum (draft-4 boolean exclusives read with them)."""
     if isinstance(v, bool):
@@ -323,6 +327,7 @@ _HANDLERS: dict[str, Any] = {
     "maxLength": _max_length,
     "pattern": _pattern,
     "format": _format,
+    "multipleOf": _multiple_of,
     "minimum": lambda cv, v, s, ptr: _bound(cv, "minimum", v, s),
     "maximum": lambda cv, v, s, ptr: _bound(cv, "maximum", v, s),
     "exclusiveMinimum": lambda cv, v, s, ptr: _bound(cv, "exclusiveMinimum", v, s),

@@ -14,7 +14,7 @@ from .json_keywords import CONSTRAINTS, RecursionLimit, json_type, values_of
 from .json_negation import NotExpressible, complement
 from .json_scalars import convert_types, types_of
 from .json_strings import ANY_CHAR, ANY_STRING_CONTENT, json_string
-from .numbers import SHORT_FRACTIONAL, SHORT_NUMBER
+from .numbers import MAX_REMAINDER_STATES, SHORT_FRACTIONAL, SHORT_NUMBER, multiple_of_automaton, to_decimal
 from .regex import parse_regex, resolve_anchors
 
 if TYPE_CHECKING:
@@ -73,6 +73,8 @@ def not_leaf(cv: Converter, schema: dict[str, Any], neg: Any, rest: dict[str, An
         return _not_values(cv, schema, values_of(neg) or [], rest, ptr)
     if keys == {"pattern"}:
         return _not_pattern(cv, schema, neg["pattern"], rest, ptr)
+    if keys == {"multipleOf"}:
+        return _not_multiple(cv, schema, neg["multipleOf"], rest, ptr)
     if keys == {"propertyNames"}:
         return _some_key_outside(cv, schema, neg["propertyNames"], rest, ptr)
     one_pattern = keys == {"patternProperties"} and len(neg["patternProperties"]) == 1
@@ -123,6 +125,24 @@ def _not_types(cv: Converter, schema: dict[str, Any], excluded: Any, rest: dict[
     if fractional:  # numbers that are not integers
         parts.append(And((convert_types(cv, {**rest, "type": "number"}, ptr), SHORT_FRACTIONAL)))
     return alt(*parts)
+
+
+def _not_multiple(cv: Converter, schema: dict[str, Any], mult: Any, rest: dict[str, Any], ptr: str) -> Node:
+    """Numbers of ``rest`` that are not multiples of ``mult``: in the SHORT_NUMBER layout (a
+    narrowing: a double parses each such text to the value it spells, so no text that reads
+    as a multiple gets in), minus the remainder automaton's numerals (exact on that layout)."""
+    where = ptr + "/not/multipleOf"
+    try:
+        m = to_decimal(mult)
+    except ValueError as e:
+        raise SchemaError(str(e), keyword="multipleOf", pointer=where) from e
+    if m <= 0:
+        raise SchemaError("multipleOf must be > 0", keyword="multipleOf", pointer=where)
+    multiples = multiple_of_automaton(m)
+    if multiples is None:
+        raise NotExpressible("multipleOf", where, f"multipleOf {mult}: its remainder automaton would exceed {MAX_REMAINDER_STATES} states")
+    numbers = cv.convert(_with_type(cv, schema, rest, "number"), ptr)
+    return Minus(And((numbers, SHORT_NUMBER)), multiples)
 
 
 def _not_values(cv: Converter, schema: dict[str, Any], values: list[Any], rest: dict[str, Any], ptr: str) -> Node:

@@ -1,5 +1,5 @@
 """``enum`` / ``const``, ``type`` dispatch, and numbers (exact integer and decimal ranges,
-``multipleOf`` of divisors of a power of ten)."""
+``multipleOf``: by the last digits for divisors of a power of ten, else a remainder automaton)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,11 @@ from .json_keywords import CONSTRAINTS, TYPE_KEYWORDS, TYPES, json_type
 from .json_strings import convert_string
 from .numbers import (
     INTEGER,
+    MAX_REMAINDER_STATES,
     NUMBER,
     integer_bounds,
     integer_range,
+    multiple_of_automaton,
     multiple_of_decimal,
     multiple_of_integer,
     number_range,
@@ -176,21 +178,16 @@ def multiple_of(cv: Converter, node: Node, mult: Any, ptr: str, *, integer: bool
         raise SchemaError("multipleOf must be > 0", keyword="multipleOf", pointer=ptr)
     if m == m.to_integral_value():
         mo = multiple_of_integer(int(m))
-        if mo is None:
-            cv.unsupported("multipleOf", ptr, f"multipleOf {mult} (only divisors of a power of ten are supported)")
-            return node
-        return And((node, mo))
-    if integer:
+    elif integer:
         # an integer is a multiple of p/10^q iff it is a multiple of p / gcd(p, 10^q)
         q = -int(m.normalize().as_tuple().exponent)  # type: ignore[arg-type]
         p = int(m.scaleb(q))
-        k = p // math.gcd(p, 10**q)
-        mo = multiple_of_integer(k)
-        return And((node, mo)) if mo is not None else _unsup_mult(cv, node, mult, ptr)
-    shape = multiple_of_decimal(m)
-    return And((node, shape)) if shape is not None else _unsup_mult(cv, node, mult, ptr)
-
-
-def _unsup_mult(cv: Converter, node: Node, mult: Any, ptr: str) -> Node:
-    cv.unsupported("multipleOf", ptr, f"multipleOf {mult} (supported: integer divisors of a power of ten, and 10^-k)")
-    return node
+        mo = multiple_of_integer(p // math.gcd(p, 10**q))
+    else:
+        mo = multiple_of_decimal(m)
+    if mo is None:  # divisibility not decided by the last digits: the remainder automaton
+        mo = multiple_of_automaton(m)
+    if mo is None:
+        cv.unsupported("multipleOf", ptr, f"multipleOf {mult}: its remainder automaton would exceed {MAX_REMAINDER_STATES} states")
+        return node
+    return And((node, mo))

@@ -13,7 +13,7 @@ import math
 from decimal import Decimal, InvalidOperation
 
 from .charset import CharSet
-from .ir import EPSILON, NOTHING, And, Node, alt, chars, lit, opt, rep, seq
+from .ir import EPSILON, NOTHING, And, Automaton, Node, alt, chars, lit, opt, rep, seq
 
 DIGIT = chars(CharSet.of_ranges([(0x30, 0x39)]))
 NONZERO = chars(CharSet.of_ranges([(0x31, 0x39)]))
@@ -246,3 +246,92 @@ def multiple_of_decimal(m: Decimal, max_fraction_digits: int = 4) -> Node | None
     zeros = rep(_ZERO, 0, None)
     frac = seq(alt(*fractions), zeros) if fractions else NOTHING
     return seq(INTEGER, opt(alt(frac, seq(lit("."), rep(_ZERO, 1, None)))))
+
+
+MAX_REMAINDER_STATES = 20_000  # states of the automaton of multipleOf (before minimization)
+# decimals with no exponent: the layout of numbers under ``not: {multipleOf: …}`` (a narrowing)
+PLAIN_NUMBER = seq(INTEGER, opt(FRACTION))
+
+
+def multiple_of_automaton(m: Decimal) -> Node | None:
+    """Numerals ``-?[0-9]+(\\.[0-9]+)?`` (no exponent; leading zeros allowed: intersect with a
+    number layout) whose value is an exact multiple of ``m > 0``, as an :class:`Automaton`.
+
+    Write ``m = a / b`` in lowest terms and ``b = 2^i 5^j b'`` with ``b'`` prime to 10.  A
+    multiple of ``m`` with a finite decimal expansion is a multiple of ``a / (2^i 5^j)``, so
+    with ``F = max(i, j)`` fraction digits ``x·10^F`` is an integer divisible by
+    ``M = a·2^(F-i)·5^(F-j)``.  The automaton reads the digits left to right keeping the
+    remainder mod ``M`` and the fraction digits read so far (at most ``F``; past ``F`` only
+    zeros), and accepts when ``r·10^(F-f) ≡ 0 (mod M)``: about ``M·(F+2)`` states (the
+    remainder automaton of divisibility in base 10, e.g. Hopcroft, Motwani & Ullman, ex. 2.2.5).
+    None when that exceeds :data:`MAX_REMAINDER_STATES` (the caller reports it).
+    """
+    a, b = m.as_integer_ratio()
+    if a <= 0:
+        return None
+    i = j = 0
+    while b % 2 == 0:
+        b, i = b // 2, i + 1
+    while b % 5 == 0:
+        b, j = b // 5, j + 1
+    f_max = max(i, j)
+    mod = a * 2 ** (f_max - i) * 5 ** (f_max - j)
+    if mod * (f_max + 2) + 3 > MAX_REMAINDER_STATES:
+        return None
+
+    # state ids: 0 start, 1 after "-", 2+r integer part, 2+M+r after ".", fraction digit f at
+    # 2+2M+(f-1)M+r (f = 1..F), then one "only zeros" state
+    def integer(r: int) -> int:
+        return 2 + r
+
+    def dot(r: int) -> int:
+        return 2 + mod + r
+
+    def fraction(r: int, f: int) -> int:
+        return 2 + 2 * mod + (f - 1) * mod + r
+
+    zeros = 2 + 2 * mod + f_max * mod
+    n = zeros + 1
+    edges: list[list[tuple[int, int, int]]] = [[] for _ in range(n)]
+    accepting = [False] * n
+
+    def digits(q: int, target_of: list[int | None]) -> None:
+        for d, target in enumerate(target_of):
+            if target is not None:
+                edges[q].append((0x30 + d, 0x30 + d, target))
+
+    edges[0].append((0x2D, 0x2D, 1))
+    first = [integer(d % mod) for d in range(10)]
+    digits(0, list(first))
+    digits(1, list(first))
+    for r in range(mod):
+        q = integer(r)
+        accepting[q] = (r * 10**f_max) % mod == 0
+        digits(q, [integer((10 * r + d) % mod) for d in range(10)])
+        edges[q].append((0x2E, 0x2E, dot(r)))
+        if f_max:
+            digits(dot(r), [fraction((10 * r + d) % mod, 1) for d in range(10)])
+        elif r == 0:
+            digits(dot(r), [zeros] + [None] * 9)
+        for f in range(1, f_max + 1):
+            q = fraction(r, f)
+            accepting[q] = (r * 10 ** (f_max - f)) % mod == 0
+            if f < f_max:
+                digits(q, [fraction((10 * r + d) % mod, f + 1) for d in range(10)])
+            elif r == 0:
+                digits(q, [zeros] + [None] * 9)
+    accepting[zeros] = True
+    digits(zeros, [zeros] + [None] * 9)
+    merged = tuple(tuple(_merge_runs(out)) for out in edges)
+    return Automaton(f"multipleOf {m.normalize()}", merged, tuple(accepting))
+
+
+def _merge_runs(out: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """Adjacent byte ranges with one target merged (fewer edges to store and compile)."""
+    merged: list[tuple[int, int, int]] = []
+    for lo, hi, target in sorted(out):
+        if merged and merged[-1][2] == target and merged[-1][1] + 1 == lo:
+            merged[-1] = (merged[-1][0], hi, target)
+        else:
+            merged.append((lo, hi, target))
+    return merged

@@ -8,7 +8,6 @@ import json
 import random
 from typing import Any
 
-import jsonschema
 import pytest
 from structgen.fsm.dfa import Budget
 from structgen.fsm.lazy_dfa import compile_lazy
@@ -16,6 +15,7 @@ from structgen.schemas.errors import UnsupportedSchemaError
 from structgen.schemas.json_schema import schema_to_ir
 
 from structgen.bench.conformance import sample_strings
+from structgen.bench.conformance_items import exact_validator
 from structgen.bench.schema_fuzz import fuzz
 
 
@@ -30,8 +30,9 @@ def _accepts(dfa: Any, text: str) -> bool:
 
 
 def _valid(schema: Any, text: str) -> bool:
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return bool(cls(schema).is_valid(json.loads(text)))
+    """``jsonschema``'s verdict, with ``multipleOf`` in exact decimal arithmetic (the spec's;
+    stock ``jsonschema`` divides floats)."""
+    return bool(exact_validator(schema).is_valid(json.loads(text)))
 
 
 OBJ_AB = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}}
@@ -77,6 +78,12 @@ CASES: list[tuple[Any, list[str], list[str]]] = [
         ['{"k": "x"}', '{"k": "y", "a": 1}'],
     ),
     ({"type": "integer", "if": {"minimum": 10}, "then": {"multipleOf": 10}}, ["20", "7", "-3"], ["11", "15"]),
+    # multipleOf by a remainder automaton, and its complement
+    ({"type": "integer", "multipleOf": 7, "minimum": 0}, ["0", "14", "7007"], ["15", "-7", "70.5"]),
+    ({"type": "number", "multipleOf": 0.3}, ["0.3", "-0.9", "1.2", "30"], ["0.31", "1", "0.1"]),
+    ({"type": "integer", "not": {"multipleOf": 3}}, ["1", "-2", "100"], ["0", "3", "-9", "99"]),
+    ({"type": "number", "not": {"multipleOf": 1.5}, "maximum": 10}, ["1", "2.25", "-0.5"], ["1.5", "3", "-4.5", "11"]),
+    ({"not": {"multipleOf": 7}}, ["1", "6.5"], ["14", '"x"', "null"]),
     # overlapping oneOf: exactly one branch
     ({"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}, ["-5", "2.5"], ["5", "0", "-2.5"]),
     (
@@ -190,7 +197,7 @@ def test_draft7_ref_siblings_are_ignored_under_not() -> None:
 
 def test_unexpressible_complements_are_named_errors() -> None:
     """A complement that is not regular is refused naming the keyword, never dropped."""
-    for neg, word in (({"uniqueItems": True}, "uniqueItems"), ({"multipleOf": 3}, "multipleOf"), ({"format": "email"}, "format")):
+    for neg, word in (({"uniqueItems": True}, "uniqueItems"), ({"multipleOf": 123456.789}, "multipleOf"), ({"format": "email"}, "format")):
         with pytest.raises(UnsupportedSchemaError, match=word) as e:
             schema_to_ir({"not": neg})
         assert e.value.keyword == "not"

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from structgen.fsm.nfa import compile_dfa
-from structgen.schemas.numbers import integer_range, multiple_of_integer, number_range
+from structgen.schemas.ir import And
+from structgen.schemas.numbers import PLAIN_NUMBER, integer_range, multiple_of_automaton, multiple_of_integer, number_range
 
 
 @pytest.mark.parametrize("lo,hi", [(0, 0), (-5, 5), (3, 117), (-250, -17), (None, 42), (-42, None), (99, 1001), (None, None)])
@@ -62,3 +63,37 @@ def test_multiple_of_integer(m: int) -> None:
 
 def test_multiple_of_unsupported_divisor() -> None:
     assert multiple_of_integer(3) is None
+
+
+@pytest.mark.parametrize("m", ["3", "7", "0.3", "1.5", "0.07", "12.5", "2.5e3", "0.001", "1e-9", "6"])
+def test_multiple_of_automaton_exact(m: str) -> None:
+    """Every plain numeral (sign, leading or trailing zeros, long fractions) is accepted exactly
+    when its value is a multiple of m, by exact decimal arithmetic."""
+    md = Decimal(m)
+    node = multiple_of_automaton(md)
+    assert node is not None
+    dfa = compile_dfa(And((PLAIN_NUMBER, node)))
+    texts = [str(n) for n in range(-300, 300)]
+    texts += [f"{n}.{f}" for n in (0, 1, 2, 3, 4, 7, 12, 21, 2500) for f in ("0", "00", "3", "5", "50", "07", "14", "9", "30", "000000001")]
+    texts += [f"-{t}" for t in texts[-40:]] + ["49000", "7000007", "0.0", "-0", "-0.000", "0.0000000001", "3.14159265358"]
+    texts += [format(k * md, "f") for k in range(-20, 21)]
+    hits = 0
+    for t in texts:
+        want = Decimal(t) % md == 0
+        hits += want
+        assert dfa.accepts(t.encode()) == want, (m, t)
+    assert 0 < hits < len(texts)
+
+
+@given(st.integers(1, 999), st.integers(0, 4), st.integers(-(10**6), 10**6), st.integers(0, 6))
+@settings(max_examples=300, deadline=None)
+def test_multiple_of_automaton_random(num: int, scale: int, value: int, value_scale: int) -> None:
+    md = Decimal(num).scaleb(-scale)
+    node = multiple_of_automaton(md)
+    assert node is not None
+    text = format(Decimal(value).scaleb(-value_scale), "f")
+    assert compile_dfa(And((PLAIN_NUMBER, node))).accepts(text.encode()) == (Decimal(text) % md == 0)
+
+
+def test_multiple_of_automaton_refuses_huge_remainders() -> None:
+    assert multiple_of_automaton(Decimal("123456.789")) is None

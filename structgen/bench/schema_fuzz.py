@@ -58,7 +58,7 @@ def _typed(rng: random.Random, depth: int, defs: dict[str, Any]) -> dict[str, An
         if rng.random() < 0.5:
             s[rng.choice(["maximum", "exclusiveMaximum"])] = rng.choice([-1, 0, 3, 7.5, 100])
         if rng.random() < 0.2:
-            s["multipleOf"] = rng.choice([1, 2, 5, 0.5, 0.1])
+            s["multipleOf"] = rng.choice([1, 2, 5, 0.5, 0.1, 3, 7, 0.3, 1.5])
     elif t == "array":
         if depth > 0 and rng.random() < 0.7:
             s["items"] = _schema(rng, depth - 1, defs)
