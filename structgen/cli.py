@@ -169,7 +169,7 @@ def _add_bench(sub: Any) -> None:
         help="time each engine step's phases (device synced after every forward) into profile.md; profiled runs are a little slower",
     )
     conf = bsub.add_parser("conformance", help="JSON-Schema-Test-Suite and MaskBench through the compile layer")
-    conf.add_argument("--tokenizer", required=True, help="local Hugging Face tokenizer folder")
+    conf.add_argument("--tokenizer", default=None, help="local Hugging Face tokenizer folder (required unless --merge)")
     conf.add_argument("--suites", default="test-suite,maskbench", help="comma list of test-suite, maskbench")
     conf.add_argument("--test-suite", default=None, help="JSON-Schema-Test-Suite root (its tests/ folder inside)")
     conf.add_argument("--maskbench", default=None, help="JSONSchemaBench maskbench/data folder")
@@ -200,6 +200,10 @@ def _add_bench(sub: Any) -> None:
         "--anchors",
         default="llguidance,xgrammar",
         help="comma list of llguidance, xgrammar run on the same schemas and instances (none: structgen alone)",
+    )
+    conf.add_argument("--shard", default=None, help="I/N: run every N-th schema from the I-th (0-based) into a shard file for --merge")
+    conf.add_argument(
+        "--merge", nargs="+", default=None, metavar="SHARD_JSON", help="report the N shard files of one run together (runs nothing)"
     )
     conf.add_argument("--out", default="benchmarks/results/conformance")
     _add_bench_peers(bsub)
@@ -534,34 +538,52 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "bench" and args.bench == "peers":
         return _bench_peers_command(args, argv)
     if args.command == "bench" and args.bench == "conformance":
-        from structgen.bench.conformance import run
+        from structgen.bench.conformance import merge, run
 
         try:
-            out = run(
-                tokenizer=args.tokenizer,
-                suites=[s.strip() for s in args.suites.split(",") if s.strip()],
-                test_suite_root=args.test_suite,
-                maskbench_root=args.maskbench,
-                out_dir=args.out,
-                maskbench_limit=args.maskbench_limit,
-                timeout_s=args.timeout_s,
-                max_states=args.max_states,
-                samples=args.samples,
-                workers=args.workers,
-                precompute_states=args.precompute_states,
-                precompute_budget_s=args.precompute_budget_s,
-                pause_gc=args.pause_gc,
-                anchors=tuple(a.strip() for a in args.anchors.split(",") if a.strip() and a.strip() != "none"),
-                command="structgen " + shlex.join(argv),
-            )
+            if args.merge:
+                out = merge(args.merge, args.out)
+            else:
+                if not args.tokenizer:
+                    raise ValueError("--tokenizer is required (unless --merge)")
+                out = run(
+                    tokenizer=args.tokenizer,
+                    suites=[s.strip() for s in args.suites.split(",") if s.strip()],
+                    test_suite_root=args.test_suite,
+                    maskbench_root=args.maskbench,
+                    out_dir=args.out,
+                    maskbench_limit=args.maskbench_limit,
+                    timeout_s=args.timeout_s,
+                    max_states=args.max_states,
+                    samples=args.samples,
+                    workers=args.workers,
+                    precompute_states=args.precompute_states,
+                    precompute_budget_s=args.precompute_budget_s,
+                    pause_gc=args.pause_gc,
+                    anchors=tuple(a.strip() for a in args.anchors.split(",") if a.strip() and a.strip() != "none"),
+                    shard=_parse_shard(args.shard),
+                    command="structgen " + shlex.join(argv),
+                )
         except (FileNotFoundError, ValueError) as e:
             print(f"structgen: error: {e}", file=sys.stderr)
             return 2
+        if not out["suites"]:
+            return 0  # a shard: reported by --merge
         from structgen.bench.conformance_report import render_markdown
 
         print(render_markdown(out["meta"], out["suites"]))
         return 0
     return 2
+
+
+def _parse_shard(text: str | None) -> tuple[int, int] | None:
+    """``"I/N"`` → ``(I, N)``; ValueError naming the flag for anything else."""
+    if text is None:
+        return None
+    i, sep, n = text.partition("/")
+    if not sep or not i.strip().isdigit() or not n.strip().isdigit() or not 0 <= int(i) < int(n):
+        raise ValueError(f"--shard {text!r}: give I/N with 0 <= I < N (e.g. 0/4)")
+    return int(i), int(n)
 
 
 if __name__ == "__main__":

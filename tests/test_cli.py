@@ -102,6 +102,33 @@ def test_conformance_unknown_anchor_is_a_clear_error(tmp_path: Path, capsys: pyt
     assert "unknown anchor 'outlines'" in err and "Traceback" not in err
 
 
+def test_conformance_shards_merge_into_the_whole_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two shards merged report what one run over every schema reports (timings aside)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for k in range(5):
+        schema = {"type": "integer", "multipleOf": 3 + k} if k % 2 else {"type": "string", "maxLength": k}
+        (data / f"s{k}.json").write_text(json.dumps({"schema": schema, "tests": [{"data": 6, "valid": k % 2 == 1 and 6 % (3 + k) == 0}]}))
+    base = ["bench", "conformance", "--tokenizer", GPT2_DIR, "--suites", "maskbench", "--maskbench", str(data), "--workers", "1",
+            "--anchors", "none", "--samples", "1"]  # fmt: skip
+    assert main([*base, "--out", str(tmp_path / "whole")]) == 0
+    for i in range(2):
+        assert main([*base, "--shard", f"{i}/2", "--out", str(tmp_path / "parts")]) == 0
+    shards = sorted(str(p) for p in (tmp_path / "parts").glob("*.shard-*.json"))
+    assert len(shards) == 2
+    assert main(["bench", "conformance", "--merge", *shards, "--out", str(tmp_path / "merged")]) == 0
+    whole = json.loads((tmp_path / "whole" / "conformance-gpt2.json").read_text())["suites"]["maskbench"]
+    merged = json.loads((tmp_path / "merged" / "conformance-gpt2.json").read_text())["suites"]["maskbench"]
+    for key in ("schemas", "compiled", "passing", "unsupported", "soundness_violations_instances"):
+        assert merged[key] == whole[key], key
+    assert merged["schemas"] == 5
+    capsys.readouterr()
+    assert main(["bench", "conformance", "--merge", shards[0], "--out", str(tmp_path / "bad")]) == 2
+    assert "expected shards" in capsys.readouterr().err
+    assert main([*base, "--shard", "2/2", "--out", str(tmp_path / "bad")]) == 2
+    assert "--shard '2/2'" in capsys.readouterr().err
+
+
 def test_conformance_runs_the_anchors_on_the_same_instances(tmp_path: Path) -> None:
     """llguidance and xgrammar compile the same schemas and walk the same instances; a keyword
     one of them cannot express shows up as its refusal or its unsound instances, never ours."""

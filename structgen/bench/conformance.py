@@ -297,10 +297,14 @@ def run(
     precompute_budget_s: float | None = None,
     pause_gc: bool = True,
     anchors: tuple[str, ...] = (),
+    shard: tuple[int, int] | None = None,
     command: str = "",
     progress: bool = True,
 ) -> dict[str, Any]:
     """Run the suites and write ``conformance-<tokenizer>.{json,md}`` under ``out_dir``.
+    ``shard=(i, n)`` runs every n-th schema from the i-th (0-based) and writes only
+    ``conformance-<tokenizer>.shard-<i>-of-<n>.json`` (every field kept), for machines that
+    split one run; :func:`merge` reports the shards together.
     ``precompute_states``: :class:`~structgen.fsm.compiler.CompilerConfig`'s (rows computed
     in the compile, so within the first-mask time; 0 = lazy rows, computed on the first
     walk); ``precompute_budget_s``: its time limit per compile (s, None: ``timeout_s``);
@@ -320,6 +324,8 @@ def run(
             raise ValueError(f"unknown anchor {name!r}; choose from {', '.join(ANCHORS)}")
     if workers < 1 or samples < 0:
         raise ValueError(f"workers must be >= 1 and samples >= 0, got workers={workers}, samples={samples}")
+    if shard is not None and not 0 <= shard[0] < shard[1]:
+        raise ValueError(f"shard {shard[0]}/{shard[1]}: need 0 <= i < n")
     items: list[Item] = []
     if "test-suite" in suites and test_suite_root:
         items += list(load_test_suite(test_suite_root))
@@ -327,6 +333,8 @@ def run(
         items += list(load_maskbench(maskbench_root, maskbench_limit))
     if not items:
         raise FileNotFoundError("no schemas found: pass --test-suite / --maskbench folders that exist")
+    if shard is not None:
+        items = items[shard[0] :: shard[1]]
     ctx = mp.get_context("fork")
     results: list[ItemResult] = []
     from tqdm import tqdm
@@ -339,12 +347,6 @@ def run(
     ) as pool:
         for r in tqdm(pool.imap_unordered(run_item, items, chunksize=4), total=len(items), disable=not progress, desc="schemas"):
             results.append(r)
-    by_suite: dict[str, list[ItemResult]] = {}
-    for r in results:
-        by_suite.setdefault(r.suite, []).append(r)
-    summaries = {name: summarize(rs) for name, rs in sorted(by_suite.items())}
-    for name, rs in by_suite.items():
-        summaries[name]["anchors"] = {a: summarize_anchor(rs, a) for a in anchors}
     tok_name = os.path.basename(os.path.normpath(tokenizer))
     meta = {
         **run_meta(command),
@@ -359,6 +361,42 @@ def run(
         "maskbench_limit": maskbench_limit,
         "anchors": {name: anchor_version(name) for name in anchors},
     }
+    os.makedirs(out_dir, exist_ok=True)
+    if shard is not None:
+        path = os.path.join(out_dir, f"conformance-{tok_name}.shard-{shard[0]}-of-{shard[1]}.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"meta": {**meta, "shard": list(shard)}, "items": [asdict(r) for r in results]}, f, ensure_ascii=False)
+        return {"meta": meta, "suites": {}}
+    return _report(results, meta, anchors, out_dir)
+
+
+def merge(paths: list[str], out_dir: str) -> dict[str, Any]:
+    """Report shard files of one run (:func:`run` with ``shard``) together, as one run would.
+    Raises ``ValueError`` when they are not the n shards of one run."""
+    metas, results = [], []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        metas.append(data["meta"])
+        results += [ItemResult(**d) for d in data["items"]]
+    shards = sorted(tuple(m.get("shard") or ()) for m in metas)
+    n = len(paths)
+    if shards != [(i, n) for i in range(n)]:
+        raise ValueError(f"expected shards 0..{n - 1} of {n}, got {shards}")
+    meta = {k: v for k, v in metas[0].items() if k != "shard"}
+    meta["shards"] = n
+    meta["command"] = str(meta.get("command", "")).replace(f"--shard 0/{n}", f"--shard I/{n} (I = 0..{n - 1}, merged with --merge)")
+    return _report(results, meta, tuple(meta["anchors"]), out_dir)
+
+
+def _report(results: list[ItemResult], meta: dict[str, Any], anchors: tuple[str, ...], out_dir: str) -> dict[str, Any]:
+    by_suite: dict[str, list[ItemResult]] = {}
+    for r in results:
+        by_suite.setdefault(r.suite, []).append(r)
+    summaries = {name: summarize(rs) for name, rs in sorted(by_suite.items())}
+    for name, rs in by_suite.items():
+        summaries[name]["anchors"] = {a: summarize_anchor(rs, a) for a in anchors}
+    tok_name = meta["tokenizer_name"]
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, f"conformance-{tok_name}.json"), "w", encoding="utf-8") as f:
         json.dump(
