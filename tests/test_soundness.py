@@ -157,3 +157,21 @@ def test_fuzz_checker_catches_an_unsound_grammar(monkeypatch: pytest.MonkeyPatch
 
 def test_random_schema_is_reproducible() -> None:
     assert random_schema(random.Random(5)) == random_schema(random.Random(5))
+
+
+def test_instance_checks_leave_the_schema_unchanged() -> None:
+    """hypothesis-jsonschema resolves ``$ref``s in place; the checker hands it a copy, so the
+    validator of the other checks keeps the schema it was built from (a schema whose ``else``
+    ``$ref`` was rewritten under it was once reported unsound)."""
+    pytest.importorskip("hypothesis_jsonschema")
+    schema = {
+        "type": ["boolean", "number"],
+        "if": {"type": "string"},
+        "then": {"$ref": "#/$defs/a"},
+        "else": {"$ref": "#/$defs/b"},
+        "$defs": {"a": {"enum": [True, 1]}, "b": {"if": {"type": "null"}, "then": {"type": "object"}}},
+    }
+    before = json.dumps(schema)
+    r = check_schema(schema, seed=1, instances=5)
+    assert json.dumps(schema) == before
+    assert r.status == "ok" and not r.unsound and r.valid_instances > 0

@@ -224,7 +224,10 @@ def check_schema(schema: Any, seed: int, samples: int = 8, mutants: int = 16, in
 
 
 def _draw(schema: Any, seed: int, n: int) -> list[Any]:
-    """Up to ``n`` instances hypothesis-jsonschema generates for ``schema`` (none when it cannot)."""
+    """Up to ``n`` instances hypothesis-jsonschema generates for ``schema`` (none when it cannot).
+    It gets a copy: it resolves ``$ref``s in place, which would change the schema that the
+    validator of the other checks holds."""
+    import copy
     import warnings
 
     from hypothesis import HealthCheck, Phase, given, settings
@@ -235,7 +238,7 @@ def _draw(schema: Any, seed: int, n: int) -> list[Any]:
 
     @hseed(seed)
     @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
-    @given(from_schema(schema))
+    @given(from_schema(copy.deepcopy(schema)))
     def collect(value: Any) -> None:
         out.append(value)
 
