@@ -320,6 +320,16 @@ class TokenFSM:
         with self._lock:
             return self.dfa.distance_to_accept(state)
 
+    def within_distance(self, state: int, limit: int) -> bool:
+        """Whether :meth:`distance` of ``state`` is at most ``limit``: settled by the
+        automaton's bound on every state's distance (:attr:`LazyDFA.distance_bound`) when that
+        bound is within ``limit``, at no cost; else exact (which, on a cold grammar, may build
+        automaton states and update shortest paths).  Pure query."""
+        bound = self.dfa.distance_bound
+        if bound is not None and bound <= limit:
+            return True
+        return self.distance(state) <= limit
+
     def successor_distance(self, state: int) -> int:
         """The largest :meth:`distance` among the states one allowed token leads to from
         ``state`` (0 when no token continues it).  Pure query (one trie walk the first time,

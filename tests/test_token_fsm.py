@@ -775,3 +775,21 @@ def test_extension_allowed_matches_the_mask_row(gpt2_vocab: Vocabulary) -> None:
         if tok is not None:
             cur.advance(tok)
     assert checked > 100
+
+
+def test_within_distance_is_exact_and_free_under_the_bound(gpt2_vocab: Vocabulary) -> None:
+    """``within_distance`` answers ``distance(state) <= limit`` for every state and limit, and
+    builds no automaton state when the bound on every state's distance settles it."""
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 40}, "n": {"type": "integer"}}, "required": ["name"]}
+    node = schema_to_ir(schema, SchemaOptions())[0]
+    fsm = TokenFSM(compile_lazy(node), gpt2_vocab)
+    bound = fsm.dfa.distance_bound
+    assert bound is not None
+    built = fsm.num_states
+    assert fsm.within_distance(fsm.initial, bound) and fsm.num_states == built
+    cur = fsm.cursor()
+    for t in gpt2_vocab.encode_bytes(b'{"name": "Ada Lovelace", "n": 36}') or []:
+        cur.advance(t)
+        d = fsm.distance(cur.state)
+        for limit in range(max(d - 2, 0), d + 3):
+            assert fsm.within_distance(cur.state, limit) == (d <= limit)

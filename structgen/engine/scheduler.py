@@ -316,7 +316,7 @@ class Scheduler:
         forced = fsm.forced_bytes(cur.state)
         if not forced:
             return False  # no plan exists
-        return fsm.distance(cur.state) - len(forced) <= left + max(max_rollback, 0) - 1
+        return fsm.within_distance(cur.state, left + max(max_rollback, 0) - 1 + len(forced))
 
     @staticmethod
     def _jump_fits(req: Req, plan: JumpForward) -> bool:
@@ -328,7 +328,7 @@ class Scheduler:
         if left is None:
             return True
         after = left + plan.rollback - len(plan.token_ids)
-        return after >= 0 and req.cursor is not None and req.cursor.fsm.distance(plan.state) <= after
+        return after >= 0 and req.cursor is not None and req.cursor.fsm.within_distance(plan.state, after)
 
     def _check_stop(self, req: Req) -> bool:
         """Finish ``req`` if a stop rule fires after new tokens; returns True when finished."""
