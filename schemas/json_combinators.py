@@ -48,7 +48,7 @@ def merge_all(cv: Converter, parts: list[Any], ptr: str) -> tuple[Any, list[Any]
         seen: set[str] = set()
         while isinstance(part, dict) and "$ref" in part and part["$ref"] not in seen:
             seen.add(part["$ref"])
-            target, _ = cv.resolve_ref(part["$ref"], ptr)
+            target, _ = cv.resolve_ref(part["$ref"], ptr, part)
             extra = {k: v for k, v in part.items() if k != "$ref"}
             if isinstance(target, dict) and "$ref" in target and extra:
                 residue.append(extra)
@@ -165,7 +165,7 @@ def disjoint_plan(cv: Converter, branches: list[Any], ptr: str) -> list[Any] | N
         seen: set[str] = set()
         while isinstance(b, dict) and "$ref" in b and not (set(b) - ANNOTATIONS - {"$ref"}) and b["$ref"] not in seen:
             seen.add(b["$ref"])
-            b, _ = cv.resolve_ref(b["$ref"], ptr)
+            b, _ = cv.resolve_ref(b["$ref"], ptr, b)
         infos.append(b)
     forced: list[set[str]] = [set() for _ in infos]
     for i in range(len(infos)):

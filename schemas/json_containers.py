@@ -147,7 +147,7 @@ def _unique_value_classes(cv: Converter, schema: dict[str, Any]) -> list[list[No
     seen: set[str] = set()
     while isinstance(items, dict) and "$ref" in items and str(items["$ref"]) not in seen:
         seen.add(str(items["$ref"]))
-        items, _ = cv.resolve_ref(items["$ref"], "#")
+        items, _ = cv.resolve_ref(items["$ref"], "#", items)
     if not isinstance(items, dict):
         return None
     if "const" in items or isinstance(items.get("enum"), list):

@@ -75,7 +75,7 @@ def complement(cv: Converter, schema: Any, ptr: str) -> list[Any]:
 
 
 def _complement_ref(cv: Converter, schema: dict[str, Any], ptr: str) -> list[Any]:
-    target, target_ptr = cv.resolve_ref(schema["$ref"], ptr + "/$ref")
+    target, target_ptr = cv.resolve_ref(schema["$ref"], ptr + "/$ref", schema)
     depth = cv.negated_refs.get(target_ptr, 0)
     if depth >= MAX_REF_NEGATIONS:
         raise NotExpressible("$ref", ptr, "the complement of a recursive $ref is not regular")

@@ -28,7 +28,6 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote
 
 from .charset import CharSet
 from .errors import SchemaError, UnsupportedSchemaError
@@ -36,6 +35,7 @@ from .ir import NOTHING, Join, Node, alt, chars, lit, rep, seq
 from .json_combinators import convert_all_of, convert_conditional, convert_union
 from .json_keywords import ANNOTATIONS, CONSTRAINTS, RecursionLimit, check_keyword_types
 from .json_not import convert_not
+from .json_refs import RefResolver
 from .json_scalars import convert_enum, convert_types
 from .json_strings import ANY_STRING_CONTENT, json_string
 from .numbers import (
@@ -112,6 +112,7 @@ class Converter:
             self.open_obj, self.close_obj, self.open_arr, self.close_arr = lit("{"), lit("}"), lit("["), lit("]")
             self.empty_obj, self.empty_arr = lit("{}"), lit("[]")
         self._validator_cls: Any = None
+        self._refs: RefResolver | None = None
         self.negated_refs: dict[str, int] = {}  # $ref targets being negated on this path
         self.resolved_refs: list[str] = []  # $ref targets the last complement resolved
         self.rewrites: dict[tuple[int, str], Any] = {}
@@ -124,46 +125,12 @@ class Converter:
             raise UnsupportedSchemaError(why, keyword=keyword, pointer=pointer)
         self.report.dropped.append((keyword, pointer))
 
-    def resolve_ref(self, ref: Any, pointer: str) -> tuple[Any, str]:
-        if not isinstance(ref, str):
-            raise SchemaError("$ref must be a string", keyword="$ref", pointer=pointer)
-        if not ref.startswith("#"):
-            raise UnsupportedSchemaError(
-                f"remote reference {ref!r} is never fetched; only local '#/...' references are supported",
-                keyword="$ref",
-                pointer=pointer,
-            )
-        frag = unquote(ref[1:])
-        if frag and not frag.startswith("/"):
-            target = self._find_anchor(self.root, frag)
-            if target is None:
-                raise SchemaError(f"$ref {ref!r}: no $anchor named {frag!r}", keyword="$ref", pointer=pointer)
-            return target, "#"
-        node = self.root
-        for raw in frag.split("/")[1:] if frag else []:
-            token = raw.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict) and token in node:
-                node = node[token]
-            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-                node = node[int(token)]
-            else:
-                raise SchemaError(f"$ref {ref!r} does not resolve (no {token!r})", keyword="$ref", pointer=pointer)
-        return node, "#" + frag
-
-    def _find_anchor(self, node: Any, name: str) -> Any:
-        if isinstance(node, dict):
-            if node.get("$anchor") == name:
-                return node
-            for v in node.values():
-                got = self._find_anchor(v, name)
-                if got is not None:
-                    return got
-        elif isinstance(node, list):
-            for v in node:
-                got = self._find_anchor(v, name)
-                if got is not None:
-                    return got
-        return None
+    def resolve_ref(self, ref: Any, pointer: str, holder: Any = None) -> tuple[Any, str]:
+        """The schema ``ref`` names and its pointer (:meth:`.json_refs.RefResolver.resolve`;
+        ``holder``: the schema object holding the ``$ref``, whose base URI applies)."""
+        if self._refs is None:
+            self._refs = RefResolver(self.root, self.draft_number())
+        return self._refs.resolve(ref, pointer, holder)
 
     def validator(self, schema: Any) -> Any:
         """A ``jsonschema`` validator of the root's draft for ``schema`` (a subschema of the
@@ -215,11 +182,9 @@ class Converter:
             raise type(e)(message, keyword=e.keyword, pointer=f"{ptr}/{keyword}") from None
 
     def _resolves(self, pointer: str) -> bool:
-        try:
-            self.resolve_ref("#" + pointer.lstrip("#"), pointer)
-        except SchemaError:
-            return False
-        return True
+        if self._refs is None:
+            self._refs = RefResolver(self.root, self.draft_number())
+        return self._refs.pointer_exists(pointer)
 
     def rewritten(self, schema: dict[str, Any], tag: str, build: Callable[[], Any]) -> Any:
         """``build()``, made once per (schema object, tag): a rewritten schema keeps one
@@ -279,7 +244,7 @@ class Converter:
         return convert_types(self, schema, ptr)
 
     def convert_ref(self, schema: dict[str, Any], ptr: str) -> Node:
-        target, target_ptr = self.resolve_ref(schema["$ref"], ptr + "/$ref")
+        target, target_ptr = self.resolve_ref(schema["$ref"], ptr + "/$ref", schema)
         rest = {k: v for k, v in schema.items() if k != "$ref" and k not in ANNOTATIONS}
         depth = self.ref_depth.get(target_ptr, 0)
         if depth > self.opt.max_recursion_depth:

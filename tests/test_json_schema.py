@@ -474,3 +474,60 @@ def test_pattern_properties_exclusion_uses_the_wide_reading() -> None:
     assert accepts(dfa, {"a": 1})
     assert not accepts(dfa, {"a\n": True}) and not accepts(dfa, {"a\r": True})
     assert_sound(schema, dfa, n=200)
+
+
+REF_CASES: list[tuple[Any, list[Any], list[Any]]] = [
+    # a '#/…' reference resolves against the nearest enclosing $id, not the root's
+    (
+        {
+            "$id": "http://example.com/root.json",
+            "$defs": {
+                "b": {"type": "string"},
+                "a": {"$id": "http://example.com/a.json", "$defs": {"b": {"type": "integer"}}, "$ref": "#/$defs/b"},
+            },
+            "$ref": "#/$defs/a",
+        },
+        [3],
+        ["x"],
+    ),
+    # relative URIs, $anchor and URNs
+    ({"$id": "http://example.com/s", "$defs": {"n": {"$id": "num", "type": "number"}}, "$ref": "num"}, [1.5], ["1.5"]),
+    ({"$defs": {"x": {"$anchor": "here", "type": "boolean"}}, "properties": {"p": {"$ref": "#here"}}}, [{"p": True}], [{"p": 1}]),
+    (
+        {
+            "$id": "urn:uuid:deadbeef-1234-0000-0000-4321feebdaed",
+            "$defs": {"s": {"type": "null"}},
+            "$ref": "urn:uuid:deadbeef-1234-0000-0000-4321feebdaed#/$defs/s",
+        },
+        [None],
+        [0],
+    ),
+    # draft 7: a plain-name fragment in $id
+    (
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "definitions": {"A": {"$id": "#foo", "type": "integer"}},
+            "allOf": [{"$ref": "#foo"}],
+        },
+        [1],
+        ["a"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("schema", "valid", "invalid"), REF_CASES)
+def test_refs_resolve_as_jsonschema_resolves_them(schema: Any, valid: list[Any], invalid: list[Any]) -> None:
+    dfa = compile_lazy(schema_to_ir(schema)[0])
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    for value, ok in [(v, True) for v in valid] + [(v, False) for v in invalid]:
+        assert cls(schema).is_valid(value) == ok, value
+        assert dfa.accepts(json.dumps(value, separators=(", ", ": ")).encode()) == ok, value
+
+
+def test_references_into_other_documents_are_refused_by_name() -> None:
+    for ref in ("http://example.com/other.json", "other.json#/$defs/x"):
+        with pytest.raises(UnsupportedSchemaError, match="another document") as e:
+            schema_to_ir({"$id": "http://example.com/root.json", "properties": {"a": {"$ref": ref}}})
+        assert e.value.keyword == "$ref" and e.value.pointer == "#/properties/a/$ref"
+    with pytest.raises(SchemaError, match="does not resolve"):
+        schema_to_ir({"$ref": "#nowhere"})
