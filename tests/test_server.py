@@ -639,3 +639,77 @@ def test_a_stop_string_that_cuts_the_json_is_a_stop_with_no_output(client: httpx
     with client.stream("POST", "/v1/chat/completions", json={**chat, "stream": True}) as s:
         lines = [line for line in s.iter_lines() if line.startswith("data: ")]
     assert lines[-1] == "data: [DONE]" and not any('"error"' in line for line in lines)
+
+
+# ------------------------------------------------------------------ vLLM / SGLang request fields
+
+
+def test_peer_constraint_fields_from_the_peers_docs(oc: Any, client: httpx.Client) -> None:
+    """Bodies as vLLM's and SGLang's structured-output docs write them run unchanged, through
+    the official ``openai`` client's ``extra_body``."""
+    msgs = [{"role": "user", "content": "Classify this sentiment: vLLM is wonderful!"}]
+    for extra in ({"guided_choice": ["positive", "negative"]}, {"structured_outputs": {"choice": ["positive", "negative"]}}):
+        r = oc.chat.completions.create(model="tiny", messages=msgs, max_tokens=8, extra_body=extra)
+        assert r.choices[0].message.content in ("positive", "negative") and r.choices[0].finish_reason == "stop"
+    for extra in (
+        {"structured_outputs": {"json": PERSON_SCHEMA}},
+        {"guided_json": PERSON_SCHEMA},
+        {"json_schema": json.dumps(PERSON_SCHEMA)},  # SGLang: the schema as a JSON string
+        {"structured_outputs": {"json": json.dumps(PERSON_SCHEMA)}, "top_k": -1, "chat_template_kwargs": {"enable_thinking": False}},
+    ):
+        r = oc.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "A person"}], max_tokens=64, extra_body=extra)
+        if r.choices[0].finish_reason == "stop":
+            jsonschema.validate(json.loads(r.choices[0].message.content), PERSON_SCHEMA)
+    for extra in ({"regex": "(Paris|London)"}, {"guided_regex": "(Paris|London)"}, {"structured_outputs": {"regex": "(Paris|London)"}}):
+        r = oc.chat.completions.create(
+            model="tiny", messages=[{"role": "user", "content": "Capital of France?"}], max_tokens=8, extra_body=extra
+        )
+        assert r.choices[0].message.content in ("Paris", "London")
+    r = oc.completions.create(
+        model="tiny", prompt="The answer is", max_tokens=8, extra_body={"structured_outputs": {"choice": ["yes", "no"]}}
+    )
+    assert r.choices[0].text in ("yes", "no")
+    body = {"model": "tiny", "prompt": "Person: ", "max_tokens": 64, "structured_outputs": {"json_object": True}}
+    text = client.post("/v1/completions", json=body).json()["choices"][0]["text"]
+    assert text.startswith("{")
+
+
+@pytest.mark.parametrize(
+    "extra,param,words",
+    [
+        ({"guided_grammar": 'root ::= "a"'}, "guided_grammar", "context-free"),
+        ({"ebnf": 'root ::= "a"'}, "ebnf", "EBNF"),
+        ({"structured_outputs": {"grammar": 'root ::= "a"'}}, "structured_outputs.grammar", "context-free"),
+        ({"structured_outputs": {"structural_tag": "{}"}}, "structured_outputs.structural_tag", "structural tags"),
+        ({"guided_whitespace_pattern": " *"}, "guided_whitespace_pattern", "whitespace"),
+        ({"structured_outputs": {"regex": "a", "choice": ["b"]}}, "structured_outputs", "exactly one"),
+        ({"guided_json": {"type": "object"}, "regex": "a"}, "regex", "at most one constraint"),
+        ({"guided_json": "{not json"}, "guided_json", "not valid JSON"),
+        ({"response_format": {"type": "json_object"}, "guided_choice": ["a"]}, "guided_choice", "at most one constraint"),
+    ],
+)
+def test_peer_constraint_fields_refused_by_name(client: httpx.Client, extra: dict[str, Any], param: str, words: str) -> None:
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "x"}], "max_tokens": 4, **extra}
+    err = _error(client.post("/v1/chat/completions", json=body), 400)
+    assert err["param"] == param and words in err["message"]
+
+
+@pytest.mark.parametrize(
+    "extra,words",
+    [
+        ({"repetition_penalty": 1.1}, "repetition_penalty"),
+        ({"min_p": 0.05}, "min_p"),
+        ({"min_tokens": 5}, "min_tokens"),
+        ({"ignore_eos": True}, "ignore_eos"),
+        ({"include_stop_str_in_output": True}, "include_stop_str_in_output"),
+        ({"chat_template_kwargs": {"add_generation_prompt": False}}, "chat_template_kwargs"),
+    ],
+)
+def test_peer_sampling_fields_without_a_meaning_here_are_named(client: httpx.Client, extra: dict[str, Any], words: str) -> None:
+    """Accepted at their neutral value; any other value is a 400 naming the field, not "extra inputs"."""
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "x"}], "max_tokens": 4, **extra}
+    err = _error(client.post("/v1/chat/completions", json=body), 400)
+    assert words in err["message"] and "Extra inputs" not in err["message"]
+    neutral = {k: {"repetition_penalty": 1.0, "min_p": 0.0, "min_tokens": 0, "ignore_eos": False}.get(k) for k in extra}
+    if all(v is not None for v in neutral.values()):
+        assert client.post("/v1/chat/completions", json={**body, **neutral}).status_code == 200

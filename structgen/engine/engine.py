@@ -165,10 +165,10 @@ class Engine:
 
     # ------------------------------------------------------------------ requests
 
-    def tokenize(self, prompt: Any) -> list[int]:
+    def tokenize(self, prompt: Any, chat_template_kwargs: dict[str, Any] | None = None) -> list[int]:
         """Prompt → ids: text (the tokenizer's special tokens added), chat messages (the
-        tokenizer's chat template with the generation prompt) or a list of ids.  Raises
-        ``RequestError``."""
+        tokenizer's chat template with the generation prompt; ``chat_template_kwargs``: extra
+        template variables, e.g. ``enable_thinking``) or a list of ids.  Raises ``RequestError``."""
         tok = self.tokenizer
         if isinstance(prompt, str):
             ids = list(tok(prompt)["input_ids"])
@@ -179,7 +179,7 @@ class Engine:
                     param="prompt",
                 )
             try:
-                text = tok.apply_chat_template(list(prompt), add_generation_prompt=True, tokenize=False)
+                text = tok.apply_chat_template(list(prompt), add_generation_prompt=True, tokenize=False, **(chat_template_kwargs or {}))
             except Exception as exc:  # jinja errors, bad roles
                 raise RequestError(f"prompt: the chat template rejected the messages: {exc}", param="prompt") from None
             ids = list(tok(text, add_special_tokens=False)["input_ids"])

@@ -99,13 +99,13 @@ class AsyncEngine:
 
     # ------------------------------------------------------------------ calls from asyncio
 
-    async def tokenize(self, prompt: Any) -> list[int]:
+    async def tokenize(self, prompt: Any, chat_template_kwargs: dict[str, Any] | None = None) -> list[int]:
         """``Engine.tokenize`` off the event loop (the tokenizer is used by one thread at a time);
         raises ``RequestError``."""
 
         def run() -> list[int]:
             with self._tokenize_lock:
-                return self.engine.tokenize(prompt)
+                return self.engine.tokenize(prompt, chat_template_kwargs)
 
         return await asyncio.to_thread(run)
 

@@ -135,7 +135,70 @@ class StreamOptions(_Strict):
     include_usage: bool = False
 
 
-class _OpenAICommon(_Sampling):
+class StructuredOutputs(_Strict):
+    """vLLM's ``structured_outputs`` request field (one of ``json``, ``regex``, ``choice``,
+    ``json_object``; ``grammar`` and ``structural_tag`` are refused by name)."""
+
+    json_: dict[str, Any] | bool | str | None = Field(None, alias="json")
+    regex: str | None = Field(None, max_length=65536)
+    choice: list[str] | None = Field(None, min_length=1)
+    grammar: str | None = None
+    json_object: bool | None = None
+    structural_tag: str | dict[str, Any] | None = None
+    whitespace_pattern: str | None = None
+    disable_any_whitespace: bool = False  # structgen's JSON layout never has free whitespace
+    disable_fallback: bool = False  # there is no other backend to fall back to
+    disable_additional_properties: bool = False  # undeclared properties are never generated
+
+
+class _PeerFields(_Sampling):
+    """Request fields of vLLM and SGLang that clients of either send in ``extra_body``: honoured
+    where they have a meaning here, refused by name otherwise (never "extra inputs")."""
+
+    top_k: int | None = Field(None, ge=-1, description="-1 or 0: off (vLLM / SGLang)")
+    min_p: float = Field(0.0, ge=0.0, le=1.0)
+    repetition_penalty: float = Field(1.0, gt=0.0)
+    min_tokens: int = Field(0, ge=0)
+    min_new_tokens: int = Field(0, ge=0)
+    ignore_eos: bool = False
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    include_stop_str_in_output: bool = False
+    no_stop_trim: bool = False
+    chat_template_kwargs: dict[str, Any] | None = None
+    structured_outputs: StructuredOutputs | None = None
+    guided_json: dict[str, Any] | bool | str | None = None
+    guided_regex: str | None = Field(None, max_length=65536)
+    guided_choice: list[str] | None = Field(None, min_length=1)
+    guided_grammar: str | None = None
+    guided_whitespace_pattern: str | None = None
+    guided_decoding_backend: str | None = None  # one backend here: accepted, no effect
+    regex: str | None = Field(None, max_length=65536)  # SGLang
+    json_schema: dict[str, Any] | bool | str | None = None  # SGLang (a JSON string there)
+    ebnf: str | None = None  # SGLang
+
+    @model_validator(mode="after")
+    def _peer_unsupported(self) -> _PeerFields:
+        for name, default in (("min_p", 0.0), ("repetition_penalty", 1.0), ("min_tokens", 0), ("min_new_tokens", 0)):
+            if getattr(self, name) != default:
+                raise ValueError(f"{name}: not supported (must be {default})")
+        if self.ignore_eos:
+            raise ValueError("ignore_eos: not supported (the output ends at EOS, or where a constraint is complete)")
+        if not self.skip_special_tokens or not self.spaces_between_special_tokens:
+            raise ValueError("skip_special_tokens / spaces_between_special_tokens: only true is supported")
+        if self.include_stop_str_in_output or self.no_stop_trim:
+            raise ValueError("include_stop_str_in_output / no_stop_trim: not supported (a stop string is never part of the output)")
+        for name in ("add_generation_prompt", "tokenize", "conversation", "messages"):
+            if name in (self.chat_template_kwargs or {}):
+                raise ValueError(f"chat_template_kwargs: {name!r} is set by the server")
+        return self
+
+    def sampling_params(self) -> SamplingParams:
+        params = super().sampling_params()
+        return replace(params, top_k=max(self.top_k or 0, 0))
+
+
+class _OpenAICommon(_PeerFields):
     model: str
     n: int = 1
     stream_options: StreamOptions | None = None

@@ -15,6 +15,7 @@ from structgen.engine.request import Usage
 from structgen.fsm import Constraint
 from structgen.fsm.compiler import OutputValidationError
 from structgen.schemas import SchemaOptions
+from structgen.server.constraints import request_constraint
 from structgen.server.errors import sampling_params
 from structgen.server.protocol import APIError, ChatCompletionRequest, CompletionRequest, StructuredRequest
 from structgen.server.service import Result, Service
@@ -88,21 +89,14 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Res
     svc = service(request)
     svc.check_model(body.model)
     params = sampling_params(body)
-    constraint: Constraint | None = None
-    fmt = body.response_format
-    if fmt is not None and fmt.type == "json_object":
-        constraint = Constraint.json_schema({"type": "object"})
-    elif fmt is not None and fmt.type == "json_schema":
-        assert fmt.json_schema is not None
-        schema = fmt.json_schema.schema_ if fmt.json_schema.schema_ is not None else {"type": "object"}
-        constraint = Constraint.json_schema(schema, SchemaOptions(strict=fmt.json_schema.strict is not False))
+    constraint, param = request_constraint(body)
     messages = _messages(body.messages)
     cid = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
 
     def content(result: Result) -> str:
         if constraint is not None and result.finish_reason == "stop" and result.stop_reason is None:
-            _validated(constraint, result.text, "response_format")
+            _validated(constraint, result.text, param)
         return result.text
 
     def render(result: Result) -> dict[str, Any]:
@@ -143,7 +137,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Res
     return await svc.respond(
         request,
         body.stream,
-        lambda: svc.start(messages, constraint, params, constraint_param="response_format"),
+        lambda: svc.start(messages, constraint, params, constraint_param=param, chat_template_kwargs=body.chat_template_kwargs),
         render,
         delta,
         final,
@@ -152,15 +146,22 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Res
 
 @router.post("/v1/completions")
 async def completions(body: CompletionRequest, request: Request) -> Response:
-    """OpenAI text completions (one prompt: text or token ids)."""
+    """OpenAI text completions (one prompt: text or token ids), constrained by the vLLM /
+    SGLang fields (``structured_outputs``, ``guided_*``, ``regex``, ``json_schema``)."""
     svc = service(request)
     svc.check_model(body.model)
     params = sampling_params(body)
+    constraint, param = request_constraint(body)
     cid = f"cmpl-{uuid.uuid4().hex}"
     created = int(time.time())
 
     def choice(text: str, reason: str | None) -> dict[str, Any]:
         return {"index": 0, "text": text, "finish_reason": reason, "logprobs": None}
+
+    def text(result: Result) -> str:
+        if constraint is not None and result.finish_reason == "stop" and result.stop_reason is None:
+            _validated(constraint, result.text, param)
+        return result.text
 
     def render(result: Result) -> dict[str, Any]:
         return {
@@ -168,7 +169,7 @@ async def completions(body: CompletionRequest, request: Request) -> Response:
             "object": "text_completion",
             "created": created,
             "model": svc.model_name,
-            "choices": [choice(result.text, result.finish_reason)],
+            "choices": [choice(text(result), result.finish_reason)],
             "usage": _usage_openai(result.usage),
         }
 
@@ -176,6 +177,7 @@ async def completions(body: CompletionRequest, request: Request) -> Response:
         return {"id": cid, "object": "text_completion", "created": created, "model": svc.model_name, "choices": [choice(text, reason)]}
 
     def final(result: Result) -> list[dict[str, Any]]:
+        text(result)
         events = [chunk("", result.finish_reason)]
         if body.stream_options is not None and body.stream_options.include_usage:
             events.append({**chunk("", None), "choices": [], "usage": _usage_openai(result.usage)})
@@ -184,7 +186,7 @@ async def completions(body: CompletionRequest, request: Request) -> Response:
     return await svc.respond(
         request,
         body.stream,
-        lambda: svc.start(body.prompt, None, params),
+        lambda: svc.start(body.prompt, constraint, params, constraint_param=param),
         render,
         lambda text, _c: chunk(text, None),
         final,

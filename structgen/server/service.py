@@ -114,13 +114,20 @@ class Service:
         self.inflight -= 1
 
     async def start(
-        self, prompt: Any, constraint: Constraint | None, params: SamplingParams, *, constraint_param: str = "json_schema"
+        self,
+        prompt: Any,
+        constraint: Constraint | None,
+        params: SamplingParams,
+        *,
+        constraint_param: str = "json_schema",
+        chat_template_kwargs: dict[str, Any] | None = None,
     ) -> Running:
-        """Tokenize, check the context (:meth:`Engine.check_context`), compile and submit;
-        raises :class:`APIError` (400 / 422 / 503)."""
+        """Tokenize (``chat_template_kwargs``: extra variables for the chat template), check the
+        context (:meth:`Engine.check_context`), compile and submit; raises :class:`APIError`
+        (400 / 422 / 503)."""
         start_s = time.perf_counter()
         try:
-            ids = await self.aengine.tokenize(prompt)
+            ids = await self.aengine.tokenize(prompt, chat_template_kwargs)
         except RequestError as exc:
             raise request_error(exc, "prompt", "invalid_prompt") from None
         try:
