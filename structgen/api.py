@@ -167,7 +167,7 @@ def generate(
     )
     prompts = list(prompt) if batch else [prompt]
     eng = engine if engine is not None else get_engine(model)
-    prompts = eng.prompt_format.apply(constraint, prompts)
+    prompts = eng.prompt_format.apply(constraint, prompts, fits=lambda text: eng.prompt_fits(text, params, clip=True))
     outs = eng.generate([GenerateRequest(p, params, constraint) for p in prompts])
     results: list[Any] = []
     for i, out in enumerate(outs):

@@ -192,6 +192,33 @@ def test_generate_wraps_text_in_the_extraction_prompt(demo_engine: structgen.Eng
     assert out.usage.prompt_tokens == len(tok(expected, add_special_tokens=False)["input_ids"])
 
 
+def test_wrapping_never_makes_a_fitting_prompt_fail(demo_engine: structgen.Engine) -> None:
+    """A field list longer than the context (a big enum) is not wrapped around a prompt that
+    fits as given: the request runs on the prompt as written instead of failing."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(demo_engine.model_path)
+    schema = {"type": "object", "properties": {"code": {"enum": [f"value_{i:03d}" for i in range(400)]}}, "required": ["code"]}
+    text = "The code is value_042."
+    assert len(tok(format_prompt(schema, text))["input_ids"]) >= 1024  # wrapped: over the model's context
+    value, out = structgen.generate(schema=schema, prompt=text, engine=demo_engine, return_output=True)
+    jsonschema.validate(value, schema)
+    assert out.usage.prompt_tokens == len(tok(text)["input_ids"])
+
+
+def test_demo_chat_template_reads_developer_and_names_other_roles(demo_engine: structgen.Engine) -> None:
+    """``developer`` messages are read as ``system`` ones (the field list); roles the model has no
+    place for are an error naming the role, never dropped silently."""
+    from structgen.engine.request import RequestError
+
+    user = {"role": "user", "content": "Ada is 36."}
+    as_system = demo_engine.tokenize([{"role": "system", "content": "name: string"}, user])
+    assert demo_engine.tokenize([{"role": "developer", "content": "name: string"}, user]) == as_system
+    for role in ("assistant", "tool"):
+        with pytest.raises(RequestError, match=f"not '{role}'"):
+            demo_engine.tokenize([user, {"role": role, "content": "x"}])
+
+
 def test_accuracy_smoke_on_fixed_held_out_examples(demo_engine: structgen.Engine) -> None:
     from demo_model import smoke_field_em
 

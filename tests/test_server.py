@@ -581,6 +581,12 @@ def test_structured_wraps_text_in_the_demo_extraction_prompt() -> None:
         r = httpx.post(f"{st.url}/v1/structured", json={"prompt": e.text, "max_tokens": 2}, timeout=120)
         assert r.status_code == 200, r.text
         assert r.json()["usage"]["prompt_tokens"] == len(tok(e.text, add_special_tokens=False)["input_ids"])
+        # a field list longer than the context is not wrapped around a prompt that fits as given
+        big = {"type": "object", "properties": {"code": {"enum": [f"value_{i:03d}" for i in range(400)]}}, "required": ["code"]}
+        body = {"prompt": "The code is value_042.", "json_schema": big, "max_tokens": 20}
+        r = httpx.post(f"{st.url}/v1/structured", json=body, timeout=120)
+        assert r.status_code == 200, r.text
+        assert r.json()["usage"]["prompt_tokens"] == len(tok("The code is value_042.")["input_ids"])
 
 
 def test_serve_flags_reach_the_scheduler_config(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -109,7 +109,9 @@ class RequestOutput(NamedTuple):
     """Final result: ``finish_reason`` in {"stop", "length", "error", "abort"}; ``error`` set
     (and ``text`` possibly partial) when it is "error"; ``stop_reason``: the stop string that
     ended the output (its text cut before it, so a constrained output may be incomplete), None
-    otherwise (vLLM's field)."""
+    otherwise (vLLM's field).  ``token_ids``: the output's tokens without the EOS that ended
+    it, which ``usage.completion_tokens`` does count (a token the model produced, as vLLM and the
+    OpenAI API count it): ``completion_tokens == len(token_ids) + 1`` after a sampled EOS."""
 
     rid: int
     text: str

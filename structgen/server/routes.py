@@ -47,8 +47,8 @@ async def structured(body: StructuredRequest, request: Request) -> Response:
         constraint = Constraint.json_schema(body.json_schema, options)
     elif body.regex is not None:
         constraint, param = Constraint.regex(body.regex), "regex"
-    prompt: Any = body.prompt if body.messages is None else _messages(body.messages)
-    (prompt,) = svc.engine.prompt_format.apply(constraint, [prompt])  # the model folder's declared format
+    given: Any = body.prompt if body.messages is None else _messages(body.messages)
+    (prompt,) = svc.engine.prompt_format.apply(constraint, [given])  # the model folder's declared format
     rid_text = f"sg-{uuid.uuid4().hex}"
 
     def output_of(result: Result) -> dict[str, Any]:
@@ -72,7 +72,7 @@ async def structured(body: StructuredRequest, request: Request) -> Response:
     return await svc.respond(
         request,
         body.stream,
-        lambda: svc.start(prompt, constraint, params, constraint_param=param),
+        lambda: svc.start(prompt, constraint, params, constraint_param=param, unwrapped=given if prompt is not given else None),
         output_of,
         lambda delta, _c: {"id": rid_text, "object": "structured.chunk", "delta": delta},
         lambda result: [{**output_of(result), "object": "structured.final"}],

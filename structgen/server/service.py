@@ -121,19 +121,24 @@ class Service:
         *,
         constraint_param: str = "json_schema",
         chat_template_kwargs: dict[str, Any] | None = None,
+        unwrapped: Any = None,
     ) -> Running:
         """Tokenize (``chat_template_kwargs``: extra variables for the chat template), check the
         context (:meth:`Engine.check_context`), compile and submit; raises :class:`APIError`
-        (400 / 422 / 503)."""
+        (400 / 422 / 503).  ``unwrapped``: the prompt as given when ``prompt`` is it wrapped in
+        the model's declared format; used instead when the wrapped one does not fit."""
         start_s = time.perf_counter()
         try:
             ids = await self.aengine.tokenize(prompt, chat_template_kwargs)
         except RequestError as exc:
             raise request_error(exc, "prompt", "invalid_prompt") from None
         try:
-            params = self.engine.check_context(len(ids), params)
+            checked = self.engine.check_context(len(ids), params)
         except RequestError as exc:
-            raise request_error(exc, "prompt") from None
+            if unwrapped is None:
+                raise request_error(exc, "prompt") from None
+            return await self.start(prompt=unwrapped, constraint=constraint, params=params, constraint_param=constraint_param)
+        params = checked
         compile_s = 0.0
         if constraint is not None:
             t0 = time.perf_counter()
