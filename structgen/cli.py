@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+CPU_THREADS_HELP = "torch threads for a model on the CPU (default: 1 under 200M parameters, else torch's; OMP_NUM_THREADS is respected)"
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``structgen`` argument parser: one subcommand per function below."""
@@ -67,6 +69,7 @@ def _add_generate(sub: Any) -> None:
     gen.add_argument("--no-jump-forward", action="store_true", help="decode forced tokens one by one")
     gen.add_argument("--device", default="auto")
     gen.add_argument("--dtype", default="auto")
+    gen.add_argument("--cpu-threads", type=int, default=None, help=CPU_THREADS_HELP)
 
 
 def _add_demo(sub: Any) -> None:
@@ -93,6 +96,7 @@ def _add_serve(sub: Any) -> None:
     srv.add_argument("--served-model-name", default=None, help="model id in /v1/models (default: the folder name)")
     srv.add_argument("--device", default="auto")
     srv.add_argument("--dtype", default="auto")
+    srv.add_argument("--cpu-threads", type=int, default=None, help=CPU_THREADS_HELP)
     srv.add_argument("--max-total-tokens", type=int, default=0, help="KV-pool slots (0: from --mem-fraction)")
     srv.add_argument("--mem-fraction", type=float, default=0.5)
     srv.add_argument("--max-running-requests", type=int, default=256)
@@ -348,7 +352,7 @@ def _generate_command(args: argparse.Namespace) -> int:
             seed=args.seed,
             jump_forward=not args.no_jump_forward,
         )
-        with Engine(path, EngineConfig(device=args.device, dtype=args.dtype)) as engine:
+        with Engine(path, EngineConfig(device=args.device, dtype=args.dtype, cpu_threads=args.cpu_threads)) as engine:
             value, out = generate(model_cls, prompt, schema=schema, regex=regex, engine=engine, params=params, return_output=True)
             stats = engine.stats()
     except GenerationError as e:
@@ -394,6 +398,7 @@ def _serve_command(args: argparse.Namespace) -> int:
         engine = EngineConfig(
             device=args.device,
             dtype=args.dtype,
+            cpu_threads=args.cpu_threads,
             cuda_graph=not args.no_cuda_graph,
             random_weights_seed=args.random_weights_seed,
             memory=MemoryConfig(

@@ -8,6 +8,7 @@ import json
 
 import jsonschema
 import pytest
+import torch
 from pydantic import BaseModel, Field
 from structgen.schemas import SchemaError, UnsupportedSchemaError
 
@@ -488,3 +489,26 @@ def test_a_chat_template_given_replaces_the_tokenizers(tiny_llama_dir: str) -> N
         assert eng.tokenizer.decode(ids).endswith("<<user>> hello\n<<assistant>> ")
     with pytest.raises(ValueError, match="chat template"):
         Engine(tiny_llama_dir, cfg, chat_template="{% for m in messages %}{{ m.nope() }}{% endfor %}")
+
+
+def test_cpu_threads_are_chosen_deliberately(tiny_llama_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small model on the CPU runs on one thread unless told otherwise; OMP_NUM_THREADS and
+    ``cpu_threads`` win; bad values are refused by name."""
+    from structgen.engine.config import SMALL_MODEL_PARAMS, cpu_threads_for
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert cpu_threads_for(None, 10_000) == 1 and cpu_threads_for(None, SMALL_MODEL_PARAMS) is None
+    assert cpu_threads_for(3, 10_000) == 3
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert cpu_threads_for(None, 10_000) is None
+    with pytest.raises(ValueError, match="cpu_threads"):
+        EngineConfig(cpu_threads=0)
+    before = torch.get_num_threads()
+    try:
+        with make_engine(tiny_llama_dir) as _eng:
+            assert torch.get_num_threads() == before  # OMP_NUM_THREADS set: left alone
+        monkeypatch.delenv("OMP_NUM_THREADS")
+        with make_engine(tiny_llama_dir) as _eng:
+            assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

@@ -495,6 +495,8 @@ def _free_port() -> int:
 
 
 def test_serve_command_answers_and_shuts_down_gracefully(tiny_llama_dir: str, tmp_path: Path) -> None:
+    """SIGTERM lets the request in flight finish; the log has the start-up summary and, at
+    ``--log-level debug``, one line per request."""
     port = _free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     cmd = [
@@ -509,7 +511,7 @@ def test_serve_command_answers_and_shuts_down_gracefully(tiny_llama_dir: str, tm
         "--max-total-tokens",
         "8192",
         "--log-level",
-        "warning",
+        "debug",
     ]
     log = tmp_path / "serve.log"
     with open(log, "w") as out:
@@ -540,6 +542,9 @@ def test_serve_command_answers_and_shuts_down_gracefully(tiny_llama_dir: str, tm
         assert result["resp"].status_code == 200  # in flight when SIGTERM came: it still completes
         # uvicorn re-raises the captured signal once shut down, so the exit status is the signal's
         assert proc.wait(60) in (0, -signal.SIGTERM), log.read_text()
+        text = log.read_text()  # the start-up summary, and a line per request at debug
+        assert re.search(r"INFO: +serving \S+ \(.*\): float32 on cpu, context \d+ tokens", text), text[-2000:]
+        assert re.search(r"DEBUG: +request \d+: finish=stop prompt=\d+ .* ttft_ms=[0-9.]+", text), text[-2000:]
     finally:
         if proc.poll() is None:
             proc.kill()

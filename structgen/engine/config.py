@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import torch
@@ -13,6 +14,19 @@ from structgen.kernels import BACKENDS as KERNEL_BACKENDS
 from structgen.runtime.attention import check_attention_backend
 from structgen.runtime.flashinfer_backend import check_decode_kernel
 from structgen.runtime.memory import MemoryConfig
+
+SMALL_MODEL_PARAMS = 200_000_000  # below this, a CPU model runs on one thread unless told otherwise
+
+
+def cpu_threads_for(config_threads: int | None, num_params: int) -> int | None:
+    """The intra-op thread count to set for a CPU model of ``num_params`` parameters (None:
+    leave torch's): ``config_threads`` when given, else none when ``OMP_NUM_THREADS`` is set
+    (the user chose), else 1 below :data:`SMALL_MODEL_PARAMS`."""
+    if config_threads is not None:
+        return config_threads
+    if os.environ.get("OMP_NUM_THREADS"):
+        return None
+    return 1 if num_params < SMALL_MODEL_PARAMS else None
 
 
 @dataclass(frozen=True)
@@ -29,7 +43,11 @@ class EngineConfig:
     collector's permanent generation after start-up and whenever a newly compiled grammar
     starts serving, so full collections never walk model, tokenizer and automaton objects:
     such a pass walks every cached automaton while all running requests wait; vLLM freezes
-    its start-up heap the same way; :meth:`Engine.close` unfreezes),
+    its start-up heap the same way; :meth:`Engine.close` unfreezes), ``cpu_threads`` (torch's
+    intra-op threads when the model runs on the CPU, set process-wide at start-up; None: 1 for
+    a model under :data:`SMALL_MODEL_PARAMS` parameters, whose small matrix products gain
+    nothing from more threads and lose many times over on a busy machine, torch's default for
+    larger ones, and ``OMP_NUM_THREADS`` whenever it is set; CUDA runs are unaffected),
     and the layer configs.  Raises ``ValueError`` for values out of range."""
 
     device: str = "auto"
@@ -44,6 +62,7 @@ class EngineConfig:
     mask_pool_rows: int = 4096
     random_weights_seed: int | None = None
     gc_freeze: bool = True
+    cpu_threads: int | None = None
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     compiler: CompilerConfig = field(default_factory=CompilerConfig)
@@ -68,6 +87,9 @@ class EngineConfig:
             raise ValueError(f"mask_pool_rows must be ≥ 1, got {self.mask_pool_rows}")
         if not isinstance(self.gc_freeze, bool):
             raise ValueError(f"gc_freeze must be a bool, got {self.gc_freeze!r}")
+        threads = self.cpu_threads
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise ValueError(f"cpu_threads must be an integer ≥ 1 (or None: chosen by model size), got {self.cpu_threads!r}")
         if self.random_weights_seed is not None and self.random_weights_seed < 0:
             raise ValueError(f"random_weights_seed must be ≥ 0, got {self.random_weights_seed}")
 

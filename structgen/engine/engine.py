@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import torch
 
 from structgen.engine.cache_manager import CacheManager
-from structgen.engine.config import EngineConfig
+from structgen.engine.config import EngineConfig, cpu_threads_for
 from structgen.engine.grammar_manager import GrammarManager
 from structgen.engine.model_runner import ModelRunner
 from structgen.engine.observer import StepObserver, StepPhases
@@ -95,6 +95,10 @@ class Engine:
         else:
             runner = ModelRunner(self.model_path, cfg)
         self.runner = runner
+        if runner.device.type == "cpu":
+            threads = cpu_threads_for(cfg.cpu_threads, sum(p.numel() for p in runner.model.parameters()))
+            if threads is not None:
+                torch.set_num_threads(threads)
         from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(os.fspath(tokenizer_path or model_path), local_files_only=True)

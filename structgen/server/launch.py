@@ -12,6 +12,18 @@ from structgen.server.app import create_app
 from structgen.server.config import ServerConfig
 
 
+def log_config(log_level: str) -> dict[str, Any]:
+    """uvicorn's logging configuration with the ``structgen`` loggers (the start-up summary, a
+    line per request at ``debug``) on its console handler at ``log_level``."""
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    cfg: dict[str, Any] = copy.deepcopy(LOGGING_CONFIG)
+    cfg["loggers"]["structgen"] = {"handlers": ["default"], "level": log_level.upper(), "propagate": False}
+    return cfg
+
+
 def _uvicorn_config(app: Any, config: ServerConfig, log_level: str) -> Any:
     import uvicorn
 
@@ -20,6 +32,7 @@ def _uvicorn_config(app: Any, config: ServerConfig, log_level: str) -> Any:
         host=config.host,
         port=config.port,
         log_level=log_level,
+        log_config=log_config(log_level),
         timeout_graceful_shutdown=int(config.shutdown_grace_s) or None,
         access_log=False,
         lifespan="on",

@@ -87,7 +87,7 @@ class Service:
         workers = f"{comp.processes} processes, {comp.row_processes} row processes" if comp.processes else f"{comp.workers} threads"
         return (
             f"serving {self.model_name} ({eng.model_path}): {str(runner.dtype).removeprefix('torch.')} on {runner.device}, "
-            f"context {eng.config.memory.max_context} tokens, KV pool {runner.allocator.capacity} tokens, "
+            f"context {runner.max_context} tokens, KV pool {runner.allocator.capacity} tokens, "
             f"CUDA graphs {graphs}, compiles on {workers}"
         )
 
@@ -178,6 +178,14 @@ class Service:
             "ttft_ms": round((run.submit_s - run.start_s + engine_ttft) * 1e3, 3),
             "total_ms": round((now - run.start_s) * 1e3, 3),
         }
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "request %d: finish=%s prompt=%d cached=%d completion=%d forced=%d rolled_back=%d forwards=%d "
+                "queue_ms=%.1f compile_ms=%.1f ttft_ms=%.1f total_ms=%.1f",
+                run.rid, chunk.finish_reason, usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens,
+                usage.forced_tokens, usage.rolled_back_tokens, usage.forwards,
+                timings["queue_ms"], timings["compile_ms"], timings["ttft_ms"], timings["total_ms"],
+            )  # fmt: skip
         return Result(text, chunk.finish_reason or "stop", usage, timings, chunk.stop_reason)
 
     async def collect(self, run: Running) -> Result:
