@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from structgen.engine.request import SamplingParams
+from structgen.engine.request import RequestError, SamplingParams
 from structgen.engine.sampling import DEAD_END, FutureIds, Sampler, top_k_filter, top_p_filter
 
 
@@ -25,9 +25,13 @@ class _R:
         self.params = params
         self.cursor = None
         self.generator = torch.Generator().manual_seed(seed)
+        self.output_ids: list[int] = []
 
     def tokens_left(self) -> int | None:
         return None
+
+    def suppress_eos(self) -> bool:
+        return self.cursor is None and (self.params.ignore_eos or len(self.output_ids) < self.params.min_tokens)
 
 
 def test_sampler_masks_padding_ids_and_follows_distribution() -> None:
@@ -41,6 +45,19 @@ def test_sampler_masks_padding_ids_and_follows_distribution() -> None:
         lg = torch.log(torch.tensor([[0.1, 0.2, 0.3, 0.4] + [1e-9] * 36]))
         counts[s.sample(lg, [r])[0]] += 1
     assert np.allclose(counts / counts.sum(), [0.1, 0.2, 0.3, 0.4], atol=0.04)
+
+
+def test_ignore_eos_and_min_tokens_mask_eos_until_due() -> None:
+    s = Sampler(vocab_size=8, tokenizer_size=8, eos_ids=[5])
+    logits = torch.zeros(3, 8)
+    logits[:, 5] = 50.0  # EOS is the greedy choice of every row
+    plain, ignoring, early = _R(SamplingParams(), 0), _R(SamplingParams(ignore_eos=True), 1), _R(SamplingParams(min_tokens=2), 2)
+    early.output_ids = [1]
+    assert s.sample(logits.clone(), [plain, ignoring, early]) == [5, 0, 0]
+    early.output_ids = [1, 2]  # min_tokens reached: EOS may come
+    assert s.sample(logits.clone(), [plain, ignoring, early]) == [5, 0, 5]
+    with pytest.raises(RequestError, match="min_tokens"):
+        SamplingParams(min_tokens=-1)
 
 
 def test_dead_end_state_is_reported_not_sampled(tiny_vocab) -> None:  # type: ignore[no-untyped-def]

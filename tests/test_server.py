@@ -710,8 +710,6 @@ def test_peer_constraint_fields_refused_by_name(client: httpx.Client, extra: dic
     [
         ({"repetition_penalty": 1.1}, "repetition_penalty"),
         ({"min_p": 0.05}, "min_p"),
-        ({"min_tokens": 5}, "min_tokens"),
-        ({"ignore_eos": True}, "ignore_eos"),
         ({"include_stop_str_in_output": True}, "include_stop_str_in_output"),
         ({"chat_template_kwargs": {"add_generation_prompt": False}}, "chat_template_kwargs"),
     ],
@@ -721,6 +719,17 @@ def test_peer_sampling_fields_without_a_meaning_here_are_named(client: httpx.Cli
     body = {"model": "tiny", "messages": [{"role": "user", "content": "x"}], "max_tokens": 4, **extra}
     err = _error(client.post("/v1/chat/completions", json=body), 400)
     assert words in err["message"] and "Extra inputs" not in err["message"]
-    neutral = {k: {"repetition_penalty": 1.0, "min_p": 0.0, "min_tokens": 0, "ignore_eos": False}.get(k) for k in extra}
+    neutral = {k: {"repetition_penalty": 1.0, "min_p": 0.0}.get(k) for k in extra}
     if all(v is not None for v in neutral.values()):
         assert client.post("/v1/chat/completions", json={**body, **neutral}).status_code == 200
+
+
+def test_ignore_eos_and_min_tokens_run_to_their_length(client: httpx.Client) -> None:
+    """vLLM's ``ignore_eos`` / ``min_tokens`` and SGLang's ``min_new_tokens`` on a free-text
+    request; with a constraint they are a 400 naming the field (its grammar ends the output)."""
+    base = {"model": "tiny", "prompt": "Once", "max_tokens": 12, "temperature": 0.0}
+    for extra in ({"ignore_eos": True}, {"min_tokens": 12}, {"min_new_tokens": 12}):
+        body = client.post("/v1/completions", json={**base, **extra}).json()
+        assert body["choices"][0]["finish_reason"] == "length" and body["usage"]["completion_tokens"] == 12, body
+    err = _error(client.post("/v1/completions", json={**base, "ignore_eos": True, "guided_regex": "a+"}), 400)
+    assert err["param"] == "ignore_eos" and "constraint" in err["message"]

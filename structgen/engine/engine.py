@@ -123,6 +123,7 @@ class Engine:
             mask_backend=cfg.mask_backend,
             pool_rows=cfg.mask_pool_rows,
             future=self.runner.future_ids,
+            eos_ids=self.eos_token_ids,
         )
         self.scheduler = Scheduler(
             cfg.scheduler,
@@ -242,6 +243,9 @@ class Engine:
             raise RequestError("params must be a SamplingParams", param="params")
         if request.constraint is not None and not isinstance(request.constraint, Constraint):
             raise RequestError("constraint must be a structgen.Constraint", param="constraint")
+        if request.constraint is not None and (request.params.ignore_eos or request.params.min_tokens):
+            field = "ignore_eos" if request.params.ignore_eos else "min_tokens"
+            raise RequestError(f"{field}: not with a constraint (its grammar decides where the output ends)", param=field)
         ids = self.tokenize(request.prompt)
         params = self.check_context(len(ids), request.params, clip=True)
         rid = next(self._rids)

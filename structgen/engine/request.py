@@ -40,7 +40,9 @@ class SamplingParams:
     completed within ``max_tokens`` are allowed, so it ends valid instead of cut (guaranteed
     for vocabularies with every byte as a token and ``max_tokens`` ≥ the shortest valid
     output's bytes); False cuts at ``max_tokens`` as vLLM and SGLang do (finish reason
-    "length").
+    "length"); ``ignore_eos``: never sample EOS, so the output runs to ``max_tokens`` (throughput
+    benchmarks); ``min_tokens``: no EOS before that many output tokens (stop strings still
+    apply).  Both are for requests without a constraint, whose grammar decides where they end.
     """
 
     max_tokens: int | None = 256
@@ -51,6 +53,8 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     jump_forward: bool | None = None
     budget_completion: bool = True
+    ignore_eos: bool = False
+    min_tokens: int = 0
 
     def __post_init__(self) -> None:
         m = self.max_tokens
@@ -66,6 +70,10 @@ class SamplingParams:
             raise RequestError(f"seed must be a non-negative integer, got {self.seed!r}", param="seed")
         if not isinstance(self.budget_completion, bool):
             raise RequestError(f"budget_completion must be a boolean, got {self.budget_completion!r}", param="budget_completion")
+        if not isinstance(self.ignore_eos, bool):
+            raise RequestError(f"ignore_eos must be a boolean, got {self.ignore_eos!r}", param="ignore_eos")
+        if isinstance(self.min_tokens, bool) or not isinstance(self.min_tokens, int) or self.min_tokens < 0:
+            raise RequestError(f"min_tokens must be an integer ≥ 0, got {self.min_tokens!r}", param="min_tokens")
         if isinstance(self.stop, str):  # type: ignore[unreachable]  # callers may pass one string
             object.__setattr__(self, "stop", (self.stop,))  # type: ignore[unreachable]
         if any(not isinstance(s, str) or not s for s in self.stop):
@@ -209,6 +217,12 @@ class Req:
         """Tokens of the sequence without KV yet (what the next forward must extend), counting
         a sampled token the host has not seen yet (:attr:`sample_ref`)."""
         return self.seq_len + (self.sample_ref is not None) - self.kv_len
+
+    def suppress_eos(self) -> bool:
+        """Whether EOS is masked out of this request's next sample (``ignore_eos``, or fewer
+        output tokens than ``min_tokens``; requests without a constraint only)."""
+        p = self.params
+        return self.cursor is None and (p.ignore_eos or len(self.output_ids) < p.min_tokens)
 
     def tokens_left(self) -> int | None:
         """Output tokens this request may still emit (≥ 1 while it runs), or None when its

@@ -100,8 +100,11 @@ class Sampler:
         mask_backend: str = "auto",
         pool_rows: int = 4096,
         future: FutureIds | None = None,
+        eos_ids: Sequence[int] = (),
     ) -> None:
         self.vocab_size = vocab_size
+        self._eos_ids = sorted(set(eos_ids))
+        self._eos_gpu: torch.Tensor | None = None  # int64 [E] on the logits' device
         self.vocab_limit = min(tokenizer_size, vocab_size)
         self.mask_backend = mask_backend
         self.device = device or torch.device("cpu")
@@ -144,6 +147,9 @@ class Sampler:
                 reqs[i].budget_narrowed = True  # its end will be reported as "length", not "stop"
         else:
             row_idx = self._unconstrained_rows(n, device)  # [S] int32, all −1: no copy
+        no_eos = [i for i, (r, a) in enumerate(zip(reqs, on)) if a and r.suppress_eos()]
+        if no_eos and self._eos_ids:
+            self._mask_eos(logits, no_eos)
         future = self._future(n, device)
         self._draw(logits, reqs, on, row_idx, device, future.ids_gpu[:n])  # [S] int64 on the device
         if device.type != "cuda":
@@ -157,6 +163,13 @@ class Sampler:
         host[:n].copy_(future.ids_gpu[:n], non_blocking=True)
         event.record(torch.cuda.current_stream(device))
         return SampledIds(host, event, n, dead)
+
+    def _mask_eos(self, logits: torch.Tensor, rows: list[int]) -> None:
+        """EOS logits of ``rows`` to −inf, on the device (no sync)."""
+        if self._eos_gpu is None or self._eos_gpu.device != logits.device:
+            self._eos_gpu = torch.tensor(self._eos_ids, dtype=torch.int64, device=logits.device)  # [E]
+        idx = to_device(torch.tensor(rows, dtype=torch.int64), logits.device)  # [R]
+        logits[idx[:, None], self._eos_gpu[None, :]] = float("-inf")  # [R, E]
 
     def _unconstrained_rows(self, n: int, device: torch.device) -> torch.Tensor:
         if self._free_rows is None or self._free_rows.numel() < n:

@@ -179,11 +179,9 @@ class _PeerFields(_Sampling):
 
     @model_validator(mode="after")
     def _peer_unsupported(self) -> _PeerFields:
-        for name, default in (("min_p", 0.0), ("repetition_penalty", 1.0), ("min_tokens", 0), ("min_new_tokens", 0)):
+        for name, default in (("min_p", 0.0), ("repetition_penalty", 1.0)):
             if getattr(self, name) != default:
                 raise ValueError(f"{name}: not supported (must be {default})")
-        if self.ignore_eos:
-            raise ValueError("ignore_eos: not supported (the output ends at EOS, or where a constraint is complete)")
         if not self.skip_special_tokens or not self.spaces_between_special_tokens:
             raise ValueError("skip_special_tokens / spaces_between_special_tokens: only true is supported")
         if self.include_stop_str_in_output or self.no_stop_trim:
@@ -195,7 +193,8 @@ class _PeerFields(_Sampling):
 
     def sampling_params(self) -> SamplingParams:
         params = super().sampling_params()
-        return replace(params, top_k=max(self.top_k or 0, 0))
+        min_tokens = max(self.min_tokens, self.min_new_tokens)
+        return replace(params, top_k=max(self.top_k or 0, 0), ignore_eos=self.ignore_eos, min_tokens=min_tokens)
 
 
 class _OpenAICommon(_PeerFields):
