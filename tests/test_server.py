@@ -592,6 +592,13 @@ def test_structured_wraps_text_in_the_demo_extraction_prompt() -> None:
         r = httpx.post(f"{st.url}/v1/structured", json=body, timeout=120)
         assert r.status_code == 200, r.text
         assert r.json()["usage"]["prompt_tokens"] == len(tok("The code is value_042.")["input_ids"])
+        openai = pytest.importorskip("openai")
+        with openai.OpenAI(base_url=st.url + "/v1", api_key="unused", max_retries=0) as oc:  # a vLLM client's body, unchanged
+            extra = {"structured_outputs": {"json": e.schema}, "chat_template_kwargs": {}}
+            r = oc.chat.completions.create(model=st.app.state.service.model_name, messages=[{"role": "user", "content": e.text}],
+                                           max_tokens=200, extra_body=extra)  # fmt: skip
+            if r.choices[0].finish_reason == "stop":
+                jsonschema.validate(json.loads(r.choices[0].message.content), e.schema)
 
 
 def test_serve_flags_reach_the_scheduler_config(monkeypatch: pytest.MonkeyPatch) -> None:
