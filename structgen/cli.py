@@ -106,16 +106,15 @@ def _add_serve(sub: Any) -> None:
     srv.add_argument("--compile-workers", type=int, default=2, help="compile threads (when --compile-processes is 0)")
     srv.add_argument(
         "--compile-processes",
-        type=int,
-        default=0,
-        help="compile (and --precompute-states rows) on this many worker processes, off the engine's interpreter lock (0: threads)",
+        default="auto",
+        help="compile (and --precompute-states rows) on this many worker processes, off the engine's interpreter lock "
+        "(0: threads; auto: a quarter of the cores on a CUDA device with 8 or more, else 0)",
     )
     srv.add_argument(
         "--row-processes",
-        type=int,
-        default=0,
+        default="auto",
         help="worker processes that compute first-visit mask rows of grammars compiled on --compile-processes, a whole "
-        "batch at once (0: in the engine step)",
+        "batch at once (0: in the engine step; auto: the cores left but one when compile processes run, else 0)",
     )
     srv.add_argument(
         "--precompute-states",
@@ -158,8 +157,8 @@ def _add_bench(sub: Any) -> None:
         "engine's with every reachable state's mask row precomputed, on worker processes); "
         "default: every run starts with empty grammar caches and compiles count in TTFT",
     )
-    bj.add_argument("--compile-processes", type=int, default=0, help="the engine's compile worker processes (0: threads)")
-    bj.add_argument("--row-processes", type=int, default=0, help="the engine's row worker processes (needs --compile-processes)")
+    bj.add_argument("--compile-processes", default="auto", help="the engine's compile worker processes (0: threads; auto: as serve)")
+    bj.add_argument("--row-processes", default="auto", help="the engine's row worker processes (needs --compile-processes; auto: as serve)")
     bj.add_argument("--maskbench-dir", default=None, help="JSONSchemaBench maskbench/data folder (maskbench is skipped without it)")
     bj.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
     bj.add_argument("--device", default="auto")
@@ -416,8 +415,7 @@ def _serve_command(args: argparse.Namespace) -> int:
                 timeout_s=args.compile_timeout_s,
                 max_states=args.max_states,
                 workers=args.compile_workers,
-                processes=args.compile_processes,
-                row_processes=args.row_processes,
+                **worker_processes(args),
                 precompute_states=args.precompute_states,
                 precompute_budget_s=args.precompute_budget_s,
             ),
@@ -489,7 +487,7 @@ def _bench_json_command(args: argparse.Namespace, argv: list[str]) -> int:
             profile=args.profile,
             model_label=label,
         )
-        compiler = CompilerConfig(processes=args.compile_processes, row_processes=args.row_processes)
+        compiler = CompilerConfig(**worker_processes(args))
         rows = bench_json(model, config, EngineConfig(device=args.device, dtype=args.dtype, random_weights_seed=seed, compiler=compiler))
     except (ValueError, FileNotFoundError, ModelLoadError, UnsupportedModelError) as e:
         print(f"structgen: error: {e}", file=sys.stderr)
@@ -579,6 +577,25 @@ def main(argv: list[str] | None = None) -> int:
         print(render_markdown(out["meta"], out["suites"]))
         return 0
     return 2
+
+
+def worker_processes(args: Any) -> dict[str, int]:
+    """``--compile-processes`` / ``--row-processes`` (integers, or auto:
+    :func:`~structgen.engine.config.auto_worker_processes` for ``--device``) as CompilerConfig
+    fields.  ValueError naming the flag for anything else."""
+    from structgen.engine.config import EngineConfig, auto_worker_processes
+
+    auto = auto_worker_processes(EngineConfig(device=args.device).torch_device())
+    out: dict[str, int] = {}
+    for flag, field, guess in (("--compile-processes", "processes", auto[0]), ("--row-processes", "row_processes", auto[1])):
+        raw = str(getattr(args, field if field != "processes" else "compile_processes"))
+        if raw == "auto":
+            out[field] = guess if field == "processes" or out.get("processes") else 0
+        elif raw.lstrip("-").isdigit():
+            out[field] = int(raw)
+        else:
+            raise ValueError(f"{flag} {raw!r}: give a number of processes or auto")
+    return out
 
 
 def _parse_shard(text: str | None) -> tuple[int, int] | None:

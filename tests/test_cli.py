@@ -215,3 +215,23 @@ def test_serve_cuda_on_a_cpu_build_is_named(capsys: pytest.CaptureFixture[str]) 
     assert main(["serve", "--device", "cuda", "--port", "0"]) == 2
     err = capsys.readouterr().err
     assert "sees no CUDA device" in err and "Traceback" not in err
+
+
+def test_worker_processes_auto_follows_the_device_and_cores() -> None:
+    import torch
+
+    from structgen.engine.config import auto_worker_processes
+
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert auto_worker_processes(cuda, 16) == (4, 11)  # the split measured on the 16-core GPU box
+    assert auto_worker_processes(cuda, 4) == (0, 0) and auto_worker_processes(cpu, 64) == (0, 0)
+    assert auto_worker_processes(cuda, 128) == (32, 31)
+    from structgen.cli import build_parser, worker_processes
+
+    args = build_parser().parse_args(["serve", "--device", "cpu"])
+    assert worker_processes(args) == {"processes": 0, "row_processes": 0}
+    args = build_parser().parse_args(["serve", "--compile-processes", "3", "--row-processes", "2"])
+    assert worker_processes(args) == {"processes": 3, "row_processes": 2}
+    args = build_parser().parse_args(["serve", "--compile-processes", "many"])
+    with pytest.raises(ValueError, match="--compile-processes 'many'"):
+        worker_processes(args)

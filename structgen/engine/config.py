@@ -29,6 +29,20 @@ def cpu_threads_for(config_threads: int | None, num_params: int) -> int | None:
     return 1 if num_params < SMALL_MODEL_PARAMS else None
 
 
+def auto_worker_processes(device: torch.device, cpus: int | None = None) -> tuple[int, int]:
+    """(compile processes, row processes) for ``--compile-processes auto`` /
+    ``--row-processes auto``: on a CUDA device with ≥ 8 CPU cores, a quarter of the cores
+    compile and the rest but one (the engine's) compute first-visit mask rows, so a cold
+    schema's grammar work runs beside the forward instead of on the engine thread (16 cores:
+    4 + 11, the split measured in ``benchmarks/results/bench-json-gpu/extraction-row-workers.md``);
+    elsewhere none (threads), since a CPU model needs the cores itself."""
+    cpus = cpus or os.cpu_count() or 1
+    if device.type != "cuda" or cpus < 8:
+        return 0, 0
+    compile_procs = max(1, cpus // 4)
+    return compile_procs, min(cpus - 1 - compile_procs, 31)
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """Engine settings: ``device`` ("auto": CUDA when available, else CPU), ``dtype`` ("auto",
