@@ -211,7 +211,7 @@ def bench_json(model: str, config: BenchConfig, base: EngineConfig | None = None
     skipped: list[str] = []
     with open(out / "results.jsonl", "a" if config.append else "w") as f:
         log = _Log(f, config.warm_grammars)
-        f.write(json.dumps({"meta": _meta(model, config)}) + "\n")
+        f.write(json.dumps({"meta": _meta(model, config, base)}) + "\n")
         if config.modes:
             _run_engines(model, config, base, workloads, log, skipped, cuda)
         if config.baselines:
@@ -221,12 +221,17 @@ def bench_json(model: str, config: BenchConfig, base: EngineConfig | None = None
     return log.rows
 
 
-def _meta(model: str, config: BenchConfig) -> dict[str, Any]:
+def _meta(model: str, config: BenchConfig, base: EngineConfig | None = None) -> dict[str, Any]:
     from structgen.bench.baselines import DESCRIPTIONS
 
+    comp = (base or EngineConfig()).compiler
+    workers = f"{comp.workers} compile threads"
+    if comp.processes:
+        workers = f"{comp.processes} compile processes, {comp.row_processes} row processes"
     return {
         **run_meta(config.command),
         "model": config.model_label or _shown_path(model),
+        "grammar workers": workers,
         **{f"baseline {b}": DESCRIPTIONS[b] for b in config.baselines},
     }
 
