@@ -30,6 +30,7 @@ class RefResolver:
         self._resolvers: dict[int, Any] | None = None  # id(subschema) -> resolver at its base URI
         self._pointers: dict[int, str] = {}  # id(object in root) -> its JSON pointer
         self._memo: dict[tuple[int, str], tuple[Any, str]] = {}  # (id(resolver), ref) -> result
+        self._objects: dict[int, Any] = {}  # id(subschema) -> subschema
 
     def resolve(self, ref: Any, pointer: str, holder: Any = None) -> tuple[Any, str]:
         """The schema ``ref`` names and its JSON pointer in the root (``"#/…"``).
@@ -61,6 +62,12 @@ class RefResolver:
         got = (target, where if where is not None else f"#{ref}")  # a boolean schema: nothing inside it refers further
         self._memo[(id(resolver), ref)] = got
         return got
+
+    def subschemas(self) -> list[tuple[Any, str]]:
+        """Every subschema of the root (as JSON Schema's applicators define them, per the
+        root's draft) with its JSON pointer."""
+        resolvers = self._build()
+        return [(obj, self._pointers.get(key, "#")) for key, obj in self._objects.items() if key in resolvers]
 
     def pointer_exists(self, pointer: str) -> bool:
         """Whether JSON pointer ``pointer`` (``"#/a/b"``) names a value in the root."""
@@ -119,6 +126,7 @@ class RefResolver:
             if id(resource.contents) in resolvers:
                 continue
             resolvers[id(resource.contents)] = resolver
+            self._objects[id(resource.contents)] = resource.contents
             for sub in resource.subresources():
                 stack.append((sub, resolver.in_subresource(sub)))
         self._index_pointers(self.root, "#")

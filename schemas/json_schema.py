@@ -38,6 +38,7 @@ from .json_not import convert_not
 from .json_refs import RefResolver
 from .json_scalars import convert_enum, convert_types
 from .json_strings import ANY_STRING_CONTENT, json_string
+from .json_unevaluated import rewrite_static_unevaluated
 from .numbers import (
     NUMBER,
 )
@@ -124,6 +125,12 @@ class Converter:
         if self.opt.strict:
             raise UnsupportedSchemaError(why, keyword=keyword, pointer=pointer)
         self.report.dropped.append((keyword, pointer))
+
+    def subschemas(self) -> list[tuple[Any, str]]:
+        """Every subschema of the root with its JSON pointer (:meth:`.json_refs.RefResolver.subschemas`)."""
+        if self._refs is None:
+            self._refs = RefResolver(self.root, self.draft_number())
+        return self._refs.subschemas()
 
     def resolve_ref(self, ref: Any, pointer: str, holder: Any = None) -> tuple[Any, str]:
         """The schema ``ref`` names and its pointer (:meth:`.json_refs.RefResolver.resolve`;
@@ -227,8 +234,9 @@ class Converter:
             # (``not``, ``if``, ``allOf``, local ``$ref`` …), so none of them needs a grammar
             return convert_enum(self, schema, ptr)
         for key in ("$dynamicRef", "$recursiveRef", "unevaluatedItems", "unevaluatedProperties"):
-            if key in schema and schema[key] is not True:
-                self.unsupported(key, ptr, f"'{key}' cannot be enforced by a regular grammar")
+            if key in schema and schema[key] is not True and (key.startswith("$") or self.draft_number() >= 2019):
+                why = "which properties (items) it sees depends on the branch an instance passes"
+                self.unsupported(key, ptr, f"'{key}' cannot be enforced by a regular grammar" if key.startswith("$") else f"'{key}': {why}")
         if not any(k in CONSTRAINTS for k in schema):
             return self.any_value(self.opt.any_value_depth)  # {} (annotations only) is `true`
         if any(k in schema for k in ("if", "dependentRequired", "dependentSchemas", "dependencies")):
@@ -312,6 +320,9 @@ def schema_to_ir(
     check_keyword_types(schema)  # an ill-typed bound is an error, never a bound silently ignored
     report = ConversionReport()
     conv = Converter(schema, options, report)
+    if '"unevaluated' in json.dumps(schema, default=str) and conv.draft_number() >= 2019:
+        schema = rewrite_static_unevaluated(conv)  # each in its own scope, before any merging
+        conv = Converter(schema, options, report)
     conv.check = check
     try:
         node = conv.convert(schema, "#")

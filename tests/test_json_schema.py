@@ -531,3 +531,48 @@ def test_references_into_other_documents_are_refused_by_name() -> None:
         assert e.value.keyword == "$ref" and e.value.pointer == "#/properties/a/$ref"
     with pytest.raises(SchemaError, match="does not resolve"):
         schema_to_ir({"$ref": "#nowhere"})
+
+
+UNEVALUATED_CASES: list[tuple[Any, list[Any], list[Any]]] = [
+    # evaluated by adjacent keywords, allOf and $ref: a static set
+    (
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "allOf": [{"properties": {"b": {}}}], "unevaluatedProperties": False},
+        [{"a": 1}, {"a": 1, "b": "x"}, {}],
+        [{"c": 1}, {"a": 1, "c": 2}],
+    ),
+    (
+        {
+            "$defs": {"base": {"properties": {"id": {"type": "integer"}}}},
+            "$ref": "#/$defs/base",
+            "unevaluatedProperties": {"type": "string"},
+        },
+        [{"id": 1}, {"id": 1, "x": "s"}],
+        [{"id": 1, "x": 2}],
+    ),
+    ({"type": "array", "prefixItems": [{"type": "integer"}], "unevaluatedItems": False}, [[1], []], [[1, 2]]),
+    # a subschema's own scope: cousins and a $ref's target do not see their neighbours' properties
+    ({"allOf": [{"properties": {"foo": True}}, {"unevaluatedProperties": False}]}, [{}], [{"foo": 1}]),
+    (
+        {"$defs": {"A": {"unevaluatedProperties": False}}, "properties": {"p": {"type": "string"}}, "$ref": "#/$defs/A"},
+        [{}],
+        [{"p": "x"}],
+    ),
+]
+
+
+@pytest.mark.parametrize(("schema", "valid", "invalid"), UNEVALUATED_CASES)
+def test_unevaluated_with_a_static_evaluated_set(schema: Any, valid: list[Any], invalid: list[Any]) -> None:
+    dfa = compile_lazy(schema_to_ir(schema)[0])
+    for value, ok in [(v, True) for v in valid] + [(v, False) for v in invalid]:
+        assert jsonschema.Draft202012Validator(schema).is_valid(value) == ok, value
+        assert dfa.accepts(json.dumps(value, separators=(", ", ": ")).encode()) == ok, value
+
+
+def test_unevaluated_that_depends_on_a_branch_is_refused_by_name() -> None:
+    schema = {"anyOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}], "unevaluatedProperties": False}
+    with pytest.raises(UnsupportedSchemaError, match="depends on the branch") as e:
+        schema_to_ir(schema)
+    assert e.value.keyword == "unevaluatedProperties"
+    draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"a": {}}, "unevaluatedProperties": False}
+    wide = SchemaOptions(allow_undeclared_properties=True)
+    assert compile_lazy(schema_to_ir(draft7, wide)[0]).accepts(b'{"b": 1}')  # not a draft-7 keyword: nothing to enforce

@@ -1,0 +1,144 @@
+"""``unevaluatedProperties`` / ``unevaluatedItems`` where the evaluated set is static.
+
+Which properties (items) count as evaluated depends, in general, on which subschemas of
+``anyOf`` / ``oneOf`` / ``if`` / ``dependentSchemas`` the instance happens to pass, and that is
+refused.  When the only in-place applicators that declare properties (items) are ``allOf`` and
+``$ref`` — which always apply, since the instance must pass them — the evaluated set is fixed by
+the schema: the declared property names and ``patternProperties`` patterns (the longest
+``prefixItems``), or everything once an ``additionalProperties`` / ``items`` /
+``unevaluated*`` among them evaluates the rest.  Then ``unevaluatedProperties: U`` is exactly
+``additionalProperties: U`` beside those names and patterns (``unevaluatedItems: U`` is
+``items: U`` after that prefix), which the converter compiles as usual.  JSON Schema 2020-12
+§11 (Core, "Keywords for Applying Subschemas to Child Instances").
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .json_schema import Converter
+
+_DYNAMIC = ("anyOf", "oneOf", "if", "then", "else", "dependentSchemas", "dependencies", "$dynamicRef", "$recursiveRef")
+_IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas")
+_PROPERTY_WORDS = ("properties", "patternProperties", "additionalProperties", "unevaluatedProperties")
+_ITEM_WORDS = ("prefixItems", "items", "additionalItems", "contains", "unevaluatedItems")
+
+
+class _Dynamic(Exception):
+    """The evaluated set depends on which branch an instance passes."""
+
+
+def rewrite_static_unevaluated(cv: Converter) -> Any:
+    """A copy of ``cv.root`` where every subschema whose ``unevaluatedProperties`` /
+    ``unevaluatedItems`` has a static evaluated set carries the equivalent ``allOf`` branch
+    instead (:func:`static_unevaluated`), each computed in its own scope before anything merges
+    it with its neighbours; JSON pointers into the root keep their meaning.  Subschemas whose
+    set is dynamic keep the keyword (the converter refuses them if it meets them)."""
+    rewrites = []
+    for sub, ptr in cv.subschemas():
+        if isinstance(sub, dict) and any(sub.get(k, True) is not True for k in ("unevaluatedProperties", "unevaluatedItems")):
+            static = static_unevaluated(cv, sub, ptr)
+            if static is not None:
+                rewrites.append((sub, static))
+    if not rewrites:
+        return cv.root
+    memo: dict[int, Any] = {}
+    root = copy.deepcopy(cv.root, memo)
+    for sub, static in rewrites:
+        target = memo[id(sub)]
+        replacement = copy.deepcopy(static, memo)  # its values are the copies of the root's
+        target.clear()
+        target.update(replacement)
+    return root
+
+
+def static_unevaluated(cv: Converter, schema: dict[str, Any], ptr: str) -> dict[str, Any] | None:
+    """``schema`` with its ``unevaluatedProperties`` / ``unevaluatedItems`` rewritten into
+    ``additionalProperties`` / ``items`` of an ``allOf`` branch, or None when an evaluated set
+    is not static (the caller refuses it).  Raises ``SchemaError`` for a ``$ref`` that does not
+    resolve."""
+    rest = {k: v for k, v in schema.items() if k not in ("unevaluatedProperties", "unevaluatedItems")}
+    extra: list[Any] = []
+    try:
+        if "unevaluatedProperties" in schema and schema["unevaluatedProperties"] is not True:
+            names, patterns, everything = _evaluated(cv, rest, ptr, _PROPERTY_WORDS, set())
+            if not everything:
+                branch: dict[str, Any] = {"additionalProperties": schema["unevaluatedProperties"]}
+                if names:
+                    branch["properties"] = {n: True for n in sorted(names)}
+                if patterns:
+                    branch["patternProperties"] = {p: True for p in patterns}
+                extra.append(branch)
+        if "unevaluatedItems" in schema and schema["unevaluatedItems"] is not True:
+            prefix, _patterns, everything = _evaluated(cv, rest, ptr, _ITEM_WORDS, set())
+            if not everything:
+                extra.append({"prefixItems": [True] * len(prefix), "items": schema["unevaluatedItems"]})
+    except _Dynamic:
+        return None
+    if not extra:
+        return rest
+    return {**rest, "allOf": [*rest.get("allOf", []), *extra]} if isinstance(rest.get("allOf", []), list) else None
+
+
+def _evaluated(cv: Converter, s: Any, ptr: str, words: tuple[str, ...], seen: set[int]) -> tuple[set[Any], list[str], bool]:
+    """(property names, or item positions; property patterns; whether everything is
+    evaluated) by ``s`` and the ``allOf`` / ``$ref`` subschemas it always applies.  Raises
+    :class:`_Dynamic` when a conditional applicator declares any of ``words``."""
+    if not isinstance(s, dict) or id(s) in seen:
+        return set(), [], False
+    seen = seen | {id(s)}
+    for key in _DYNAMIC:
+        if key in s and _mentions(cv, s[key], ptr, words, set()):
+            raise _Dynamic(key)
+    names: set[Any] = set()
+    patterns: list[str] = []
+    if words is _PROPERTY_WORDS:
+        if "additionalProperties" in s or "unevaluatedProperties" in s:
+            return set(), [], True
+        names |= set(s.get("properties") or {})
+        patterns += list(s.get("patternProperties") or {})
+    else:
+        if "contains" in s:
+            raise _Dynamic("contains")  # it evaluates the items that match it
+        items = s.get("items")
+        if "unevaluatedItems" in s or (items is not None and not isinstance(items, list)) or "additionalItems" in s:
+            return set(), [], True
+        prefix = s.get("prefixItems")
+        if not isinstance(prefix, list):
+            prefix = items if isinstance(items, list) else []
+        names |= set(range(len(prefix)))
+    subs = list(s.get("allOf") or []) if isinstance(s.get("allOf"), list) else []
+    if "$ref" in s:
+        subs.append(cv.resolve_ref(s["$ref"], ptr + "/$ref", s)[0])
+    for sub in subs:
+        n, p, everything = _evaluated(cv, sub, ptr, words, seen)
+        if everything:
+            return set(), [], True
+        names |= n
+        patterns += [x for x in p if x not in patterns]
+    return names, patterns, False
+
+
+def _mentions(cv: Converter, value: Any, ptr: str, words: tuple[str, ...], seen: set[int]) -> bool:
+    """Whether ``value`` or a schema it applies in place (``allOf`` / ``anyOf`` / ``oneOf`` /
+    ``not`` / ``if`` / ``then`` / ``else`` / ``dependentSchemas`` / local ``$ref``, at the same
+    instance location) uses one of ``words``."""
+    if isinstance(value, list):
+        return any(_mentions(cv, v, ptr, words, seen) for v in value)
+    if not isinstance(value, dict) or id(value) in seen:
+        return False
+    seen.add(id(value))
+    if any(w in value for w in words):
+        return True
+    if "$ref" in value and isinstance(value["$ref"], str):
+        if _mentions(cv, cv.resolve_ref(value["$ref"], ptr + "/$ref", value)[0], ptr, words, seen):
+            return True
+    for key in _IN_PLACE:
+        sub = value.get(key)
+        if key == "dependentSchemas" and isinstance(sub, dict):
+            sub = list(sub.values())
+        if sub is not None and _mentions(cv, sub, ptr, words, seen):
+            return True
+    return False
