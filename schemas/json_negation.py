@@ -227,9 +227,11 @@ def _rest_items(cv: Converter, v: Any, n: int, ptr: str) -> list[Any]:
         return []
     if v is False:
         return [{"type": "array", "minItems": n + 1}]
-    if n:
-        raise NotExpressible("items", ptr, "the complement of items after a prefix needs a positional 'contains'")
-    return [{"type": "array", "contains": {"not": v}}]
+    if not n:
+        return [{"type": "array", "contains": {"not": v}}]
+    # some item after the first n fails v: a leaf that json_not compiles directly
+    prefix_key, rest_key = ("prefixItems", "items") if cv.draft_number() >= 2020 else ("items", "additionalItems")
+    return [{"type": "array", "not": {prefix_key: [True] * n, rest_key: v}}]
 
 
 def _prefix_items(cv: Converter, v: Any, s: dict[str, Any], ptr: str) -> list[Any]:

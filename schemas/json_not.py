@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import RegexError, SchemaError
 from .ir import NOTHING, And, Minus, Node, alt, chars, lit, rep, seq
+from .json_containers import counted_members
 from .json_keywords import CONSTRAINTS, RecursionLimit, json_type, values_of
 from .json_negation import NotExpressible, complement
 from .json_scalars import convert_types, types_of
@@ -77,6 +78,9 @@ def not_leaf(cv: Converter, schema: dict[str, Any], neg: Any, rest: dict[str, An
         return _not_multiple(cv, schema, neg["multipleOf"], rest, ptr)
     if keys == {"propertyNames"}:
         return _some_key_outside(cv, schema, neg["propertyNames"], rest, ptr)
+    tail = _items_after_prefix(cv, neg, keys)
+    if tail is not None:
+        return _some_item_after_failing(cv, schema, tail[0], tail[1], rest, ptr)
     one_pattern = keys == {"patternProperties"} and len(neg["patternProperties"]) == 1
     shaped = "additionalProperties" in keys and keys <= {"additionalProperties", "properties", "patternProperties"}
     if one_pattern or (
@@ -84,6 +88,25 @@ def not_leaf(cv: Converter, schema: dict[str, Any], neg: Any, rest: dict[str, An
     ):
         return _some_member_failing(cv, schema, neg, rest, ptr)
     return None
+
+
+def _items_after_prefix(cv: Converter, neg: dict[str, Any], keys: set[str]) -> tuple[int, Any] | None:
+    """(n, v) when ``neg`` is only "items after the first n (any values) meet v"."""
+    prefix_key, rest_key = ("prefixItems", "items") if cv.draft_number() >= 2020 else ("items", "additionalItems")
+    prefix = neg.get(prefix_key)
+    if keys != {prefix_key, rest_key} or not isinstance(prefix, list) or not prefix or not all(_is_true(p) for p in prefix):
+        return None
+    return len(prefix), neg[rest_key]
+
+
+def _some_item_after_failing(cv: Converter, schema: dict[str, Any], n: int, v: Any, rest: dict[str, Any], ptr: str) -> Node:
+    """Arrays of ``rest`` with an item after the first ``n`` that fails ``v``: ``n`` items of
+    any value, then a list holding at least one failing item (as ``contains`` counts)."""
+    arrays = cv.convert(_with_type(cv, schema, rest, "array"), ptr)
+    value = cv.any_value(cv.opt.any_value_depth + 2)
+    failing = cv.convert(cv.rewritten(schema, "failing-item", lambda: {"not": v}), ptr)
+    head = seq(value, *[seq(cv.item_sep, value) for _ in range(n - 1)])
+    return And((arrays, seq(cv.open_arr, head, cv.item_sep, counted_members(cv, failing, value, 1, None), cv.close_arr)))
 
 
 def _is_true(s: Any) -> bool:

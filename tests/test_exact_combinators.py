@@ -78,6 +78,12 @@ CASES: list[tuple[Any, list[str], list[str]]] = [
         ['{"k": "x"}', '{"k": "y", "a": 1}'],
     ),
     ({"type": "integer", "if": {"minimum": 10}, "then": {"multipleOf": 10}}, ["20", "7", "-3"], ["11", "15"]),
+    # not of items after a prefix: some later item fails them
+    (
+        {"type": "array", "items": {"enum": [1, "a"]}, "maxItems": 3, "not": {"prefixItems": [{"const": 1}], "items": {"const": "a"}}},
+        ["[1, 1]", '["a", "a", 1]', '["a", "a", "a"]'],
+        ["[]", "[1]", '[1, "a"]', '[1, "a", "a"]'],
+    ),
     # multipleOf by a remainder automaton, and its complement
     ({"type": "integer", "multipleOf": 7, "minimum": 0}, ["0", "14", "7007"], ["15", "-7", "70.5"]),
     ({"type": "number", "multipleOf": 0.3}, ["0.3", "-0.9", "1.2", "30"], ["0.31", "1", "0.1"]),
