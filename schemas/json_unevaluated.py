@@ -1,10 +1,11 @@
-"""``unevaluatedProperties`` / ``unevaluatedItems`` where the evaluated set is static.
+"""``unevaluatedProperties`` / ``unevaluatedItems``.
 
-Which properties (items) count as evaluated depends, in general, on which subschemas of
-``anyOf`` / ``oneOf`` / ``if`` / ``dependentSchemas`` the instance happens to pass, and that is
-refused.  When the only in-place applicators that declare properties (items) are ``allOf`` and
-``$ref`` — which always apply, since the instance must pass them — the evaluated set is fixed by
-the schema: the declared property names and ``patternProperties`` patterns (the longest
+Which properties (items) count as evaluated depends on which subschemas of ``anyOf`` /
+``oneOf`` / ``if`` the instance passes; such a schema is split into one case per set of
+branches an instance can pass (those branches required, the others negated), which fixes the
+evaluated set of each case.  When the only in-place applicators that declare properties
+(items) are ``allOf`` and ``$ref`` — which always apply, since the instance must pass them —
+the evaluated set is fixed by the schema: the declared property names and ``patternProperties`` patterns (the longest
 ``prefixItems``), or everything once an ``additionalProperties`` / ``items`` /
 ``unevaluated*`` among them evaluates the rest.  Then ``unevaluatedProperties: U`` is exactly
 ``additionalProperties: U`` beside those names and patterns (``unevaluatedItems: U`` is
@@ -76,10 +77,46 @@ def static_unevaluated(cv: Converter, schema: dict[str, Any], ptr: str) -> dict[
             if not everything:
                 extra.append({"prefixItems": [True] * len(prefix), "items": schema["unevaluatedItems"]})
     except _Dynamic:
-        return None
+        return _by_cases(cv, schema, ptr)
     if not extra:
         return rest
     return {**rest, "allOf": [*rest.get("allOf", []), *extra]} if isinstance(rest.get("allOf", []), list) else None
+
+
+MAX_ANY_OF_CASES = 4  # anyOf branches split into the 2^k - 1 sets an instance can pass
+
+
+def _by_cases(cv: Converter, schema: dict[str, Any], ptr: str) -> dict[str, Any] | None:
+    """``schema`` as the union of one case per set of its ``anyOf`` / ``oneOf`` / ``if``
+    branches an instance passes (those branches in ``allOf``, the others negated), each case's
+    evaluated set then static; None when a case is still dynamic or ``anyOf`` has more than
+    :data:`MAX_ANY_OF_CASES` branches.  The schema's other keywords stay (its ``$defs`` keep
+    their pointers); the split keyword's cases imply it."""
+    key = next((k for k in ("anyOf", "oneOf", "if") if k in schema), None)
+    if key is None:
+        return None
+    rest = {k: v for k, v in schema.items() if k != key and not (key == "if" and k in ("then", "else"))}
+    base = rest.get("allOf", [])
+    if not isinstance(base, list):
+        return None
+    picks: list[list[Any]] = []
+    if key == "if":
+        picks = [[schema["if"], schema.get("then", True)], [{"not": schema["if"]}, schema.get("else", True)]]
+    else:
+        branches = schema[key]
+        if not isinstance(branches, list) or not branches or (key == "anyOf" and len(branches) > MAX_ANY_OF_CASES):
+            return None
+        k = len(branches)
+        sets = [1 << i for i in range(k)] if key == "oneOf" else list(range(1, 1 << k))
+        picks = [[b if m >> i & 1 else {"not": b} for i, b in enumerate(branches)] for m in sets]
+    cases = []
+    for pick in picks:
+        case = static_unevaluated(cv, {**rest, "allOf": [*base, *pick]}, ptr)
+        if case is None:
+            return None
+        cases.append(case)
+    outer = {k: v for k, v in schema.items() if k not in ("unevaluatedProperties", "unevaluatedItems", "then", "else", "if")}
+    return {**outer, "anyOf": cases}
 
 
 def _evaluated(cv: Converter, s: Any, ptr: str, words: tuple[str, ...], seen: set[int]) -> tuple[set[Any], list[str], bool]:

@@ -557,6 +557,36 @@ UNEVALUATED_CASES: list[tuple[Any, list[Any], list[Any]]] = [
         [{}],
         [{"p": "x"}],
     ),
+    # the evaluated set of the branches an instance passes: one case per set of branches
+    (
+        {
+            "type": "object",
+            "anyOf": [{"properties": {"a": {"type": "integer"}}}, {"properties": {"b": {"type": "integer"}}}],
+            "unevaluatedProperties": False,
+        },
+        [{"a": 1}, {"a": 1, "b": 2}, {}],
+        [{"c": 1}, {"a": "x"}, {"a": 1, "c": 2}],
+    ),
+    (
+        {
+            "type": "object",
+            "oneOf": [{"properties": {"a": {"const": 1}}, "required": ["a"]}, {"properties": {"b": {"const": 2}}, "required": ["b"]}],
+            "unevaluatedProperties": False,
+        },
+        [{"a": 1}, {"b": 2}],
+        [{"a": 1, "b": 2}, {"a": 1, "x": 0}, {}],
+    ),
+    (
+        {
+            "type": "object",
+            "if": {"properties": {"k": {"const": "x"}}, "required": ["k"]},
+            "then": {"properties": {"v": {"type": "integer"}}},
+            "else": {"properties": {"w": {"type": "integer"}}},
+            "unevaluatedProperties": False,
+        },
+        [{"k": "x", "v": 1}, {"w": 1}],
+        [{"k": "x", "w": 1}, {"k": "y", "v": 1}],
+    ),
 ]
 
 
@@ -569,7 +599,8 @@ def test_unevaluated_with_a_static_evaluated_set(schema: Any, valid: list[Any], 
 
 
 def test_unevaluated_that_depends_on_a_branch_is_refused_by_name() -> None:
-    schema = {"anyOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}], "unevaluatedProperties": False}
+    branches = [{"properties": {f"p{i}": {}}} for i in range(5)]  # 2^5 - 1 cases: past the cap
+    schema = {"anyOf": branches, "unevaluatedProperties": False}
     with pytest.raises(UnsupportedSchemaError, match="depends on the branch") as e:
         schema_to_ir(schema)
     assert e.value.keyword == "unevaluatedProperties"
