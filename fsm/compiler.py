@@ -569,6 +569,9 @@ def _worker_init(vocab: Vocabulary, config: CompilerConfig) -> None:
     _WORKER = GrammarCompiler(vocab, config)
 
 
+FRAGMENT_BUDGET_S = 0.05  # NFA fragments a compile process builds before shipping a grammar
+
+
 def _worker_compile(constraint: Constraint) -> tuple[bytes | BaseException, float]:
     """Compile in a worker process: (the FSM's state without the vocabulary (the parent has
     it), pickled, so it can be forwarded to a row worker as it is; or the refusal; seconds
@@ -576,7 +579,9 @@ def _worker_compile(constraint: Constraint) -> tuple[bytes | BaseException, floa
     assert _WORKER is not None
     t0 = time.perf_counter()
     try:
-        state = _state_without_vocab(_WORKER.compile(constraint))
+        fsm = _WORKER.compile(constraint)
+        fsm.build_fragments(time.perf_counter() + FRAGMENT_BUDGET_S)  # so the engine and its row worker need not
+        state = _state_without_vocab(fsm)
         out: bytes | BaseException = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
     except (ConstraintError, GrammarCompileError) as e:
         out = e

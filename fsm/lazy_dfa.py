@@ -4,6 +4,7 @@ state can reach acceptance."""
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 
 import numpy as np
@@ -228,6 +229,21 @@ class LazyDFA:
                 if fin and not pf:
                     parts[p] = (pm, True)
         return memo[seed]
+
+    def build_fragments(self, deadline: float) -> int:
+        """Build the NFA fragments still pending, oldest first, until none is left,
+        ``time.perf_counter()`` passes ``deadline`` or the NFA holds a quarter of its state cap
+        (the rest stay lazy).  Later expansions find them built, and so does every copy of this
+        automaton shipped to another process (an engine and a row worker would otherwise each
+        build them again).  Same language, same DFA states.  Returns the fragments built;
+        callers serialize it with expansions."""
+        pending = self.builder.pending
+        cap = self.builder.budget.max_nfa_states // 4
+        built = 0
+        while pending and len(self.eps) < cap and time.perf_counter() < deadline:
+            self._expand_stub(next(iter(pending)))
+            built += 1
+        return built
 
     def _expand_stub(self, q: int) -> None:
         """Build the pending fragment at NFA state ``q`` and note which new states have byte edges."""

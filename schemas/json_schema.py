@@ -320,11 +320,11 @@ def schema_to_ir(
     check_keyword_types(schema)  # an ill-typed bound is an error, never a bound silently ignored
     report = ConversionReport()
     conv = Converter(schema, options, report)
-    if '"unevaluated' in json.dumps(schema, default=str) and conv.draft_number() >= 2019:
-        schema = rewrite_static_unevaluated(conv)  # each in its own scope, before any merging
-        conv = Converter(schema, options, report)
-    conv.check = check
     try:
+        if _has_unevaluated(schema) and conv.draft_number() >= 2019:
+            schema = rewrite_static_unevaluated(conv)  # each in its own scope, before any merging
+            conv = Converter(schema, options, report)
+        conv.check = check
         node = conv.convert(schema, "#")
     except RecursionLimit as e:
         raise UnsupportedSchemaError(
@@ -335,6 +335,21 @@ def schema_to_ir(
     except RecursionError:
         raise UnsupportedSchemaError("schema nesting is too deep", keyword="$ref", pointer="#") from None
     return node, report
+
+
+def _has_unevaluated(schema: Any) -> bool:
+    """Whether any object inside ``schema`` has an ``unevaluated*`` key (iterative: schemas
+    may nest deeper than Python's recursion limit)."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if "unevaluatedProperties" in node or "unevaluatedItems" in node:
+                return True
+            stack.extend(v for v in node.values() if isinstance(v, (dict, list)))
+        elif isinstance(node, list):
+            stack.extend(v for v in node if isinstance(v, (dict, list)))
+    return False
 
 
 def pydantic_schema(model: Any) -> dict[str, Any]:

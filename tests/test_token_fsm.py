@@ -793,3 +793,26 @@ def test_within_distance_is_exact_and_free_under_the_bound(gpt2_vocab: Vocabular
         d = fsm.distance(cur.state)
         for limit in range(max(d - 2, 0), d + 3):
             assert fsm.within_distance(cur.state, limit) == (d <= limit)
+
+
+def test_built_fragments_change_no_row_and_no_state(gpt2_vocab: Vocabulary) -> None:
+    """An FSM whose NFA fragments were built ahead (as a compile process ships it) serves the
+    same rows and states as a lazy copy, token by token, and builds no fragment while serving."""
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "maxLength": 20}, "tags": {"type": "array", "items": {"enum": ["a", "bc"]}}},
+        "required": ["name"],
+    }
+    node = schema_to_ir(schema, SchemaOptions())[0]
+    lazy = TokenFSM(compile_lazy(node), gpt2_vocab)
+    eager = pickle.loads(pickle.dumps(lazy))
+    eager.vocab = gpt2_vocab
+    assert eager.build_fragments(float("inf")) > 0 and not eager.dfa.builder.pending
+    built = len(eager.dfa.eps)
+    a, b = lazy.cursor(), eager.cursor()
+    for t in gpt2_vocab.encode_bytes(b'{"name": "Ada L.", "tags": ["a", "bc", "a"]}') or []:
+        assert np.array_equal(lazy.mask_row(a.state), eager.mask_row(b.state))
+        assert lazy.is_accepting(a.state) == eager.is_accepting(b.state)
+        a.advance(t)
+        b.advance(t)
+    assert a.is_accepting() and b.is_accepting() and len(eager.dfa.eps) == built
