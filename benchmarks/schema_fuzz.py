@@ -30,6 +30,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.n < 1 or args.depth < 1:
         ap.error("--n and --depth must be >= 1")
+    started = run_meta()  # the commit whose code runs (read now, not when the run ends)
     t0 = time.perf_counter()
     results = fuzz(args.n, seed=args.seed, depth=args.depth, instances=args.instances)
     wall = time.perf_counter() - t0
@@ -54,7 +55,7 @@ def main() -> int:
         "unsound_schemas": sum(1 for r in ok if r.unsound),
         "wall_s": round(wall, 1),
     }
-    meta = {**run_meta(), "n": args.n, "seed": args.seed, "depth": args.depth, "instances": args.instances}
+    meta = {**started, "n": args.n, "seed": args.seed, "depth": args.depth, "instances": args.instances}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "schema-fuzz.json").write_text(json.dumps({"meta": meta, "summary": summary, "failures": failures[:50]}, indent=1) + "\n")

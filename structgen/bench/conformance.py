@@ -335,6 +335,7 @@ def run(
         raise FileNotFoundError("no schemas found: pass --test-suite / --maskbench folders that exist")
     if shard is not None:
         items = items[shard[0] :: shard[1]]
+    started = run_meta(command)  # the commit whose code runs (read now, not when the run ends)
     ctx = mp.get_context("fork")
     results: list[ItemResult] = []
     from tqdm import tqdm
@@ -349,7 +350,7 @@ def run(
             results.append(r)
     tok_name = os.path.basename(os.path.normpath(tokenizer))
     meta = {
-        **run_meta(command),
+        **started,
         "tokenizer": tokenizer,
         "tokenizer_name": tok_name,
         "timeout_s": timeout_s,
