@@ -226,12 +226,9 @@ def test_worker_processes_auto_follows_the_device_and_cores() -> None:
     assert auto_worker_processes(cuda, 16) == (4, 11)  # the split measured on the 16-core GPU box
     assert auto_worker_processes(cuda, 4) == (0, 0) and auto_worker_processes(cpu, 64) == (0, 0)
     assert auto_worker_processes(cuda, 128) == (32, 31)
-    from structgen.cli import build_parser, worker_processes
+    from structgen.engine.config import worker_processes
 
-    args = build_parser().parse_args(["serve", "--device", "cpu"])
-    assert worker_processes(args) == {"processes": 0, "row_processes": 0}
-    args = build_parser().parse_args(["serve", "--compile-processes", "3", "--row-processes", "2"])
-    assert worker_processes(args) == {"processes": 3, "row_processes": 2}
-    args = build_parser().parse_args(["serve", "--compile-processes", "many"])
+    assert worker_processes("auto", "auto", "cpu") == {"processes": 0, "row_processes": 0}
+    assert worker_processes("3", "2", "auto") == {"processes": 3, "row_processes": 2}
     with pytest.raises(ValueError, match="--compile-processes 'many'"):
-        worker_processes(args)
+        worker_processes("many", "auto", "cpu")

@@ -43,6 +43,25 @@ def auto_worker_processes(device: torch.device, cpus: int | None = None) -> tupl
     return compile_procs, min(cpus - 1 - compile_procs, 31)
 
 
+def worker_processes(compile_processes: int | str, row_processes: int | str, device: str) -> dict[str, int]:
+    """``CompilerConfig`` fields ``processes`` / ``row_processes`` from the ``serve`` / ``bench
+    json`` flags: a count, or "auto" (:func:`auto_worker_processes` for ``device``; auto row
+    processes are 0 without compile processes).  Raises ``ValueError`` naming the flag."""
+    auto = auto_worker_processes(EngineConfig(device=device).torch_device())
+    out: dict[str, int] = {}
+    for flag, name, raw, guess in (
+        ("--compile-processes", "processes", str(compile_processes), auto[0]),
+        ("--row-processes", "row_processes", str(row_processes), auto[1]),
+    ):
+        if raw == "auto":
+            out[name] = guess if name == "processes" or out.get("processes") else 0
+        elif raw.lstrip("-").isdigit():
+            out[name] = int(raw)
+        else:
+            raise ValueError(f"{flag} {raw!r}: give a number of processes or auto")
+    return out
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """Engine settings: ``device`` ("auto": CUDA when available, else CPU), ``dtype`` ("auto",
