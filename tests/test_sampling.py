@@ -26,9 +26,14 @@ class _R:
         self.cursor = None
         self.generator = torch.Generator().manual_seed(seed)
         self.output_ids: list[int] = []
+        self.prompt_ids: list[int] = []
 
     def tokens_left(self) -> int | None:
         return None
+
+    def penalized(self) -> bool:
+        p = self.params
+        return p.repetition_penalty != 1.0 or bool(p.frequency_penalty) or bool(p.presence_penalty)
 
     def suppress_eos(self) -> bool:
         return self.cursor is None and (self.params.ignore_eos or len(self.output_ids) < self.params.min_tokens)
@@ -58,6 +63,27 @@ def test_ignore_eos_and_min_tokens_mask_eos_until_due() -> None:
     assert s.sample(logits.clone(), [plain, ignoring, early]) == [5, 0, 5]
     with pytest.raises(RequestError, match="min_tokens"):
         SamplingParams(min_tokens=-1)
+
+
+def test_penalties_follow_vllm_and_openai() -> None:
+    """repetition_penalty divides positive logits of prompt and output tokens (multiplies
+    negative ones); frequency / presence penalties subtract per output count / occurrence."""
+    s = Sampler(vocab_size=6, tokenizer_size=6)
+    base = torch.tensor([[4.0, 3.0, -1.0, 0.0, 0.0, 0.0]])
+    r = _R(SamplingParams(repetition_penalty=2.0), 0)
+    r.prompt_ids, r.output_ids = [0], [2]
+    logits = base.clone()
+    assert s.sample(logits, [r]) == [1]  # 4 / 2 = 2 < 3
+    assert logits[0, 2] == -2.0 or logits[0, 2] == float("-inf")  # multiplied, or masked past the tokenizer
+    f = _R(SamplingParams(frequency_penalty=1.5), 1)
+    f.output_ids = [0, 0]  # 4 − 2 × 1.5 = 1 < 3
+    assert s.sample(base.clone(), [f]) == [1]
+    p = _R(SamplingParams(presence_penalty=0.5), 2)
+    p.output_ids = [0, 0, 0]  # presence counts once: 4 − 0.5 > 3
+    assert s.sample(base.clone(), [p]) == [0]
+    for bad in ({"repetition_penalty": 0.0}, {"frequency_penalty": 3.0}, {"presence_penalty": -2.5}):
+        with pytest.raises(RequestError, match=next(iter(bad))):
+            SamplingParams(**bad)  # type: ignore[arg-type]
 
 
 def test_dead_end_state_is_reported_not_sampled(tiny_vocab) -> None:  # type: ignore[no-untyped-def]

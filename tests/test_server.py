@@ -715,7 +715,6 @@ def test_peer_constraint_fields_refused_by_name(client: httpx.Client, extra: dic
 @pytest.mark.parametrize(
     "extra,words",
     [
-        ({"repetition_penalty": 1.1}, "repetition_penalty"),
         ({"min_p": 0.05}, "min_p"),
         ({"include_stop_str_in_output": True}, "include_stop_str_in_output"),
         ({"chat_template_kwargs": {"add_generation_prompt": False}}, "chat_template_kwargs"),
@@ -726,9 +725,17 @@ def test_peer_sampling_fields_without_a_meaning_here_are_named(client: httpx.Cli
     body = {"model": "tiny", "messages": [{"role": "user", "content": "x"}], "max_tokens": 4, **extra}
     err = _error(client.post("/v1/chat/completions", json=body), 400)
     assert words in err["message"] and "Extra inputs" not in err["message"]
-    neutral = {k: {"repetition_penalty": 1.0, "min_p": 0.0}.get(k) for k in extra}
+    neutral = {k: {"min_p": 0.0}.get(k) for k in extra}
     if all(v is not None for v in neutral.values()):
         assert client.post("/v1/chat/completions", json={**body, **neutral}).status_code == 200
+
+
+def test_penalties_are_accepted_and_range_checked(client: httpx.Client) -> None:
+    base = {"model": "tiny", "messages": [{"role": "user", "content": "x"}], "max_tokens": 4}
+    for extra in ({"repetition_penalty": 1.2}, {"frequency_penalty": 0.5, "presence_penalty": -0.5}):
+        assert client.post("/v1/chat/completions", json={**base, **extra}).status_code == 200
+    err = _error(client.post("/v1/chat/completions", json={**base, "frequency_penalty": 2.5}), 400)
+    assert "frequency_penalty" in err["message"]
 
 
 def test_ignore_eos_and_min_tokens_run_to_their_length(client: httpx.Client) -> None:

@@ -43,6 +43,8 @@ class SamplingParams:
     "length"); ``ignore_eos``: never sample EOS, so the output runs to ``max_tokens`` (throughput
     benchmarks); ``min_tokens``: no EOS before that many output tokens (stop strings still
     apply).  Both are for requests without a constraint, whose grammar decides where they end.
+    ``repetition_penalty`` > 0 (1: off), ``frequency_penalty`` and ``presence_penalty`` in
+    [-2, 2] (0: off): :mod:`structgen.engine.penalties`.
     """
 
     max_tokens: int | None = 256
@@ -55,6 +57,9 @@ class SamplingParams:
     budget_completion: bool = True
     ignore_eos: bool = False
     min_tokens: int = 0
+    repetition_penalty: float = 1.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
 
     def __post_init__(self) -> None:
         m = self.max_tokens
@@ -74,6 +79,13 @@ class SamplingParams:
             raise RequestError(f"ignore_eos must be a boolean, got {self.ignore_eos!r}", param="ignore_eos")
         if isinstance(self.min_tokens, bool) or not isinstance(self.min_tokens, int) or self.min_tokens < 0:
             raise RequestError(f"min_tokens must be an integer ≥ 0, got {self.min_tokens!r}", param="min_tokens")
+        rp = self.repetition_penalty
+        if isinstance(rp, bool) or not isinstance(rp, (int, float)) or not math.isfinite(rp) or rp <= 0:
+            raise RequestError(f"repetition_penalty must be a number > 0 (1: off), got {rp!r}", param="repetition_penalty")
+        for name in ("frequency_penalty", "presence_penalty"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not -2 <= v <= 2:
+                raise RequestError(f"{name} must be a number in [-2, 2] (0: off), got {v!r}", param=name)
         if isinstance(self.stop, str):  # type: ignore[unreachable]  # callers may pass one string
             object.__setattr__(self, "stop", (self.stop,))  # type: ignore[unreachable]
         if any(not isinstance(s, str) or not s for s in self.stop):
@@ -217,6 +229,11 @@ class Req:
         """Tokens of the sequence without KV yet (what the next forward must extend), counting
         a sampled token the host has not seen yet (:attr:`sample_ref`)."""
         return self.seq_len + (self.sample_ref is not None) - self.kv_len
+
+    def penalized(self) -> bool:
+        """Whether this request's logits get a repetition, frequency or presence penalty."""
+        p = self.params
+        return p.repetition_penalty != 1.0 or bool(p.frequency_penalty) or bool(p.presence_penalty)
 
     def suppress_eos(self) -> bool:
         """Whether EOS is masked out of this request's next sample (``ignore_eos``, or fewer

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from structgen.engine.mask_pool import MaskRowPool
+from structgen.engine.penalties import apply_penalties
 from structgen.engine.request import Req
 from structgen.kernels import apply_mask_rows, masked_argmax, resolve_placeholders
 from structgen.runtime.staging import to_device
@@ -147,6 +148,9 @@ class Sampler:
                 reqs[i].budget_narrowed = True  # its end will be reported as "length", not "stop"
         else:
             row_idx = self._unconstrained_rows(n, device)  # [S] int32, all −1: no copy
+        penalized = [i for i, (r, a) in enumerate(zip(reqs, on)) if a and r.penalized()]
+        if penalized:
+            apply_penalties(logits, reqs, penalized)
         no_eos = [i for i, (r, a) in enumerate(zip(reqs, on)) if a and r.suppress_eos()]
         if no_eos and self._eos_ids:
             self._mask_eos(logits, no_eos)

@@ -158,6 +158,8 @@ class _PeerFields(_Sampling):
     top_k: int | None = Field(None, ge=-1, description="-1 or 0: off (vLLM / SGLang)")
     min_p: float = Field(0.0, ge=0.0, le=1.0)
     repetition_penalty: float = Field(1.0, gt=0.0)
+    frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0)
+    presence_penalty: float = Field(0.0, ge=-2.0, le=2.0)
     min_tokens: int = Field(0, ge=0)
     min_new_tokens: int = Field(0, ge=0)
     ignore_eos: bool = False
@@ -179,9 +181,8 @@ class _PeerFields(_Sampling):
 
     @model_validator(mode="after")
     def _peer_unsupported(self) -> _PeerFields:
-        for name, default in (("min_p", 0.0), ("repetition_penalty", 1.0)):
-            if getattr(self, name) != default:
-                raise ValueError(f"{name}: not supported (must be {default})")
+        if self.min_p:
+            raise ValueError("min_p: not supported (must be 0)")
         if not self.skip_special_tokens or not self.spaces_between_special_tokens:
             raise ValueError("skip_special_tokens / spaces_between_special_tokens: only true is supported")
         if self.include_stop_str_in_output or self.no_stop_trim:
@@ -194,7 +195,15 @@ class _PeerFields(_Sampling):
     def sampling_params(self) -> SamplingParams:
         params = super().sampling_params()
         min_tokens = max(self.min_tokens, self.min_new_tokens)
-        return replace(params, top_k=max(self.top_k or 0, 0), ignore_eos=self.ignore_eos, min_tokens=min_tokens)
+        return replace(
+            params,
+            top_k=max(self.top_k or 0, 0),
+            ignore_eos=self.ignore_eos,
+            min_tokens=min_tokens,
+            repetition_penalty=self.repetition_penalty,
+            frequency_penalty=self.frequency_penalty,
+            presence_penalty=self.presence_penalty,
+        )
 
 
 class _OpenAICommon(_PeerFields):
@@ -202,8 +211,6 @@ class _OpenAICommon(_PeerFields):
     n: int = 1
     stream_options: StreamOptions | None = None
     user: str | None = None
-    frequency_penalty: float = 0.0
-    presence_penalty: float = 0.0
     logprobs: bool | int | None = None
     logit_bias: dict[str, float] | None = None
 
@@ -211,9 +218,6 @@ class _OpenAICommon(_PeerFields):
     def _unsupported(self) -> _OpenAICommon:
         if self.n != 1:
             raise ValueError("n: only n=1 is supported")
-        for name in ("frequency_penalty", "presence_penalty"):
-            if getattr(self, name):
-                raise ValueError(f"{name}: not supported (must be 0)")
         if self.logprobs:
             raise ValueError("logprobs: not supported")
         if self.logit_bias:
