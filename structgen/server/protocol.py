@@ -61,6 +61,9 @@ class _Sampling(_Strict):
     seed: int | None = Field(None, ge=0, lt=2**63)
     stop: str | list[str] | None = None
     stream: bool = False
+    repetition_penalty: float = Field(1.0, gt=0.0, description="vLLM / SGLang / HF; 1: off")
+    frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0)
+    presence_penalty: float = Field(0.0, ge=-2.0, le=2.0)
 
     @model_validator(mode="after")
     def _check_stop(self) -> _Sampling:
@@ -76,7 +79,14 @@ class _Sampling(_Strict):
         """The body's decoding parameters (``max_tokens`` None: the room the context leaves).
         Raises ``RequestError`` naming a field out of range."""
         return SamplingParams(
-            max_tokens=self.max_tokens, temperature=self.temperature, top_p=self.top_p, seed=self.seed, stop=self.stop_tuple()
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            seed=self.seed,
+            stop=self.stop_tuple(),
+            repetition_penalty=self.repetition_penalty,
+            frequency_penalty=self.frequency_penalty,
+            presence_penalty=self.presence_penalty,
         )
 
 
@@ -157,9 +167,6 @@ class _PeerFields(_Sampling):
 
     top_k: int | None = Field(None, ge=-1, description="-1 or 0: off (vLLM / SGLang)")
     min_p: float = Field(0.0, ge=0.0, le=1.0)
-    repetition_penalty: float = Field(1.0, gt=0.0)
-    frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0)
-    presence_penalty: float = Field(0.0, ge=-2.0, le=2.0)
     min_tokens: int = Field(0, ge=0)
     min_new_tokens: int = Field(0, ge=0)
     ignore_eos: bool = False
@@ -200,9 +207,6 @@ class _PeerFields(_Sampling):
             top_k=max(self.top_k or 0, 0),
             ignore_eos=self.ignore_eos,
             min_tokens=min_tokens,
-            repetition_penalty=self.repetition_penalty,
-            frequency_penalty=self.frequency_penalty,
-            presence_penalty=self.presence_penalty,
         )
 
 
