@@ -105,6 +105,41 @@ def _object_keywords(rng: random.Random, s: dict[str, Any], depth: int, defs: di
         )
 
 
+def _unevaluated(rng: random.Random, depth: int, defs: dict[str, Any]) -> dict[str, Any]:
+    """``unevaluatedProperties`` / ``unevaluatedItems`` over ``allOf`` / ``anyOf`` / ``oneOf`` /
+    ``if`` branches (and a ``$ref``) that declare properties or prefix items, without the
+    ``additionalProperties`` / ``items`` that would make it moot."""
+    applicator = rng.choice(["allOf", "anyOf", "oneOf", "if"])
+    if rng.random() < 0.6:
+
+        def branch() -> dict[str, Any]:
+            names = rng.sample("abc", rng.randint(1, 2))
+            out: dict[str, Any] = {"properties": {k: _typed(rng, 0, defs) for k in names}}
+            if rng.random() < 0.5:
+                out["required"] = [names[0]]
+            return out
+
+        s: dict[str, Any] = {"type": "object", "unevaluatedProperties": rng.choice([False, {"type": "integer"}, {"maxLength": 1}])}
+        if rng.random() < 0.5:
+            s["properties"] = {"d": _typed(rng, 0, defs)}
+    else:
+
+        def branch() -> dict[str, Any]:
+            return {"prefixItems": [_typed(rng, 0, defs) for _ in range(rng.randint(1, 2))]}
+
+        s = {"type": "array", "maxItems": 3, "unevaluatedItems": rng.choice([False, {"type": "integer"}])}
+    if applicator == "if":
+        s["if"] = branch()
+        s[rng.choice(["then", "else"])] = branch()
+    else:
+        s[applicator] = [branch() for _ in range(rng.randint(1, 3))]
+    if depth > 1 and rng.random() < 0.3:
+        name = f"d{len(defs)}"
+        defs[name] = branch()
+        s["allOf"] = [*s.get("allOf", []), {"$ref": f"#/$defs/{name}"}]
+    return s
+
+
 def random_schema(rng: random.Random, depth: int = 3) -> Any:
     """A random schema of nesting depth at most ``depth``; the ``$ref``s point into its root
     ``$defs`` and never back to themselves (the validator has no recursion guard)."""
@@ -136,6 +171,8 @@ def _schema(rng: random.Random, depth: int, defs: dict[str, Any]) -> dict[str, A
         for key in rng.sample(["then", "else"], rng.randint(1, 2)):
             cond[key] = _schema(rng, depth - 1, defs)
         return {**_typed(rng, depth - 1, defs), **cond} if rng.random() < 0.5 else cond
+    if r < 0.94:
+        return _unevaluated(rng, depth, defs)
     target = _schema(rng, depth - 1, defs)  # built first: it cannot refer to itself
     name = f"d{len(defs)}"
     defs[name] = target
