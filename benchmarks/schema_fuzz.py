@@ -69,8 +69,8 @@ def main() -> int:
         "| " + " | ".join(str(v) for v in summary.values()) + " |",
         "",
         "Schemas from `allOf` / `anyOf` / `oneOf` / `not` (of any subschema) / `if` / `then` / `else` / `enum` / `const` / "
-        "`type` / `$ref` with string, number, array (`contains` counts, `uniqueItems`) and object (property counts, "
-        "dependencies, `propertyNames`) keywords. *unsound_schemas*: schemas with a sample, an accepted near-miss mutation "
+        "`type` / `$ref` with string, number (`multipleOf` by any divisor), array (`contains` counts, `uniqueItems`, "
+        "`unevaluatedItems`) and object (property counts, dependencies, `propertyNames`, `unevaluatedProperties`) keywords. *unsound_schemas*: schemas with a sample, an accepted near-miss mutation "
         "or an accepted hypothesis-jsonschema instance of the schema's negation that `jsonschema` rejects (exact "
         "`multipleOf`, formats checked); *invalid_instances_rejected*: those instances, all rejected unless counted as "
         "unsound; *valid_accepted* / *valid_instances*: instances of the schema accepted (the rest differ by the layout's "
