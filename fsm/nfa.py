@@ -214,8 +214,13 @@ class NFABuilder:
         return q, x
 
     def expand_stub(self, q: int) -> None:
-        node, x = self.pending.pop(q)
+        """Build the fragment pending at stub ``q`` and connect it.  The stub stays pending
+        until its fragment is whole: a build that raises (a state cap while serving) leaves
+        nothing half-connected, so a later expansion tries again and fails the same way
+        instead of silently losing the strings through it."""
+        node, x = self.pending[q]
         s, e = self.build(node)
+        del self.pending[q]
         self.nfa.eps[q].append(s)
         self.nfa.eps[e].append(x)
 

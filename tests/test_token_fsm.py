@@ -816,3 +816,23 @@ def test_built_fragments_change_no_row_and_no_state(gpt2_vocab: Vocabulary) -> N
         a.advance(t)
         b.advance(t)
     assert a.is_accepting() and b.is_accepting() and len(eager.dfa.eps) == built
+
+
+def test_a_fragment_that_fails_to_build_stays_pending(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build that raises (a state cap hit while a lazy fragment is built) leaves the stub
+    pending, so the automaton never loses the strings through it: the next expansion retries."""
+    from structgen.fsm.errors import GrammarCompileError
+
+    dfa = compile_lazy(regex_to_ir("a(b|c)d[0-9]{1,3}"))
+    assert dfa.builder.pending
+    q = next(iter(dfa.builder.pending))
+
+    def failing_build(node: Any) -> tuple[int, int]:
+        raise GrammarCompileError("automaton exceeds max_nfa_states")
+
+    monkeypatch.setattr(dfa.builder, "build", failing_build)
+    with pytest.raises(GrammarCompileError):
+        dfa.builder.expand_stub(q)
+    assert q in dfa.builder.pending
+    monkeypatch.undo()
+    assert dfa.accepts(b"acd12") and dfa.accepts(b"abd7") and not dfa.accepts(b"ad1")
