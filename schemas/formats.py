@@ -82,6 +82,10 @@ FORMAT_REGEXES: dict[str, str] = {
     "iri-reference": rf"(?:{_URI}|{_RELATIVE_REF})",
 }
 
+# formats whose grammar is exactly what jsonschema's checker accepts (no narrowing; a test
+# compares them on random strings), so their complement is exact too: ``not`` of them compiles
+EXACT_FORMATS = frozenset({"date", "ipv4"})
+
 # formats defined by JSON Schema 2020-12 (validation spec §7.3); others are annotations only
 STANDARD_FORMATS = frozenset(
     {

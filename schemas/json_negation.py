@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .errors import SchemaError
-from .formats import STANDARD_FORMATS
+from .formats import EXACT_FORMATS, STANDARD_FORMATS
 from .json_keywords import CONSTRAINTS, escape_pointer
 
 if TYPE_CHECKING:
@@ -170,6 +170,8 @@ def _pattern(cv: Converter, v: Any, s: dict[str, Any], ptr: str) -> list[Any]:
 def _format(cv: Converter, v: Any, s: dict[str, Any], ptr: str) -> list[Any]:
     if isinstance(v, str) and v not in STANDARD_FORMATS:
         return []  # not defined by JSON Schema: an annotation
+    if v in EXACT_FORMATS:
+        return [{"type": "string", "not": {"format": v}}]
     raise NotExpressible("format", ptr, f"the complement of format {v!r} is not supported (its grammar is a subset)")
 
 

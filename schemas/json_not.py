@@ -9,6 +9,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from .errors import RegexError, SchemaError
+from .formats import EXACT_FORMATS, format_ir
 from .ir import NOTHING, And, Minus, Node, alt, chars, lit, rep, seq
 from .json_containers import counted_members
 from .json_keywords import CONSTRAINTS, RecursionLimit, json_type, values_of
@@ -74,6 +75,10 @@ def not_leaf(cv: Converter, schema: dict[str, Any], neg: Any, rest: dict[str, An
         return _not_values(cv, schema, values_of(neg) or [], rest, ptr)
     if keys == {"pattern"}:
         return _not_pattern(cv, schema, neg["pattern"], rest, ptr)
+    if keys == {"format"} and neg["format"] in EXACT_FORMATS:  # strings outside an exact format's language
+        outside = format_ir(neg["format"])
+        assert outside is not None
+        return Minus(cv.convert(_with_type(cv, schema, rest, "string"), ptr), json_string(outside))
     if keys == {"multipleOf"}:
         return _not_multiple(cv, schema, neg["multipleOf"], rest, ptr)
     if keys == {"propertyNames"}:

@@ -84,6 +84,9 @@ CASES: list[tuple[Any, list[str], list[str]]] = [
         ["[1, 1]", '["a", "a", 1]', '["a", "a", "a"]'],
         ["[]", "[1]", '[1, "a"]', '[1, "a", "a"]'],
     ),
+    # not of a format whose grammar is exact
+    ({"type": "string", "not": {"format": "date"}}, ['"2023-02-30"', '"x"', '"2023-2-28"'], ['"2023-02-28"', '"2024-02-29"']),
+    ({"type": "string", "maxLength": 8, "not": {"format": "ipv4"}}, ['"1.2.3"', '"01.2.3.4"'], ['"1.2.3.4"', '"10.0.0.1"']),
     # multipleOf by a remainder automaton, and its complement
     ({"type": "integer", "multipleOf": 7, "minimum": 0}, ["0", "14", "7007"], ["15", "-7", "70.5"]),
     ({"type": "number", "multipleOf": 0.3}, ["0.3", "-0.9", "1.2", "30"], ["0.31", "1", "0.1"]),
@@ -236,3 +239,39 @@ def test_random_schemas_with_conditionals_and_negations_match_hypothesis_instanc
     valid = sum(r.valid_instances for _s, r in results)
     accepted = sum(r.valid_accepted for _s, r in results)
     assert invalid >= 40 and valid >= 40 and accepted >= 0.6 * valid
+
+
+def test_exact_formats_match_the_checker() -> None:
+    """``EXACT_FORMATS`` accept exactly what ``jsonschema``'s format checker accepts (near
+    misses included), which is what makes their complement exact."""
+    import jsonschema
+    from structgen.schemas.formats import EXACT_FORMATS, format_ir
+
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    rng = random.Random(0)
+    digits = "0123456789"
+
+    def date() -> str:
+        parts = [
+            "".join(rng.choice(digits) for _ in range(4)),
+            "".join(rng.choice(digits) for _ in range(2)),
+            "".join(rng.choice(digits) for _ in range(rng.choice([2, 2, 1, 3]))),
+        ]
+        return rng.choice(["-", "-", "/"]).join(parts)
+
+    def ipv4() -> str:
+        octet = lambda: str(rng.randint(0, 255)) if rng.random() < 0.8 else rng.choice(["256", "0" + str(rng.randint(0, 99)), "999"])  # noqa: E731
+        return ".".join(octet() for _ in range(rng.choice([4, 4, 4, 3, 5])))
+
+    for name, draw in (("date", date), ("ipv4", ipv4)):
+        assert name in EXACT_FORMATS
+        node = format_ir(name)
+        assert node is not None
+        dfa = compile_lazy(node)
+        hits = 0
+        for _ in range(3000):
+            text = draw()
+            ok = checker.conforms(text, name)
+            hits += ok
+            assert dfa.accepts(text.encode()) == ok, (name, text)
+        assert 20 < hits < 3000
