@@ -14,9 +14,9 @@ from .ir import NOTHING, And, Minus, Node, alt, chars, lit, rep, seq
 from .json_containers import counted_members
 from .json_keywords import CONSTRAINTS, RecursionLimit, json_type, values_of
 from .json_negation import NotExpressible, complement
-from .json_scalars import convert_types, types_of
+from .json_scalars import convert_types, multiple_of_value, types_of
 from .json_strings import ANY_CHAR, ANY_STRING_CONTENT, json_string
-from .numbers import MAX_REMAINDER_STATES, SHORT_FRACTIONAL, SHORT_NUMBER, multiple_of_automaton, to_decimal
+from .numbers import MAX_REMAINDER_STATES, SHORT_FRACTIONAL, SHORT_NUMBER, multiple_of_automaton
 from .regex import parse_regex, resolve_anchors
 
 if TYPE_CHECKING:
@@ -160,13 +160,7 @@ def _not_multiple(cv: Converter, schema: dict[str, Any], mult: Any, rest: dict[s
     narrowing: a double parses each such text to the value it spells, so no text that reads
     as a multiple gets in), minus the remainder automaton's numerals (exact on that layout)."""
     where = ptr + "/not/multipleOf"
-    try:
-        m = to_decimal(mult)
-    except ValueError as e:
-        raise SchemaError(str(e), keyword="multipleOf", pointer=where) from e
-    if m <= 0:
-        raise SchemaError("multipleOf must be > 0", keyword="multipleOf", pointer=where)
-    multiples = multiple_of_automaton(m)
+    multiples = multiple_of_automaton(multiple_of_value(mult, where))
     if multiples is None:
         raise NotExpressible("multipleOf", where, f"multipleOf {mult}: its remainder automaton would exceed {MAX_REMAINDER_STATES} states")
     numbers = cv.convert(_with_type(cv, schema, rest, "number"), ptr)

@@ -71,10 +71,11 @@ class RefResolver:
 
     def pointer_exists(self, pointer: str) -> bool:
         """Whether JSON pointer ``pointer`` (``"#/a/b"``) names a value in the root."""
-        return self._walk(pointer) is not None
+        return self._walk(pointer)[1]
 
-    def _walk(self, pointer: str) -> tuple[Any, list[Any]] | None:
-        """The value at ``pointer`` and the values on the way (root first), or None."""
+    def _walk(self, pointer: str) -> tuple[list[Any], bool]:
+        """The values along ``pointer`` from the root (as far as they exist), and whether all
+        of it exists."""
         node = self.root
         path = [node]
         frag = unquote(pointer.lstrip("#"))
@@ -85,29 +86,19 @@ class RefResolver:
             elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
                 node = node[int(token)]
             else:
-                return None
+                return path, False
             path.append(node)
-        return node, path
+        return path, True
 
     def _resolver_for(self, holder: Any, pointer: str) -> Any:
+        """The resolver at ``holder``'s base URI, else at the deepest schema on ``pointer``."""
         resolvers = self._build()
         got = resolvers.get(id(holder)) if holder is not None else None
         if got is not None:
             return got
         schema_ptr = pointer[: -len("/$ref")] if pointer.endswith("/$ref") else pointer
-        best = resolvers[id(self.root)]
-        node = self.root
-        frag = unquote(schema_ptr.lstrip("#"))
-        for raw in frag.split("/")[1:] if frag else []:  # the deepest schema on the way that has a base
-            token = raw.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict) and token in node:
-                node = node[token]
-            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-                node = node[int(token)]
-            else:
-                break
-            best = resolvers.get(id(node), best)
-        return best
+        on_the_way = (resolvers.get(id(node)) for node in reversed(self._walk(schema_ptr)[0]))
+        return next(r for r in on_the_way if r is not None)  # the root always has one
 
     def _build(self) -> dict[int, Any]:
         if self._resolvers is not None:

@@ -169,13 +169,19 @@ def convert_number(cv: Converter, schema: dict[str, Any], ptr: str, *, integer: 
     return node
 
 
-def multiple_of(cv: Converter, node: Node, mult: Any, ptr: str, *, integer: bool) -> Node:
+def multiple_of_value(mult: Any, ptr: str) -> Decimal:
+    """A ``multipleOf`` value as an exact Decimal; ``SchemaError`` at ``ptr`` unless a number > 0."""
     try:
         m = to_decimal(mult)
     except ValueError as e:
         raise SchemaError(str(e), keyword="multipleOf", pointer=ptr) from e
     if m <= 0:
         raise SchemaError("multipleOf must be > 0", keyword="multipleOf", pointer=ptr)
+    return m
+
+
+def multiple_of(cv: Converter, node: Node, mult: Any, ptr: str, *, integer: bool) -> Node:
+    m = multiple_of_value(mult, ptr)
     if m == m.to_integral_value():
         mo = multiple_of_integer(int(m))
     elif integer:

@@ -165,10 +165,16 @@ def generate(
     batch = (
         isinstance(prompt, Sequence) and not isinstance(prompt, str) and bool(prompt) and all(isinstance(p, (str, list)) for p in prompt)
     )
-    prompts = list(prompt) if batch else [prompt]
+    given = list(prompt) if batch else [prompt]
     eng = engine if engine is not None else get_engine(model)
-    prompts = eng.prompt_format.apply(constraint, prompts, fits=lambda text: eng.prompt_fits(text, params, clip=True))
+    prompts = eng.prompt_format.apply(constraint, given)
     outs = eng.generate([GenerateRequest(p, params, constraint) for p in prompts])
+    # the model's declared wrapping never makes a prompt fail that fits as written
+    retry = [
+        i for i, out in enumerate(outs) if prompts[i] is not given[i] and getattr(out.error, "code", None) == "context_length_exceeded"
+    ]
+    for i, out in zip(retry, eng.generate([GenerateRequest(given[i], params, constraint) for i in retry]) if retry else []):
+        outs[i] = out
     results: list[Any] = []
     for i, out in enumerate(outs):
         try:

@@ -199,14 +199,6 @@ class Engine:
             raise RequestError("prompt is empty after tokenization", param="prompt")
         return ids
 
-    def prompt_fits(self, prompt: Any, params: SamplingParams, *, clip: bool = False) -> bool:
-        """Whether ``prompt`` tokenizes and passes :meth:`check_context` with ``params``."""
-        try:
-            self.check_context(len(self.tokenize(prompt)), params, clip=clip)
-        except RequestError:
-            return False
-        return True
-
     def check_context(self, num_prompt_tokens: int, params: SamplingParams, *, clip: bool = False) -> SamplingParams:
         """``params`` with ``max_tokens`` resolved for a prompt of ``num_prompt_tokens`` (None:
         the room left; beyond the room: clipped to it with ``clip``, as :meth:`submit` does).

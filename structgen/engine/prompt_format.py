@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from structgen.fsm import Constraint
@@ -82,22 +81,18 @@ class PromptFormat(NamedTuple):
 
     name: str | None
 
-    def apply(self, constraint: Constraint | None, prompts: list[Any], fits: Callable[[str], bool] | None = None) -> list[Any]:
+    def apply(self, constraint: Constraint | None, prompts: list[Any]) -> list[Any]:
         """``prompts`` in this format: for ``structgen-extraction-v1`` each text prompt is wrapped
         in the extraction prompt when ``constraint`` is a JSON Schema object; chat messages,
-        token ids, regexes and free text are left as they are.  ``fits(text)``: whether a
-        prompt fits the context; a wrapped prompt that does not is left unwrapped, so the
-        wrapping never makes a request fail that fits as given (a long field list)."""
+        token ids, regexes and free text are left as they are.  Callers run a wrapped prompt
+        that exceeds the context as written instead (a long field list must never make a
+        request fail that fits as given): the Python API and ``/v1/structured`` do."""
         if self.name != EXTRACTION_V1 or constraint is None or constraint.kind != "json_schema":
             return prompts
         schema = constraint.schema()
         if not isinstance(schema, dict):
             return prompts
-        out = []
-        for p in prompts:
-            wrapped = format_prompt(schema, p) if isinstance(p, str) else p
-            out.append(wrapped if wrapped is p or fits is None or fits(wrapped) else p)
-        return out
+        return [format_prompt(schema, p) if isinstance(p, str) else p for p in prompts]
 
 
 def load_prompt_format(model_path: str | os.PathLike[str]) -> PromptFormat:

@@ -148,10 +148,15 @@ class Sampler:
                 reqs[i].budget_narrowed = True  # its end will be reported as "length", not "stop"
         else:
             row_idx = self._unconstrained_rows(n, device)  # [S] int32, all −1: no copy
-        penalized = [i for i, (r, a) in enumerate(zip(reqs, on)) if a and r.penalized()]
+        penalized: list[int] = []
+        no_eos: list[int] = []
+        for i, (r, a) in enumerate(zip(reqs, on)):
+            if a and r.penalized():
+                penalized.append(i)
+            if a and r.suppress_eos():
+                no_eos.append(i)
         if penalized:
             apply_penalties(logits, reqs, penalized)
-        no_eos = [i for i, (r, a) in enumerate(zip(reqs, on)) if a and r.suppress_eos()]
         if no_eos and self._eos_ids:
             self._mask_eos(logits, no_eos)
         future = self._future(n, device)
