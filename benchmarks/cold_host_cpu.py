@@ -1,0 +1,126 @@
+"""Engine-side host work per cold grammar shipped from a compile process, with and without its
+NFA fragments built before shipping.
+
+For each request of the ``extraction`` workload (the demo generator's held-out schemas) the
+schema is compiled as a compile process does, its state pickled without the vocabulary and
+loaded twice: the engine's copy and a row worker's copy.  A seeded random walk then draws each
+token from the allowed set, which the row worker's copy computes (untimed, as rows come from the
+workers), and times what the engine thread does with it: ``advance``, the jump-forward budget
+check (``within_distance``) and the jump-forward plan.  Both variants walk the same schemas with
+the same seeds in one process, the collector frozen after each load as the engine does.
+
+    python benchmarks/cold_host_cpu.py --tokenizer LLAMA3_TOKENIZER
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import pickle
+import random
+import statistics
+import time
+
+import numpy as np
+from _gpu_common import HERE, run_meta, write_results
+from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler, TokenFSM, Vocabulary
+from structgen.fsm.compiler import FRAGMENT_BUDGET_S
+
+from structgen.demo.data import generate_examples
+
+MAX_STEPS = 200  # the workload's max_tokens
+
+
+def _shipped(fsm: TokenFSM, vocab: Vocabulary, fragments: bool) -> tuple[bytes, TokenFSM, TokenFSM]:
+    if fragments:
+        fsm.build_fragments(time.perf_counter() + FRAGMENT_BUDGET_S)
+    state = fsm.__getstate__()
+    state.pop("vocab")
+    blob = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+    copies = []
+    for _ in range(2):
+        copy = TokenFSM.__new__(TokenFSM)
+        copy.__setstate__({**pickle.loads(blob), "vocab": vocab})
+        copies.append(copy)
+    return blob, copies[0], copies[1]
+
+
+def measure(vocab: Vocabulary, schemas: list, fragments: bool, seed: int) -> list:
+    compiler = GrammarCompiler(vocab, CompilerConfig(cache_size=0))
+    per_request: list[float] = []
+    ship_ms: list[float] = []
+    sizes: list[int] = []
+    tokens = 0
+    for k, schema in enumerate(schemas):
+        t0 = time.perf_counter()
+        blob, engine, worker = _shipped(compiler.compile(Constraint.json_schema(schema)), vocab, fragments)
+        ship_ms.append((time.perf_counter() - t0) * 1e3)
+        sizes.append(len(blob))
+        gc.freeze()
+        rng = random.Random(seed + k)
+        cur = engine.cursor()
+        spent = 0.0
+        for _ in range(MAX_STEPS):
+            shadow = worker.cursor()
+            for t in cur.tokens():
+                shadow.advance(t)
+            bits = np.unpackbits(worker.mask_row(shadow.state).view(np.uint8), bitorder="little")[: vocab.size]
+            allowed = np.setdiff1d(np.flatnonzero(bits), vocab.eos_token_ids)  # EOS ends the walk instead
+            if not len(allowed) or (worker.is_accepting(shadow.state) and rng.random() < 0.3):
+                break
+            tok = int(allowed[rng.randrange(len(allowed))])
+            t0 = time.perf_counter()
+            cur.advance(tok)
+            if engine.forced_bytes(cur.state) and engine.within_distance(cur.state, MAX_STEPS):
+                plan = cur.peek_jump_forward(max_rollback=3)
+                if plan is not None:
+                    cur.apply_jump_forward(plan)
+            spent += time.perf_counter() - t0
+            tokens += 1
+        per_request.append(spent * 1e3)
+    return [
+        "built before shipping" if fragments else "lazy",
+        len(schemas),
+        tokens,
+        round(statistics.fmean(per_request), 2),
+        round(sum(per_request) * 1e3 / tokens, 1),
+        round(statistics.fmean(ship_ms), 2),
+        round(statistics.fmean(sizes) / 1e3, 1),
+    ]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--tokenizer", required=True, help="local Hugging Face tokenizer folder")
+    ap.add_argument("--num-requests", type=int, default=32)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=str(HERE / "results" / "cold-host-cpu"))
+    args = ap.parse_args()
+    if args.num_requests < 1:
+        ap.error("--num-requests must be ≥ 1")
+    vocab = Vocabulary.from_tokenizer(args.tokenizer)
+    vocab.prepare()
+    schemas = [e.schema for e in generate_examples(args.num_requests, "heldout", args.seed)]
+    rows = [measure(vocab, schemas, fragments, args.seed) for fragments in (False, True)]
+    header = [
+        "NFA fragments",
+        "requests",
+        "sampled tokens",
+        "engine ms per request",
+        "engine µs per token",
+        "compile + ship ms",
+        "shipped KB",
+    ]
+    meta = {**run_meta(), "workload": f"extraction, held-out, seed {args.seed}", "vocabulary": f"{vocab.size} tokens"}
+    notes = [
+        "*engine ms per request*: advance + jump-forward budget check + plan on the engine's copy, summed over a",
+        "request's walk (tokens drawn at random from the allowed set, seeded); mask rows come from the worker's copy, untimed.",
+        "*compile + ship ms*: compile, fragments (when built; at most the compile processes' budget), pickle and two loads.",
+    ]
+    write_results(
+        args.out, "cold-host-cpu", "Engine-side host work on cold grammars shipped from a compile process", meta, header, rows, notes
+    )
+
+
+if __name__ == "__main__":
+    main()
