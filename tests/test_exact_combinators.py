@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from structgen.fsm.dfa import Budget
 from structgen.fsm.lazy_dfa import compile_lazy
-from structgen.schemas.errors import UnsupportedSchemaError
+from structgen.schemas.errors import SchemaError, UnsupportedSchemaError
 from structgen.schemas.json_schema import schema_to_ir
 
 from structgen.bench.conformance import sample_strings
@@ -202,6 +202,12 @@ def test_draft7_ref_siblings_are_ignored_under_not() -> None:
     dfa = _dfa(schema)
     assert not _accepts(dfa, '"x"') and not _valid(schema, '"x"')
     assert _accepts(dfa, '"long"') and _valid(schema, '"long"')
+
+
+def test_a_bad_multiple_of_under_not_is_named() -> None:
+    with pytest.raises(SchemaError, match="multipleOf must be a number above 0") as e:
+        schema_to_ir({"not": {"multipleOf": 0}})
+    assert e.value.keyword == "multipleOf" and e.value.pointer == "#/not"
 
 
 def test_unexpressible_complements_are_named_errors() -> None:

@@ -63,6 +63,8 @@ def test_ignore_eos_and_min_tokens_mask_eos_until_due() -> None:
     assert s.sample(logits.clone(), [plain, ignoring, early]) == [5, 0, 5]
     with pytest.raises(RequestError, match="min_tokens"):
         SamplingParams(min_tokens=-1)
+    with pytest.raises(RequestError, match="ignore_eos"):
+        SamplingParams(ignore_eos="yes")  # type: ignore[arg-type]
 
 
 def test_penalties_follow_vllm_and_openai() -> None:
