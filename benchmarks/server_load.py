@@ -1,11 +1,15 @@
 """Load test of the HTTP server: N requests at concurrency C mixing JSON Schemas, regexes and
-free text (a third streamed), against a server started in-process (or ``--url``).
+free text (a third streamed), against a server started in a process of its own (or ``--url``),
+with its engine in a process of its own or on a thread of the front end (``--placements``),
+and optionally the same requests through ``structgen.Engine`` alone (``--engine-alone``).
 
 Reports requests/s, latency p50/p99 (client side), TTFT and TPOT p50/p99 (server timings),
-validity of every schema / regex output (jsonschema / ``re.fullmatch``), and lost requests.
+validity of every schema / regex output (jsonschema / ``re.fullmatch``), lost requests, and the
+CPU time of each process (load generator, front end, engine) per wall second.
 
     python benchmarks/server_load.py                       # CPU: tiny random Llama + GPT-2 tokenizer
-    python benchmarks/server_load.py --preset llama3-8b --tokenizer .carry/llama3 --concurrency 64 256   # H200
+    python benchmarks/server_load.py --preset llama3-8b --tokenizer LLAMA3_TOKENIZER \
+        --concurrency 16 64 256 512 --placements process thread --engine-alone      # GPU
 """
 
 from __future__ import annotations
@@ -216,14 +220,171 @@ def summarize(records: list[Record], wall_s: float) -> dict[str, Any]:
     }
 
 
+def _proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads) so far; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _descendants(pid: int) -> list[int]:
+    """``pid``'s child processes, their children, ... (read from /proc)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (FileNotFoundError, ProcessLookupError, ValueError):
+                continue
+            parents.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+class CpuMeter:
+    """CPU seconds of the load generator (this process), the server's front end and its engine
+    (the engine process with its compile and row workers; in thread mode the front end's process
+    is the engine's and the engine column counts only its worker processes)."""
+
+    def __init__(self, front_pid: int, engine_pid: int) -> None:
+        self.front_pid, self.engine_pid = front_pid, engine_pid
+
+    def read(self) -> tuple[float, float, float]:
+        engine_tree = ([] if self.engine_pid == self.front_pid else [self.engine_pid]) + _descendants(self.engine_pid)
+        return time.process_time(), _proc_cpu_s(self.front_pid), sum(_proc_cpu_s(p) for p in set(engine_tree))
+
+
+def _server_main(config: Any, placement: str, ready: Any) -> None:
+    """A server's front-end process: the app with its engine in a process of its own
+    (``placement="process"``, what ``structgen serve`` runs) or on a thread of this process
+    (``"thread"``); serves on loopback until SIGTERM."""
+    import signal as _signal
+
+    from structgen.engine.engine import Engine
+    from structgen.server import ServerThread, create_app
+
+    engine = Engine(config.model, config.engine) if placement == "thread" else None
+    app = create_app(config, engine=engine)
+    _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGTERM})
+    with ServerThread(app, start_timeout_s=1800) as st:
+        ready.put((st.url, app.state.service.client.info.pid))
+        _signal.sigwait({_signal.SIGTERM})
+    if engine is not None:
+        engine.close()
+
+
+def run_engine_alone(engine: Any, jobs: list[Job], concurrency: int) -> tuple[list[Record], float]:
+    """The same jobs through ``structgen.Engine`` directly (no HTTP, no front end), at most
+    ``concurrency`` in flight: the engine-alone ceiling.  Tokenization is part of submit."""
+    from collections import deque
+
+    from structgen.fsm import Constraint
+
+    from structgen.engine.request import GenerateRequest, SamplingParams
+
+    def request(job: Job) -> GenerateRequest:
+        b = job.body
+        params = SamplingParams(max_tokens=b["max_tokens"], temperature=b["temperature"], seed=b["seed"])
+        constraint = (
+            Constraint.json_schema(b["json_schema"]) if "json_schema" in b else Constraint.regex(b["regex"]) if "regex" in b else None
+        )
+        return GenerateRequest(b["prompt"], params, constraint)
+
+    todo, records = deque(jobs), []
+    inflight: dict[int, Job] = {}
+    t0 = time.perf_counter()
+    while todo or inflight:
+        while todo and len(inflight) < concurrency:
+            job = todo.popleft()
+            inflight[engine.submit(request(job))] = job
+        for chunk in engine.step():
+            if chunk.finished:
+                job, u = inflight.pop(chunk.rid), chunk.usage
+                out = engine.output(chunk.rid)
+                engine.forget(chunk.rid)
+                payload: dict[str, Any] = {"finish_reason": out.finish_reason, "text": out.text}
+                if job.kind == "schema":
+                    try:
+                        payload["output"] = json.loads(out.text)
+                    except ValueError:
+                        pass
+                valid = _validate(job, payload)
+                records.append(Record(job.kind, False, 200, u.latency_s, u.ttft_s * 1e3, u.latency_s * 1e3,
+                                      u.completion_tokens, u.forced_tokens, valid, None))  # fmt: skip
+    return records, time.perf_counter() - t0
+
+
+def _model_folder(args: argparse.Namespace, tmp: str) -> tuple[str, int | None, str]:
+    """The model folder, its random-weight seed (None: weights on disk) and a label."""
+    if args.preset:
+        from structgen.models.presets import write_preset_folder
+
+        return os.fspath(write_preset_folder(args.preset, tmp, tokenizer_dir=args.tokenizer)), 0, args.preset
+    if args.model:
+        return args.model, None, args.model
+    from structgen.models.presets import write_random_preset_checkpoint
+
+    tok = args.tokenizer or HERE.parent / "tests" / "fixtures" / "gpt2"
+    return (
+        str(write_random_preset_checkpoint("llama-gpt2-tiny", tmp, tok)),
+        None,
+        "preset llama-gpt2-tiny: random Llama (2 layers, hidden 64) + GPT-2 tokenizer",
+    )
+
+
+def _run_server(
+    config: Any, placement: str, levels: dict[int, list[Job]], warm: list[Job]
+) -> list[tuple[str, int, list[Record], float, tuple[float, ...]]]:
+    """Start a server process (``placement`` of its engine), warm it up, and run each level."""
+    import multiprocessing
+    import signal as _signal
+
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Queue()
+    proc = ctx.Process(target=_server_main, args=(config, placement, ready))
+    proc.start()
+    try:
+        url, engine_pid = ready.get(timeout=1800)
+        meter = CpuMeter(proc.pid, engine_pid)  # type: ignore[arg-type]
+        asyncio.run(run_load(url, warm, min(32, len(warm))))  # compiles, CUDA graphs, first-use allocations
+        out = []
+        for conc, jobs in levels.items():
+            before = meter.read()
+            records, wall = asyncio.run(run_load(url, jobs, conc))
+            after = meter.read()
+            out.append((f"server, engine {placement}", conc, records, wall, tuple((b - a) / wall for a, b in zip(before, after))))
+        return out
+    finally:
+        os.kill(proc.pid, _signal.SIGTERM)  # type: ignore[arg-type]
+        proc.join(120)
+        if proc.is_alive():
+            proc.kill()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--url", default=None, help="an already running server (default: start one in-process)")
+    ap.add_argument("--url", default=None, help="an already running server (default: start one in a process of its own)")
     ap.add_argument("--model", default=None, help="model folder (default: a tiny random Llama with the GPT-2 tokenizer)")
     ap.add_argument("--preset", default=None, help="a random-weight preset (llama3-8b) with --tokenizer")
     ap.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the GPT-2 test fixture for the tiny model)")
     ap.add_argument("--num-requests", type=int, default=500)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[64])
+    ap.add_argument(
+        "--placements",
+        nargs="+",
+        choices=["process", "thread"],
+        default=["process"],
+        help="where the server's engine runs: its own process (what `structgen serve` runs) or a thread of the front end",
+    )
+    ap.add_argument("--engine-alone", action="store_true", help="also run the same requests through structgen.Engine (no HTTP)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(HERE / "results" / "server-load"))
     ap.add_argument("--stem", default=None, help="results file stem (default: server-load-<cpu|gpu>)")
@@ -235,47 +396,47 @@ def main() -> None:
     rows, notes = [], []
     jobs = build_workload(args.num_requests, args.seed)
     # each concurrency level gets its own prompts (a repeat would be served from the radix cache)
-    level_jobs = {conc: build_workload(args.num_requests, args.seed + 1000 * k) for k, conc in enumerate(args.concurrency)}
+    levels = {conc: build_workload(args.num_requests, args.seed + 1000 * k) for k, conc in enumerate(args.concurrency)}
+    warm = build_workload(32, args.seed + 1)
     kinds = {k: sum(1 for j in jobs if j.kind == k) for k in ("schema", "regex", "text")}
-    runs: list[tuple[int, list[Record], float]] = []
+    runs: list[tuple[str, int, list[Record], float, tuple[float, ...]]] = []
     if args.url:
         label = args.url
-        for conc in args.concurrency:
-            runs.append((conc, *asyncio.run(run_load(args.url, level_jobs[conc], conc))))
+        for conc, level in levels.items():
+            runs.append(("server at --url", conc, *asyncio.run(run_load(args.url, level, conc)), ()))
     else:
-        from structgen.engine.engine import EngineConfig
+        from structgen.fsm import CompilerConfig
+
+        from structgen.engine.config import worker_processes
+        from structgen.engine.engine import Engine, EngineConfig
         from structgen.engine.scheduler import SchedulerConfig
         from structgen.runtime.memory import MemoryConfig
-        from structgen.server import ServerConfig, ServerThread, create_app
+        from structgen.server import ServerConfig
 
         tmp = tempfile.mkdtemp(prefix="structgen-load-")
-        model, random_seed = args.model, None
-        if args.preset:
-            from structgen.models.presets import write_preset_folder
-
-            model, random_seed = os.fspath(write_preset_folder(args.preset, tmp, tokenizer_dir=args.tokenizer)), 0
-        elif model is None:
-            from structgen.models.presets import write_random_preset_checkpoint
-
-            model = str(
-                write_random_preset_checkpoint("llama-gpt2-tiny", tmp, args.tokenizer or HERE.parent / "tests" / "fixtures" / "gpt2")
-            )
+        model, random_seed, label = _model_folder(args, tmp)
         top = max(64, *args.concurrency)
         engine = EngineConfig(
             random_weights_seed=random_seed,
             memory=MemoryConfig(max_context=2048, mem_fraction=0.8),
             scheduler=SchedulerConfig(max_running_requests=top),
+            compiler=CompilerConfig(**worker_processes("auto", "auto", "auto", reserved=2)),  # what `structgen serve` picks
         )
-        app = create_app(ServerConfig(model=model, max_queue=max(1024, 2 * top), engine=engine))
-        with ServerThread(app) as server:  # one server; each concurrency level is a client setting
-            asyncio.run(run_load(server.url, build_workload(32, args.seed + 1), min(32, top)))  # warm-up: compiles, graphs
-            for conc in args.concurrency:
-                runs.append((conc, *asyncio.run(run_load(server.url, level_jobs[conc], conc))))
-        label = args.preset or (args.model or "preset llama-gpt2-tiny: random Llama (2 layers, hidden 64) + GPT-2 tokenizer")
-    for conc, records, wall in runs:
+        config = ServerConfig(model=model, max_queue=max(1024, 2 * top), engine=engine)
+        for placement in args.placements:  # one server per placement; each concurrency level is a client setting
+            runs += _run_server(config, placement, levels, warm)
+        if args.engine_alone:
+            with Engine(model, engine) as eng:
+                run_engine_alone(eng, warm, min(32, len(warm)))
+                for conc, level in levels.items():
+                    t0 = time.process_time()
+                    records, wall = run_engine_alone(eng, level, conc)
+                    runs.append(("engine alone", conc, records, wall, (0.0, 0.0, (time.process_time() - t0) / wall)))
+    for where, conc, records, wall, cpu in runs:
         s = summarize(records, wall)
         rows.append(
             [
+                where,
                 conc,
                 s["requests"],
                 s["ok"],
@@ -283,28 +444,37 @@ def main() -> None:
                 f"{s['valid']}/{s['checked']}",
                 round(s["req_per_s"], 2),
                 round(s["out_tok_per_s"], 1),
-                round(s["forced_share"], 3),
                 round(s["latency_p50_ms"], 1),
                 round(s["latency_p99_ms"], 1),
                 round(s["ttft_p50_ms"], 1),
                 round(s["ttft_p99_ms"], 1),
                 round(s["tpot_p50_ms"], 2),
                 round(s["tpot_p99_ms"], 2),
+                " / ".join(f"{100 * c:.0f}" for c in cpu) if cpu else "",
             ]
         )
         errs = [r.error for r in records if r.error][:3]
         if errs:
-            notes.append(f"- concurrency {conc}: first errors: {errs}")
+            notes.append(f"- {where}, concurrency {conc}: first errors: {errs}")
     notes += [
         f"- model: {label}; workload: {args.num_requests} `/v1/structured` requests ({kinds['schema']} JSON Schema, {kinds['regex']} regex, "
         f"{kinds['text']} free text at seed {args.seed}; every third streamed; half share a {len(FEW_SHOT)}-character few-shot "
-        f"prefix); concurrency level k uses seed {args.seed} + 1000k, after a 32-request warm-up, on one server.",
+        f"prefix); concurrency level k uses seed {args.seed} + 1000k, after a 32-request warm-up, on one server per engine placement.",
+        "- server, engine process: the front end (HTTP, validation, tokenization, SSE) in one process and the engine in its own "
+        "(what `structgen serve` runs); server, engine thread: the engine stepped on a thread of the front end's process; engine "
+        "alone: the same requests submitted to `structgen.Engine` directly, at most C in flight (tokenization included, no HTTP). "
+        "The load generator runs in the benchmark's own process, apart from the server's.",
+        "- CPU %: CPU seconds per wall second of the load generator / the server's front-end process / the engine process with its "
+        "compile and row worker processes (100 = one core busy); with the engine on a thread, the front-end figure includes the "
+        "engine's own thread and the engine figure counts only its worker processes.",
         "- latency: client side, request sent → last byte; TTFT / TPOT: the server's `timings` (TTFT from the request's arrival, "
-        "compile and tokenization included; TPOT = (total − TTFT) / (completion tokens − 1)).",
+        "tokenization and the wait for the grammar included; TPOT = (total − TTFT) / (completion tokens − 1)); engine alone: "
+        "the engine's usage (from submit).",
         "- valid: schema outputs parsed and checked with jsonschema (formats included), regex outputs with `re.fullmatch`.",
     ]
-    header = ["concurrency", "requests", "answered 200", "lost", "valid", "req/s", "out tok/s", "forced share",
-              "latency p50 ms", "latency p99 ms", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms"]  # fmt: skip
+    header = ["run", "concurrency", "requests", "answered 200", "lost", "valid", "req/s", "out tok/s",
+              "latency p50 ms", "latency p99 ms", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms",
+              "CPU % client / front end / engine"]  # fmt: skip
     stem = args.stem or ("server-load-gpu" if "H200" in meta["machine"] or "NVIDIA" in meta["machine"] else "server-load-cpu")
     write_results(args.out, stem, "HTTP server load", meta, header, rows, notes)
 

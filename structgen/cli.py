@@ -320,7 +320,7 @@ def _serve_command(args: argparse.Namespace) -> int:
                 timeout_s=args.compile_timeout_s,
                 max_states=args.max_states,
                 workers=args.compile_workers,
-                **worker_processes(args.compile_processes, args.row_processes, args.device),
+                **worker_processes(args.compile_processes, args.row_processes, args.device, reserved=2),  # engine + front end
                 precompute_states=args.precompute_states,
                 precompute_budget_s=args.precompute_budget_s,
             ),

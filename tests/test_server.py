@@ -84,7 +84,7 @@ def client(server: ServerThread) -> Iterator[httpx.Client]:
 
 
 def _snapshot(st: ServerThread) -> Any:
-    return asyncio.run(st.app.state.service.aengine.snapshot())
+    return asyncio.run(st.app.state.service.client.snapshot())
 
 
 def _wait_idle(st: ServerThread, timeout_s: float = 60.0) -> Any:
@@ -339,12 +339,13 @@ def test_422_rows_and_cached_failures(server: ServerThread, client: httpx.Client
     )
     assert err["code"] == "compile_limit" and "max_states" in err["message"] and err["param"] == "response_format"
 
-    compiler = server.app.state.service.engine.compiler
-    before = compiler.stats()
+    before = _snapshot(server)  # the engine process's compiler counters, also on /metrics
     again = _error(client.post("/v1/structured", json={"prompt": "y", "json_schema": STATE_CAP_SCHEMA}), 422)
-    after = compiler.stats()
+    after = _snapshot(server)
     assert again["code"] == "compile_limit"
-    assert after.failures == before.failures and after.misses == before.misses and after.memory_hits == before.memory_hits + 1
+    assert after.compile_failures == before.compile_failures and after.compile_misses == before.compile_misses
+    assert after.compile_hits == before.compile_hits + 1
+    assert _metric(client, "structgen_grammar_compiles", '{result="hit"}') == after.compile_hits
 
 
 def test_422_compile_timeout(make_server: Callable[..., ServerThread]) -> None:

@@ -29,25 +29,27 @@ def cpu_threads_for(config_threads: int | None, num_params: int) -> int | None:
     return 1 if num_params < SMALL_MODEL_PARAMS else None
 
 
-def auto_worker_processes(device: torch.device, cpus: int | None = None) -> tuple[int, int]:
+def auto_worker_processes(device: torch.device, cpus: int | None = None, *, reserved: int = 1) -> tuple[int, int]:
     """(compile processes, row processes) for ``--compile-processes auto`` /
     ``--row-processes auto``: on a CUDA device with ≥ 8 CPU cores, a quarter of the cores
-    compile and the rest but one (the engine's) compute first-visit mask rows, so a cold
-    schema's grammar work runs beside the forward instead of on the engine thread (16 cores:
-    4 + 11, the split measured in ``benchmarks/results/bench-json-gpu/extraction-row-workers.md``);
-    elsewhere none (threads), since a CPU model needs the cores itself."""
+    compile and the rest but ``reserved`` (the engine's; the server's front end is a second)
+    compute first-visit mask rows, so a cold schema's grammar work runs beside the forward
+    instead of on the engine thread (16 cores: 4 + 11, the split measured in
+    ``benchmarks/results/bench-json-gpu/extraction-row-workers.md``); elsewhere none (threads),
+    since a CPU model needs the cores itself."""
     cpus = cpus or os.cpu_count() or 1
     if device.type != "cuda" or cpus < 8:
         return 0, 0
     compile_procs = max(1, cpus // 4)
-    return compile_procs, min(cpus - 1 - compile_procs, 31)
+    return compile_procs, max(1, min(cpus - reserved - compile_procs, 31))
 
 
-def worker_processes(compile_processes: int | str, row_processes: int | str, device: str) -> dict[str, int]:
+def worker_processes(compile_processes: int | str, row_processes: int | str, device: str, *, reserved: int = 1) -> dict[str, int]:
     """``CompilerConfig`` fields ``processes`` / ``row_processes`` from the ``serve`` / ``bench
-    json`` flags: a count, or "auto" (:func:`auto_worker_processes` for ``device``; auto row
-    processes are 0 without compile processes).  Raises ``ValueError`` naming the flag."""
-    auto = auto_worker_processes(EngineConfig(device=device).torch_device())
+    json`` flags: a count, or "auto" (:func:`auto_worker_processes` for ``device`` and
+    ``reserved`` cores; auto row processes are 0 without compile processes).  Raises
+    ``ValueError`` naming the flag."""
+    auto = auto_worker_processes(EngineConfig(device=device).torch_device(), reserved=reserved)
     out: dict[str, int] = {}
     for flag, name, raw, guess in (
         ("--compile-processes", "processes", str(compile_processes), auto[0]),

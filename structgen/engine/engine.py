@@ -9,7 +9,6 @@ import itertools
 import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import replace
 from typing import Any, NamedTuple
 
 import torch
@@ -20,6 +19,7 @@ from structgen.engine.grammar_manager import GrammarManager
 from structgen.engine.model_runner import ModelRunner
 from structgen.engine.observer import StepObserver, StepPhases
 from structgen.engine.prompt_format import load_prompt_format
+from structgen.engine.prompt_tokenizer import PromptTokenizer, fit_context, load_tokenizer
 from structgen.engine.radix_cache import RadixCache
 from structgen.engine.request import GenerateRequest, Req, RequestError, RequestOutput, SamplingParams, Status, StreamChunk, Usage
 from structgen.engine.sampling import SampledIds, Sampler
@@ -99,15 +99,8 @@ class Engine:
             threads = cpu_threads_for(cfg.cpu_threads, sum(p.numel() for p in runner.model.parameters()))
             if threads is not None:
                 torch.set_num_threads(threads)
-        from transformers import AutoTokenizer
-
-        self.tokenizer = AutoTokenizer.from_pretrained(os.fspath(tokenizer_path or model_path), local_files_only=True)
-        if chat_template is not None:
-            self.tokenizer.chat_template = chat_template
-            try:  # a template that cannot render a plain exchange is refused now, not at the first request
-                self.tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False)
-            except Exception as exc:  # jinja syntax or runtime errors
-                raise ValueError(f"chat template: it cannot render a user message: {exc}") from None
+        self.tokenizer = load_tokenizer(tokenizer_path or model_path, chat_template)
+        self.prompts = PromptTokenizer(self.tokenizer, runner.vocab_size, self.model_path)
         self.prompt_format = load_prompt_format(self.model_path)  # applied by the API and server to text prompts
         self.eos_token_ids = eos_token_ids(self.model_path, self.runner.hf_config, self.tokenizer)
         self.vocab = Vocabulary.from_tokenizer(self.tokenizer, eos_token_ids=self.eos_token_ids)
@@ -171,59 +164,22 @@ class Engine:
     # ------------------------------------------------------------------ requests
 
     def tokenize(self, prompt: Any, chat_template_kwargs: dict[str, Any] | None = None) -> list[int]:
-        """Prompt → ids: text (the tokenizer's special tokens added), chat messages (the
-        tokenizer's chat template with the generation prompt; ``chat_template_kwargs``: extra
-        template variables, e.g. ``enable_thinking``) or a list of ids.  Raises ``RequestError``."""
-        tok = self.tokenizer
-        if isinstance(prompt, str):
-            ids = list(tok(prompt)["input_ids"])
-        elif isinstance(prompt, Sequence) and prompt and all(isinstance(m, dict) for m in prompt):
-            if not getattr(tok, "chat_template", None):
-                raise RequestError(
-                    f"prompt: chat messages need a chat template, and the tokenizer of {self.model_path!r} has none; pass text",
-                    param="prompt",
-                )
-            try:
-                text = tok.apply_chat_template(list(prompt), add_generation_prompt=True, tokenize=False, **(chat_template_kwargs or {}))
-            except Exception as exc:  # jinja errors, bad roles
-                raise RequestError(f"prompt: the chat template rejected the messages: {exc}", param="prompt") from None
-            ids = list(tok(text, add_special_tokens=False)["input_ids"])
-        elif isinstance(prompt, Sequence) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-            bad = [t for t in prompt if not 0 <= t < self.runner.vocab_size]
-            if bad:
-                raise RequestError(f"prompt: token ids {bad[:5]} outside the vocabulary [0, {self.runner.vocab_size})", param="prompt")
-            ids = list(prompt)
-        else:
-            raise RequestError("prompt must be a non-empty string, a list of chat messages (dicts) or a list of token ids", param="prompt")
-        if not ids:
-            raise RequestError("prompt is empty after tokenization", param="prompt")
-        return ids
+        """:meth:`PromptTokenizer.tokenize` with this engine's tokenizer.  Raises ``RequestError``."""
+        return self.prompts.tokenize(prompt, chat_template_kwargs)
+
+    @property
+    def context(self) -> int:
+        """Tokens one sequence may hold: the model's context (``max_context``) or the KV pool's
+        capacity, whichever is smaller."""
+        return min(self.runner.max_context, self.runner.allocator.capacity)
 
     def check_context(self, num_prompt_tokens: int, params: SamplingParams, *, clip: bool = False) -> SamplingParams:
-        """``params`` with ``max_tokens`` resolved for a prompt of ``num_prompt_tokens`` (None:
-        the room left; beyond the room: clipped to it with ``clip``, as :meth:`submit` does).
-        The context is the model's (``max_context``) or the KV pool's capacity, whichever is
-        smaller.  Raises ``RequestError`` (code ``context_length_exceeded``) when the prompt
+        """``params`` with ``max_tokens`` resolved for a prompt of ``num_prompt_tokens`` in
+        :attr:`context` (:func:`fit_context`; None: the room left; beyond the room: clipped to it
+        with ``clip``, as :meth:`submit` does).  Raises ``RequestError`` (code ``context_length_exceeded``) when the prompt
         leaves no room, or without ``clip`` when ``max_tokens`` exceeds the room left (the
         server's answer is then a 400)."""
-        ctx = min(self.runner.max_context, self.runner.allocator.capacity)
-        if num_prompt_tokens >= ctx:
-            raise RequestError(
-                f"the prompt has {num_prompt_tokens} tokens; the context is {ctx} tokens and at least one must be left to generate",
-                param="prompt",
-                code="context_length_exceeded",
-            )
-        room = ctx - num_prompt_tokens
-        if params.max_tokens is None or (clip and params.max_tokens > room):
-            return replace(params, max_tokens=room)
-        if params.max_tokens > room:
-            raise RequestError(
-                f"max_tokens={params.max_tokens} plus the prompt's {num_prompt_tokens} tokens exceed the context of {ctx} tokens "
-                f"(at most {room} completion tokens fit)",
-                param="max_tokens",
-                code="context_length_exceeded",
-            )
-        return params
+        return fit_context(self.context, num_prompt_tokens, params, clip=clip)
 
     def submit(self, request: GenerateRequest) -> int:
         """Queue ``request``; returns its id.  ``max_tokens`` beyond the room the context leaves

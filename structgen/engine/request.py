@@ -109,7 +109,8 @@ class Usage(NamedTuple):
     that ends the output counts as sampled and completion).  ``cached_tokens``: prompt tokens
     served by the radix cache.  ``forwards``: model forwards the request took part in.
     ``ttft_s`` / ``latency_s`` / ``queue_s``: seconds from submission to the first token / to the
-    end / to the first forward that included it.
+    end / to the first forward that included it; ``grammar_s``: seconds from submission until its
+    grammar was compiled (or failed to; 0 without a constraint), part of ``queue_s``.
     """
 
     prompt_tokens: int
@@ -123,6 +124,7 @@ class Usage(NamedTuple):
     ttft_s: float
     latency_s: float
     queue_s: float = 0.0
+    grammar_s: float = 0.0
 
 
 class RequestOutput(NamedTuple):
@@ -204,6 +206,7 @@ class Req:
     retractions: int = 0
     wait_steps: int = 0
     scheduled_s: float | None = None
+    grammar_s: float = 0.0  # seconds from arrival until the grammar compiled (or failed)
     first_token_s: float | None = None
     finished_s: float | None = None
     sent_bytes: int = 0
@@ -317,4 +320,5 @@ class Req:
             ttft_s=first - self.arrival_s,
             latency_s=end - self.arrival_s,
             queue_s=(self.scheduled_s if self.scheduled_s is not None else end) - self.arrival_s,
+            grammar_s=self.grammar_s,
         )

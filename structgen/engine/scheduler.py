@@ -150,6 +150,10 @@ class Scheduler:
 
     def schedule(self) -> ScheduledBatch | None:
         ready, failed = self.grammar.poll()
+        if ready or failed:
+            now = time.perf_counter()
+            for r in ready + failed:
+                r.grammar_s = now - r.arrival_s
         for r in ready:
             self.prefill.add(r)
         for r in failed:

@@ -67,6 +67,10 @@ def load_hf_config(path: str | os.PathLike[str]) -> Any:
     from transformers import AutoConfig
 
     try:
+        json.loads((folder / "config.json").read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ModelLoadError(f"{str(folder / 'config.json')!r} is not valid JSON: {exc}") from None
+    try:
         return AutoConfig.from_pretrained(str(folder), local_files_only=True)
     except (ValueError, KeyError) as exc:
         raw = json.loads((folder / "config.json").read_text())

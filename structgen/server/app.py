@@ -12,9 +12,12 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI
 
 from structgen.engine.engine import Engine
-from structgen.engine.request import GenerateRequest, SamplingParams
-from structgen.fsm import Constraint
+from structgen.engine.prompt_format import load_prompt_format
+from structgen.engine.prompt_tokenizer import PromptTokenizer, load_tokenizer
 from structgen.server.config import ServerConfig
+from structgen.server.engine_client import EngineClient, warm_up
+from structgen.server.engine_process import EngineProcess
+from structgen.server.engine_thread import EngineThread
 from structgen.server.errors import install_error_handlers
 from structgen.server.gate import Gatekeeper
 from structgen.server.routes import ROUTES, router
@@ -24,44 +27,45 @@ log = logging.getLogger("structgen.server")
 DOC_ROUTES = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})  # FastAPI's own pages
 
 
-def _warm_up(engine: Engine) -> None:
-    """One short constrained request through the engine, so the first client's request does not
-    pay the one-time costs (kernel selection, a first compile, first-use allocations)."""
-    req = GenerateRequest("warm-up", SamplingParams(max_tokens=4), Constraint.regex(r"[a-z]{1,4}"))
-    try:
-        out = engine.generate([req])[0]
-    except Exception as exc:  # a failed warm-up only costs the first request its time
-        log.warning("warm-up request failed: %r", exc)
-        return
-    if out.finish_reason == "error":
-        log.warning("warm-up request failed: %r", out.error)
-
-
 def create_app(config: ServerConfig | None = None, *, engine: Engine | None = None) -> FastAPI:
-    """The FastAPI app serving ``engine`` (or a new engine on ``config.model``; the embedded
-    default model when that is None).  Raises ``ModelLoadError`` for a bad model folder."""
+    """The FastAPI app.  Without ``engine``: the model ``config.model`` (the embedded default
+    when None) is served by an engine process of its own (:class:`EngineProcess`), started and
+    warmed up here; HTTP, tokenization and SSE stay in this process.  With ``engine`` (one the
+    caller built, and closes): it is stepped on a thread of this process
+    (:class:`EngineThread`).  Raises ``ModelLoadError`` for a bad model folder, ``ValueError``
+    for a chat template that cannot render a message, ``RuntimeError`` when the engine process
+    does not come up."""
     config = config or ServerConfig()
-    owns = engine is None
+    client: EngineClient
     if engine is None:
         from structgen.api import default_model_path
+        from structgen.models.loader import resolve_model_path
 
-        engine = Engine(
-            config.model or default_model_path(), config.engine, tokenizer_path=config.tokenizer, chat_template=config.chat_template
-        )
-    svc = Service(config, engine, owns_engine=owns)
+        model_path = resolve_model_path(config.model or default_model_path())
+        client = EngineProcess(config, model_path, log_level=logging.getLogger("structgen").getEffectiveLevel())
+        try:
+            tokenizer = load_tokenizer(config.tokenizer or model_path, config.chat_template)
+            prompts = PromptTokenizer(tokenizer, client.info.vocab_size, model_path)
+            prompt_format = load_prompt_format(model_path)
+        except BaseException:
+            client.shutdown(5.0)
+            raise
+    else:
+        client = EngineThread(engine)
+        prompts, prompt_format = engine.prompts, engine.prompt_format
+    svc = Service(config, client, prompts, prompt_format)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         log.info("%s", svc.summary())
-        await asyncio.to_thread(_warm_up, engine)  # before the loop starts and /health answers
-        svc.aengine.start()
+        if engine is not None:
+            await asyncio.to_thread(warm_up, engine)  # before the loop starts and /health answers
+        client.start()
         try:
             yield
         finally:
             svc.closing = True
-            await asyncio.to_thread(svc.aengine.shutdown, config.shutdown_grace_s)
-            if svc.owns_engine:
-                engine.close()
+            await asyncio.to_thread(client.shutdown, config.shutdown_grace_s)
 
     app = FastAPI(title="structgen", version="0.1", lifespan=lifespan)
     app.state.service = svc

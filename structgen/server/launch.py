@@ -3,6 +3,7 @@ a background thread, for tests and benchmarks)."""
 
 from __future__ import annotations
 
+import math
 import socket
 import threading
 import time
@@ -33,23 +34,38 @@ def _uvicorn_config(app: Any, config: ServerConfig, log_level: str) -> Any:
         port=config.port,
         log_level=log_level,
         log_config=log_config(log_level),
-        timeout_graceful_shutdown=int(config.shutdown_grace_s) or None,
+        timeout_graceful_shutdown=math.ceil(config.shutdown_grace_s),  # 0: cancel at once (None would wait forever)
         access_log=False,
         lifespan="on",
     )
 
 
 def serve(config: ServerConfig, *, log_level: str = "info") -> None:
-    """Load the model and serve until SIGINT / SIGTERM (graceful: in-flight requests get
-    ``shutdown_grace_s`` to finish, then the rest are aborted)."""
+    """Load the model in an engine process and serve until SIGINT / SIGTERM (graceful:
+    in-flight requests get ``shutdown_grace_s`` to finish, then the rest are aborted).  If the
+    engine process dies, requests in flight and new ones get 503, the server shuts down, and
+    this raises ``SystemExit`` naming the cause (exit status 1): a supervisor restarts it."""
+    import logging.config
+
     import uvicorn
 
+    logging.config.dictConfig(log_config(log_level))  # the engine process takes its level from here
     sock = listen_socket(config.host, config.port)  # a port in use is an error before the model loads
+    died: list[BaseException] = []
     try:
         app = create_app(config)
-        uvicorn.Server(_uvicorn_config(app, config, log_level)).run(sockets=[sock])
+        server = uvicorn.Server(_uvicorn_config(app, config, log_level))
+
+        def on_death(exc: BaseException) -> None:
+            died.append(exc)
+            server.should_exit = True
+
+        app.state.service.client.on_death = on_death
+        server.run(sockets=[sock])
     finally:
         sock.close()
+    if died:
+        raise SystemExit(f"structgen serve: {died[0]}; the server stopped")
 
 
 def listen_socket(host: str, port: int) -> socket.socket:
@@ -90,7 +106,7 @@ class ServerThread:
         svc = getattr(app.state, "service", None)
         grace = svc.config.shutdown_grace_s if svc is not None else 5.0
         self.server = uvicorn.Server(
-            uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on", timeout_graceful_shutdown=int(grace) or None)
+            uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on", timeout_graceful_shutdown=math.ceil(grace))
         )
         self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]}, name="structgen-uvicorn", daemon=True)
         self.start_timeout_s = start_timeout_s

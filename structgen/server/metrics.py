@@ -4,10 +4,14 @@ never collide).  Exposed in the text format at ``GET /metrics``."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from structgen.engine.request import Usage
+
+if TYPE_CHECKING:
+    from structgen.server.engine_client import EngineSnapshot
 
 _TPOT_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.5, 1.0)
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -21,7 +25,9 @@ class ServerMetrics:
     tokens pinned by running requests.  ``kv_capacity``: the KV pool's slots; ``running`` /
     ``waiting``: callables for the engine's running requests and those waiting for admission or
     for their grammar's compile (read at scrape time, without a lock: a scrape sees a recent
-    step, not necessarily the current one).
+    step, not necessarily the current one); ``compiles``: a callable giving the engine's latest
+    :class:`~structgen.server.engine_client.EngineSnapshot`, whose grammar-cache counters are
+    exported as ``structgen_grammar_compiles{result=hit|miss|failure}``.
     """
 
     def __init__(
@@ -33,6 +39,7 @@ class ServerMetrics:
         kv_capacity: int = 0,
         running: Callable[[], float] = lambda: 0.0,
         waiting: Callable[[], float] = lambda: 0.0,
+        compiles: Callable[[], EngineSnapshot] | None = None,
     ) -> None:
         self._prompt_total = 0
         self._cached_total = 0
@@ -53,8 +60,16 @@ class ServerMetrics:
         usage = Gauge("structgen_kv_usage", "fraction of KV-pool slots neither free nor evictable", registry=reg)
         usage.set_function(lambda: 1.0 - kv_free() / kv_capacity if kv_capacity else 0.0)
         self.compile_seconds = Histogram(
-            "structgen_compile_seconds", "grammar compile time per request (cache hits included)", buckets=_LATENCY_BUCKETS, registry=reg
+            "structgen_compile_seconds",
+            "seconds a constrained request waited for its grammar (cache hits included)",
+            buckets=_LATENCY_BUCKETS,
+            registry=reg,
         )
+        if compiles is not None:
+            grammars = Gauge("structgen_grammar_compiles", "grammar-cache lookups of the engine since start", ["result"], registry=reg)
+            grammars.labels("hit").set_function(lambda: compiles().compile_hits)
+            grammars.labels("miss").set_function(lambda: compiles().compile_misses)
+            grammars.labels("failure").set_function(lambda: compiles().compile_failures)
         self.ttft_seconds = Histogram("structgen_ttft_seconds", "time to first token", buckets=_LATENCY_BUCKETS, registry=reg)
         self.latency_seconds = Histogram("structgen_request_seconds", "request latency", buckets=_LATENCY_BUCKETS, registry=reg)
         self.tpot_seconds = Histogram(

@@ -48,7 +48,7 @@ async def structured(body: StructuredRequest, request: Request) -> Response:
     elif body.regex is not None:
         constraint, param = Constraint.regex(body.regex), "regex"
     given: Any = body.prompt if body.messages is None else _messages(body.messages)
-    (prompt,) = svc.engine.prompt_format.apply(constraint, [given])  # the model folder's declared format
+    (prompt,) = svc.prompt_format.apply(constraint, [given])  # the model folder's declared format
     rid_text = f"sg-{uuid.uuid4().hex}"
 
     def output_of(result: Result) -> dict[str, Any]:
@@ -202,8 +202,14 @@ async def models(request: Request) -> dict[str, Any]:
 @router.get("/health")
 async def health(request: Request) -> JSONResponse:
     svc = service(request)
-    ok = svc.aengine.alive and not svc.closing
-    return JSONResponse({"status": "ok" if ok else "unavailable", "in_flight": svc.inflight}, status_code=200 if ok else 503)
+    ok = svc.client.alive and not svc.closing
+    st = svc.client.state
+    body = {
+        "status": "ok" if ok else "unavailable",
+        "in_flight": svc.inflight,
+        "engine": {"alive": svc.client.alive, "pid": svc.client.info.pid, "running": st.running, "waiting": st.waiting + st.grammar},
+    }
+    return JSONResponse(body, status_code=200 if ok else 503)
 
 
 @router.get("/version")

@@ -1,7 +1,8 @@
-"""``Service``: what every route shares — admission (queue bound) → tokenize → context check →
-compile (on the compiler workers; failures are cached) → submit to the
-:class:`~structgen.server.async_engine.AsyncEngine` → collect or stream chunks.  A client that
-disconnects aborts its request, which frees its KV slots and radix locks."""
+"""``Service``: what every route shares — admission (queue bound) → tokenize (in the front end's
+process, on a worker thread) → context check → submit to the engine through its
+:class:`~structgen.server.engine_client.EngineClient` (the engine compiles the grammar on its
+workers; failures are cached) → collect or stream chunks.  A client that disconnects aborts its
+request, which frees its KV slots and radix locks."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import contextlib
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NamedTuple
@@ -18,13 +20,14 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from structgen.engine.engine import Engine
-from structgen.engine.request import GenerateRequest, RequestError, SamplingParams, StreamChunk, Usage
+from structgen.engine.prompt_format import PromptFormat
+from structgen.engine.prompt_tokenizer import PromptTokenizer, fit_context
+from structgen.engine.request import RequestError, SamplingParams, StreamChunk, Usage
 from structgen.fsm import Constraint
 from structgen.fsm.errors import GrammarCompileError
 from structgen.schemas import ConstraintError
-from structgen.server.async_engine import AsyncEngine, EngineDeadError
 from structgen.server.config import ServerConfig
+from structgen.server.engine_client import EngineClient, EngineDeadError
 from structgen.server.errors import constraint_error, request_error
 from structgen.server.metrics import ServerMetrics
 from structgen.server.protocol import APIError
@@ -33,14 +36,16 @@ log = logging.getLogger("structgen.server")
 
 
 class Running(NamedTuple):
-    """A request accepted by the engine: its id, chunk queue and host-side timings."""
+    """A request handed to the engine: its id, chunk queue, host-side timings, whether it has a
+    constraint and the request field that carried it (named in errors)."""
 
     rid: int
     queue: asyncio.Queue[StreamChunk]
     prompt_tokens: int
     start_s: float
-    compile_s: float
     submit_s: float
+    constrained: bool
+    constraint_param: str
 
 
 class Result(NamedTuple):
@@ -55,41 +60,38 @@ class Result(NamedTuple):
 
 
 class Service:
-    """Admission, compile, submit and collection shared by every route."""
+    """Admission, submit and collection shared by every route.  ``client``: the engine (its
+    ``on_finish`` is taken for metrics); ``prompts``: the tokenizer used in this process;
+    ``prompt_format``: the model folder's declared prompt wrapping."""
 
-    def __init__(self, config: ServerConfig, engine: Engine, *, owns_engine: bool) -> None:
+    def __init__(self, config: ServerConfig, client: EngineClient, prompts: PromptTokenizer, prompt_format: PromptFormat) -> None:
         self.config = config
-        self.engine = engine
-        self.owns_engine = owns_engine
-        self.aengine = AsyncEngine(engine, on_finish=self._account)
+        self.client = client
+        self.prompts = prompts
+        self.prompt_format = prompt_format
+        client.on_finish = self._account
         self.inflight = 0
         self.closing = False
-        self.model_name = config.served_model_name or os.path.basename(os.path.normpath(engine.model_path))
+        self._tokenize_lock = threading.Lock()
+        info = client.info
+        self.model_name = config.served_model_name or os.path.basename(os.path.normpath(info.model_path))
         self.created = int(time.time())
-        alloc = engine.runner.allocator
-        radix = engine.cache.radix
         self.metrics = ServerMetrics(
             queue_length=lambda: self.inflight,
-            kv_free=lambda: alloc.available + (radix.evictable_size if radix else 0),
-            radix_locked=lambda: radix.protected_size if radix else 0,
-            kv_capacity=alloc.capacity,
-            running=lambda: len(engine.scheduler.decode.running),
-            waiting=lambda: len(engine.scheduler.prefill.waiting) + len(engine.scheduler.grammar),
+            kv_free=lambda: client.state.kv_free + client.state.kv_evictable,
+            radix_locked=lambda: client.state.radix_locked,
+            kv_capacity=info.kv_capacity,
+            running=lambda: client.state.running,
+            waiting=lambda: client.state.waiting + client.state.grammar,
+            compiles=lambda: client.state,
         )
 
     def summary(self) -> str:
         """One line on what is being served: model, dtype, device, context, KV pool, CUDA graphs,
-        compile and row workers (logged at start-up)."""
-        eng = self.engine
-        runner = eng.runner
-        comp = eng.config.compiler
-        graphs = "on" if runner.graph_runner is not None else "off"
-        workers = f"{comp.processes} processes, {comp.row_processes} row processes" if comp.processes else f"{comp.workers} threads"
-        return (
-            f"serving {self.model_name} ({eng.model_path}): {str(runner.dtype).removeprefix('torch.')} on {runner.device}, "
-            f"context {runner.max_context} tokens, KV pool {runner.allocator.capacity} tokens, "
-            f"CUDA graphs {graphs}, compiles on {workers}"
-        )
+        compile workers and the engine's process (logged at start-up)."""
+        info = self.client.info
+        where = "this process" if info.pid == os.getpid() else f"process {info.pid}"
+        return f"serving {self.model_name} ({info.model_path}): {info.description}; engine in {where}"
 
     def _account(self, chunk: StreamChunk) -> None:
         if chunk.usage is not None:
@@ -99,7 +101,7 @@ class Service:
 
     def admit(self) -> None:
         """Count one request in, or raise 503 (shutting down / engine dead) or 429 (queue full)."""
-        if self.closing or not self.aengine.alive:
+        if self.closing or not self.client.alive:
             raise APIError(503, "the server is shutting down or its engine has stopped", type="server_error", code="unavailable")
         if self.inflight >= self.config.max_queue:
             raise APIError(
@@ -124,48 +126,45 @@ class Service:
         unwrapped: Any = None,
     ) -> Running:
         """Tokenize (``chat_template_kwargs``: extra variables for the chat template), check the
-        context (:meth:`Engine.check_context`), compile and submit; raises :class:`APIError`
-        (400 / 422 / 503).  ``unwrapped``: the prompt as given when ``prompt`` is it wrapped in
+        context (:func:`fit_context`) and submit; raises :class:`APIError` (400 / 503).  The
+        engine compiles the constraint: a schema it cannot compile ends the request with an
+        error chunk (422 from :meth:`collect`, or before the first byte of a stream).
+        ``unwrapped``: the prompt as given when ``prompt`` is it wrapped in
         the model's declared format; used instead when the wrapped one does not fit."""
         start_s = time.perf_counter()
         try:
-            ids = await self.aengine.tokenize(prompt, chat_template_kwargs)
+            ids = await asyncio.to_thread(self._tokenize, prompt, chat_template_kwargs)
         except RequestError as exc:
             raise request_error(exc, "prompt", "invalid_prompt") from None
         try:
-            checked = self.engine.check_context(len(ids), params)
+            params = fit_context(self.client.info.context, len(ids), params)
         except RequestError as exc:
             if unwrapped is None:
                 raise request_error(exc, "prompt") from None
             return await self.start(prompt=unwrapped, constraint=constraint, params=params, constraint_param=constraint_param)
-        params = checked
-        compile_s = 0.0
-        if constraint is not None:
-            t0 = time.perf_counter()
-            try:
-                await self.aengine.compile(constraint)
-            except (ConstraintError, GrammarCompileError) as exc:
-                raise constraint_error(exc, constraint_param) from None
-            finally:
-                compile_s = time.perf_counter() - t0
-                self.metrics.compile_seconds.observe(compile_s)
         try:
-            rid, queue = await self.aengine.submit(GenerateRequest(ids, params, constraint))
-        except RequestError as exc:
-            raise request_error(exc, None) from None
+            rid, queue = await self.client.submit(ids, params, constraint)
         except EngineDeadError as exc:
             raise APIError(503, str(exc), type="server_error", code="unavailable") from None
-        return Running(rid, queue, len(ids), start_s, compile_s, time.perf_counter())
+        return Running(rid, queue, len(ids), start_s, time.perf_counter(), constraint is not None, constraint_param)
+
+    def _tokenize(self, prompt: Any, chat_template_kwargs: dict[str, Any] | None) -> list[int]:
+        with self._tokenize_lock:  # Hugging Face fast tokenizers are used by one thread at a time
+            return self.prompts.tokenize(prompt, chat_template_kwargs)
 
     # -------------------------------------------------------------- collection
 
     def _finish(self, run: Running, chunk: StreamChunk, text: str) -> Result:
+        if chunk.usage is not None and run.constrained:
+            self.metrics.compile_seconds.observe(chunk.usage.grammar_s)
         if chunk.finish_reason == "error" or chunk.usage is None:
             err = chunk.error
             if isinstance(err, RequestError):
-                raise APIError(400, str(err), type="invalid_request_error", param=err.param, code="invalid_value")
+                raise request_error(err, None)
             if isinstance(err, (ConstraintError, GrammarCompileError)):
-                raise constraint_error(err, "json_schema")
+                raise constraint_error(err, run.constraint_param)
+            if isinstance(err, EngineDeadError):
+                raise APIError(503, str(err), type="server_error", code="unavailable")
             log.error("request %d failed in the engine: %r", run.rid, err)
             raise APIError(500, f"the engine failed on this request: {err!r}", type="server_error", code="engine_error")
         usage = chunk.usage
@@ -174,7 +173,7 @@ class Service:
         engine_ttft = usage.ttft_s if usage.completion_tokens else usage.latency_s
         timings = {
             "queue_ms": round(usage.queue_s * 1e3, 3),
-            "compile_ms": round(run.compile_s * 1e3, 3),
+            "compile_ms": round(usage.grammar_s * 1e3, 3),
             "ttft_ms": round((run.submit_s - run.start_s + engine_ttft) * 1e3, 3),
             "total_ms": round((now - run.start_s) * 1e3, 3),
         }
@@ -201,14 +200,15 @@ class Service:
                     return self._finish(run, chunk, "".join(parts))
         finally:
             if not finished:
-                self.aengine.abort(run.rid)
+                self.client.abort(run.rid)
 
-    async def chunks(self, run: Running) -> AsyncIterator[tuple[str, Result | None]]:
-        """Yield ``(delta, None)`` as text arrives and ``("", result)`` last.  The caller
-        aborts the request when it stops early."""
+    async def chunks(self, run: Running, first: StreamChunk | None = None) -> AsyncIterator[tuple[str, Result | None]]:
+        """Yield ``(delta, None)`` as text arrives and ``("", result)`` last, starting with
+        ``first`` when the caller already took it from the queue.  The caller aborts the
+        request when it stops early."""
         parts: list[str] = []
         while True:
-            chunk = await run.queue.get()
+            chunk, first = (first, None) if first is not None else (await run.queue.get(), None)
             parts.append(chunk.delta)
             if chunk.delta:
                 yield chunk.delta, None
@@ -259,6 +259,17 @@ class Service:
                 release_once()
         try:
             run = await start()
+            try:  # the first chunk decides between an error response and a stream
+                first = await _unless_disconnected(request, run.queue.get())
+                if isinstance(first, Response):  # the client left before its first token
+                    self.client.abort(run.rid)
+                    release_once()
+                    return first
+                if first.finished and first.finish_reason == "error":
+                    self._finish(run, first, "")  # raises the request's APIError
+            except BaseException:
+                self.client.abort(run.rid)
+                raise
         except BaseException:
             release_once()
             raise
@@ -269,7 +280,7 @@ class Service:
         async def events() -> AsyncIterator[str]:
             nonlocal done
             try:
-                async for delta, result in self.chunks(run):
+                async for delta, result in self.chunks(run, first):
                     if result is None:
                         yield _sse(render_delta(delta, created))
                     else:
@@ -283,7 +294,7 @@ class Service:
 
         def close() -> None:
             if not done:
-                self.aengine.abort(run.rid)
+                self.client.abort(run.rid)
             release_once()
 
         return _SSEResponse(events(), close)

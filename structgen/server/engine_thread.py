@@ -1,5 +1,6 @@
-"""One engine loop thread that owns the :class:`~structgen.engine.engine.Engine` (and its device);
-asyncio handlers talk to it through a command inbox and per-request chunk queues.
+""":class:`EngineThread`: the engine stepped on a thread of the front end's own process — for an
+:class:`~structgen.engine.engine.Engine` the caller built and hands to ``create_app``.  asyncio
+handlers talk to it through a command inbox and per-request chunk queues.
 
 The loop drains the inbox (submit / abort / call), runs one ``Engine.step`` when there is work,
 and hands each :class:`~structgen.engine.request.StreamChunk` to its request's ``asyncio.Queue`` with
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -19,29 +21,12 @@ from concurrent.futures import Future
 from typing import Any, NamedTuple, TypeVar
 
 from structgen.engine.engine import Engine
-from structgen.engine.request import GenerateRequest, StreamChunk
-from structgen.fsm import Constraint, TokenFSM
+from structgen.engine.request import GenerateRequest, RequestError, SamplingParams, StreamChunk
+from structgen.fsm import Constraint
+from structgen.server.engine_client import EngineClient, EngineDeadError, EngineSnapshot, engine_info, engine_snapshot
 
 log = logging.getLogger("structgen.server")
 T = TypeVar("T")
-
-
-class EngineDeadError(RuntimeError):
-    """The engine loop stopped (shut down, or a step raised); no request can be served."""
-
-
-class EngineSnapshot(NamedTuple):
-    """Engine occupancy read on the loop thread: requests waiting for a grammar, waiting for
-    admission, running; KV slots free / held by unpinned radix nodes / total; radix tokens
-    pinned by ``lock_ref`` (0 when idle)."""
-
-    grammar: int
-    waiting: int
-    running: int
-    kv_free: int
-    kv_evictable: int
-    kv_capacity: int
-    radix_locked: int
 
 
 class _Stream(NamedTuple):
@@ -49,18 +34,17 @@ class _Stream(NamedTuple):
     queue: asyncio.Queue[StreamChunk]
 
 
-class AsyncEngine:
+class EngineThread(EngineClient):
     """Runs ``engine`` on a daemon thread; thread-safe and asyncio-friendly.
 
-    ``idle_wait_s``: how long the loop sleeps on an empty inbox when there is no work;
-    ``on_finish``: called on the loop thread with the last chunk of every submitted request
-    (aborted ones included), e.g. for metrics.
-    Raises :class:`EngineDeadError` from :meth:`submit` once the loop has stopped.
+    ``idle_wait_s``: how long the loop sleeps on an empty inbox when there is no work.
+    ``on_finish`` is called on the loop thread.  Raises :class:`EngineDeadError` from
+    :meth:`submit` once the loop has stopped.
     """
 
-    def __init__(self, engine: Engine, *, idle_wait_s: float = 0.05, on_finish: Callable[[StreamChunk], None] | None = None) -> None:
+    def __init__(self, engine: Engine, *, idle_wait_s: float = 0.05) -> None:
         self.engine = engine
-        self.on_finish = on_finish
+        self.info = engine_info(engine, os.getpid())
         self.idle_wait_s = idle_wait_s
         self._inbox: deque[tuple[Callable[[], Any], Future[Any] | None]] = deque()
         self._wake = threading.Condition()
@@ -68,21 +52,23 @@ class AsyncEngine:
         self._stop = False
         self._dead: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="structgen-engine", daemon=True)
-        self._tokenize_lock = threading.Lock()
         self.steps = 0
 
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        self._thread.start()
+        if not self._thread.is_alive() and not self._stop:
+            self._thread.start()
 
     @property
     def alive(self) -> bool:
         return self._thread.is_alive() and self._dead is None and not self._stop
 
+    @property
+    def state(self) -> EngineSnapshot:
+        return engine_snapshot(self.engine)  # read across threads: a recent step, not a locked one
+
     def shutdown(self, timeout_s: float = 30.0) -> None:
-        """Abort what is still in flight (their streams end with reason "abort"), stop the
-        loop and join it (at most ``timeout_s``)."""
 
         def abort_all() -> None:
             for rid in list(self._streams):
@@ -99,28 +85,16 @@ class AsyncEngine:
 
     # ------------------------------------------------------------------ calls from asyncio
 
-    async def tokenize(self, prompt: Any, chat_template_kwargs: dict[str, Any] | None = None) -> list[int]:
-        """``Engine.tokenize`` off the event loop (the tokenizer is used by one thread at a time);
-        raises ``RequestError``."""
-
-        def run() -> list[int]:
-            with self._tokenize_lock:
-                return self.engine.tokenize(prompt, chat_template_kwargs)
-
-        return await asyncio.to_thread(run)
-
-    async def compile(self, constraint: Constraint) -> TokenFSM:
-        """Compile on the engine's compiler workers (shared, cached; failures cached too)."""
-        return await asyncio.wrap_future(self.engine.compiler.submit(constraint))
-
-    async def submit(self, request: GenerateRequest) -> tuple[int, asyncio.Queue[StreamChunk]]:
-        """Queue ``request`` on the engine; returns its id and the queue its chunks arrive on
-        (the last has ``finished`` set).  Raises ``RequestError`` or :class:`EngineDeadError`."""
+    async def submit(self, ids: list[int], params: SamplingParams, constraint: Constraint | None) -> tuple[int, asyncio.Queue[StreamChunk]]:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[StreamChunk] = asyncio.Queue()
 
         def do() -> int:
-            rid = self.engine.submit(request)
+            try:
+                rid = self.engine.submit(GenerateRequest(ids, params, constraint))
+            except RequestError as exc:  # the contract: a request's own errors arrive as its last chunk
+                queue.put_nowait(StreamChunk(-1, "", True, "error", None, exc))
+                return -1
             self._streams[rid] = _Stream(loop, queue)
             return rid
 
@@ -128,8 +102,6 @@ class AsyncEngine:
         return rid, queue
 
     def abort(self, rid: int) -> None:
-        """Abort request ``rid`` before the next step (no-op when it already finished or the
-        loop has stopped)."""
         try:
             self._post(lambda: self.engine.abort(rid) if rid in self._streams else None, None)
         except EngineDeadError:
@@ -143,22 +115,7 @@ class AsyncEngine:
         return await asyncio.wrap_future(fut)
 
     async def snapshot(self) -> EngineSnapshot:
-        """Occupancy, read consistently between two steps."""
-        return await self.call(self._snapshot)
-
-    def _snapshot(self) -> EngineSnapshot:
-        eng = self.engine
-        sched = eng.scheduler
-        radix = eng.cache.radix
-        return EngineSnapshot(
-            grammar=len(sched.grammar),
-            waiting=len(sched.prefill.waiting),
-            running=len(sched.decode),
-            kv_free=eng.runner.allocator.available,
-            kv_evictable=radix.evictable_size if radix else 0,
-            kv_capacity=eng.runner.allocator.capacity,
-            radix_locked=radix.protected_size if radix else 0,
-        )
+        return await self.call(lambda: engine_snapshot(self.engine))
 
     # ------------------------------------------------------------------ the loop thread
 
@@ -199,9 +156,12 @@ class AsyncEngine:
         except BaseException as exc:  # a failing step leaves the engine unusable: fail everyone clearly
             log.exception("engine loop failed")
             self._dead = exc
+            dead = EngineDeadError(f"the engine loop failed: {exc!r}")
             for rid, stream in list(self._streams.items()):
-                stream.loop.call_soon_threadsafe(stream.queue.put_nowait, StreamChunk(rid, "", True, "error", None, exc))
+                stream.loop.call_soon_threadsafe(stream.queue.put_nowait, StreamChunk(rid, "", True, "error", None, dead))
             self._streams.clear()
+            if self.on_death is not None:
+                self.on_death(dead)
         finally:
             with self._wake:  # no post gets in after this: pending calls fail instead of hanging
                 self._stop = True
