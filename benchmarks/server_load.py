@@ -157,6 +157,8 @@ async def _one(client: httpx.AsyncClient, job: Job) -> Record:
             payload = resp.json()
     except httpx.HTTPError as exc:
         return Record(job.kind, stream, 0, time.perf_counter() - t0, None, None, 0, 0, False, repr(exc))
+    except ValueError as exc:  # an event that is not one line of JSON
+        return Record(job.kind, stream, 200, time.perf_counter() - t0, None, None, 0, 0, False, f"unreadable event: {exc}")
     usage, timings = payload["usage"], payload["timings"]
     return Record(
         job.kind,

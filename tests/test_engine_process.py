@@ -236,3 +236,14 @@ def test_serve_exits_non_zero_when_its_engine_process_dies(tiny_llama_dir: str, 
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_sse_events_stay_one_line_for_readers_that_split_on_unicode_line_breaks() -> None:
+    """httpx's ``iter_lines`` (like ``str.splitlines``) ends a line at U+0085 / U+2028 / U+2029,
+    which JSON leaves raw inside strings; the server escapes them."""
+    from structgen.server.service import _sse
+
+    text = "a\u2028b\x85c\u2029d\x0be"
+    event = _sse({"delta": text})
+    assert len(event.rstrip("\n").splitlines()) == 1
+    assert json.loads(event.removeprefix("data: "))["delta"] == text

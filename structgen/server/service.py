@@ -300,8 +300,13 @@ class Service:
         return _SSEResponse(events(), close)
 
 
+# Characters json.dumps(ensure_ascii=False) leaves raw that line readers built on str.splitlines
+# (httpx's iter_lines among them) take for line ends; escaped, an event stays one line.
+_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
 def _sse(payload: Any) -> str:
-    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+    return f"data: {json.dumps(payload, ensure_ascii=False).translate(_LINE_BREAKS)}\n\n"
 
 
 class _SSEResponse(StreamingResponse):
