@@ -190,6 +190,44 @@ async def run_load(url: str, jobs: list[Job], concurrency: int, *, timeout_s: fl
         return list(records), time.perf_counter() - t0
 
 
+def _load_shard(url: str, jobs: list[Job], concurrency: int) -> list[Record]:
+    return asyncio.run(run_load(url, jobs, concurrency))[0]
+
+
+class LoadGenerator:
+    """``processes`` client processes (spawned once, kept) sharing each level's jobs round-robin,
+    each with its share of the concurrency: one Python process with httpx tops out near one
+    core, below what the server can answer.  ``run`` returns the records (input order) and the
+    wall time from the first send to the last answer; ``pids`` for CPU accounting."""
+
+    def __init__(self, processes: int) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        self.processes = processes
+        self.pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
+        list(self.pool.map(abs, range(processes)))  # started before any level is timed
+
+    @property
+    def pids(self) -> list[int]:
+        return list(self.pool._processes)
+
+    def run(self, url: str, jobs: list[Job], concurrency: int) -> tuple[list[Record], float]:
+        k = max(1, min(self.processes, concurrency))
+        shards = [jobs[i::k] for i in range(k)]
+        t0 = time.perf_counter()
+        futures = [self.pool.submit(_load_shard, url, shard, max(1, concurrency // k)) for shard in shards]
+        parts = [f.result() for f in futures]
+        wall = time.perf_counter() - t0
+        records: list[Record] = [None] * len(jobs)  # type: ignore[list-item]
+        for i, part in enumerate(parts):
+            records[i::k] = part
+        return records, wall
+
+    def close(self) -> None:
+        self.pool.shutdown()
+
+
 def summarize(records: list[Record], wall_s: float) -> dict[str, Any]:
     """Counts, requests/s, output tokens/s, latency / TTFT / TPOT percentiles (ms), validity."""
     ok = [r for r in records if r.status == 200 and r.error is None]
@@ -252,16 +290,17 @@ def _descendants(pid: int) -> list[int]:
 
 
 class CpuMeter:
-    """CPU seconds of the load generator (this process), the server's front end and its engine
-    (the engine process with its compile and row workers; in thread mode the front end's process
-    is the engine's and the engine column counts only its worker processes)."""
+    """CPU seconds of the load generator (its client processes), the server's front end and its
+    engine (the engine process with its compile and row workers; in thread mode the front end's
+    process is the engine's and the engine column counts only its worker processes)."""
 
-    def __init__(self, front_pid: int, engine_pid: int) -> None:
-        self.front_pid, self.engine_pid = front_pid, engine_pid
+    def __init__(self, client_pids: list[int], front_pid: int, engine_pid: int) -> None:
+        self.client_pids, self.front_pid, self.engine_pid = client_pids, front_pid, engine_pid
 
     def read(self) -> tuple[float, float, float]:
         engine_tree = ([] if self.engine_pid == self.front_pid else [self.engine_pid]) + _descendants(self.engine_pid)
-        return time.process_time(), _proc_cpu_s(self.front_pid), sum(_proc_cpu_s(p) for p in set(engine_tree))
+        client = sum(_proc_cpu_s(p) for p in self.client_pids)
+        return client, _proc_cpu_s(self.front_pid), sum(_proc_cpu_s(p) for p in set(engine_tree))
 
 
 def _server_main(config: Any, placement: str, ready: Any) -> None:
@@ -343,7 +382,7 @@ def _model_folder(args: argparse.Namespace, tmp: str) -> tuple[str, int | None, 
 
 
 def _run_server(
-    config: Any, placement: str, levels: dict[int, list[Job]], warm: list[Job]
+    config: Any, placement: str, levels: dict[int, list[Job]], warm: list[Job], gen: LoadGenerator
 ) -> list[tuple[str, int, list[Record], float, tuple[float, ...]]]:
     """Start a server process (``placement`` of its engine), warm it up, and run each level."""
     import multiprocessing
@@ -355,12 +394,12 @@ def _run_server(
     proc.start()
     try:
         url, engine_pid = ready.get(timeout=1800)
-        meter = CpuMeter(proc.pid, engine_pid)  # type: ignore[arg-type]
-        asyncio.run(run_load(url, warm, min(32, len(warm))))  # compiles, CUDA graphs, first-use allocations
+        meter = CpuMeter(gen.pids, proc.pid, engine_pid)  # type: ignore[arg-type]
+        gen.run(url, warm, min(32, len(warm)))  # compiles, CUDA graphs, first-use allocations
         out = []
         for conc, jobs in levels.items():
             before = meter.read()
-            records, wall = asyncio.run(run_load(url, jobs, conc))
+            records, wall = gen.run(url, jobs, conc)
             after = meter.read()
             out.append((f"server, engine {placement}", conc, records, wall, tuple((b - a) / wall for a, b in zip(before, after))))
         return out
@@ -386,6 +425,7 @@ def main() -> None:
         default=["process"],
         help="where the server's engine runs: its own process (what `structgen serve` runs) or a thread of the front end",
     )
+    ap.add_argument("--client-processes", type=int, default=4, help="load-generator processes (httpx; each tops out near one core)")
     ap.add_argument("--engine-alone", action="store_true", help="also run the same requests through structgen.Engine (no HTTP)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(HERE / "results" / "server-load"))
@@ -402,10 +442,11 @@ def main() -> None:
     warm = build_workload(32, args.seed + 1)
     kinds = {k: sum(1 for j in jobs if j.kind == k) for k in ("schema", "regex", "text")}
     runs: list[tuple[str, int, list[Record], float, tuple[float, ...]]] = []
+    gen = LoadGenerator(args.client_processes)
     if args.url:
         label = args.url
         for conc, level in levels.items():
-            runs.append(("server at --url", conc, *asyncio.run(run_load(args.url, level, conc)), ()))
+            runs.append(("server at --url", conc, *gen.run(args.url, level, conc), ()))
     else:
         from structgen.fsm import CompilerConfig
 
@@ -426,7 +467,7 @@ def main() -> None:
         )
         config = ServerConfig(model=model, max_queue=max(1024, 2 * top), engine=engine)
         for placement in args.placements:  # one server per placement; each concurrency level is a client setting
-            runs += _run_server(config, placement, levels, warm)
+            runs += _run_server(config, placement, levels, warm, gen)
         if args.engine_alone:
             with Engine(model, engine) as eng:
                 run_engine_alone(eng, warm, min(32, len(warm)))
@@ -434,6 +475,7 @@ def main() -> None:
                     t0 = time.process_time()
                     records, wall = run_engine_alone(eng, level, conc)
                     runs.append(("engine alone", conc, records, wall, (0.0, 0.0, (time.process_time() - t0) / wall)))
+    gen.close()
     for where, conc, records, wall, cpu in runs:
         s = summarize(records, wall)
         rows.append(
@@ -465,8 +507,9 @@ def main() -> None:
         "- server, engine process: the front end (HTTP, validation, tokenization, SSE) in one process and the engine in its own "
         "(what `structgen serve` runs); server, engine thread: the engine stepped on a thread of the front end's process; engine "
         "alone: the same requests submitted to `structgen.Engine` directly, at most C in flight (tokenization included, no HTTP). "
-        "The load generator runs in the benchmark's own process, apart from the server's.",
-        "- CPU %: CPU seconds per wall second of the load generator / the server's front-end process / the engine process with its "
+        f"The load generator runs in {args.client_processes} client processes (httpx, the level's jobs dealt round-robin, each "
+        "with its share of the concurrency), apart from the server's processes.",
+        "- CPU %: CPU seconds per wall second of the load generator (all its processes) / the server's front-end process / the engine process with its "
         "compile and row worker processes (100 = one core busy); with the engine on a thread, the front-end figure includes the "
         "engine's own thread and the engine figure counts only its worker processes.",
         "- latency: client side, request sent → last byte; TTFT / TPOT: the server's `timings` (TTFT from the request's arrival, "
