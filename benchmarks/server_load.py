@@ -216,7 +216,8 @@ class LoadGenerator:
         k = max(1, min(self.processes, concurrency))
         shards = [jobs[i::k] for i in range(k)]
         t0 = time.perf_counter()
-        futures = [self.pool.submit(_load_shard, url, shard, max(1, concurrency // k)) for shard in shards]
+        shares = [concurrency // k + (i < concurrency % k) for i in range(k)]  # they add up to concurrency
+        futures = [self.pool.submit(_load_shard, url, shard, share) for shard, share in zip(shards, shares)]
         parts = [f.result() for f in futures]
         wall = time.perf_counter() - t0
         records: list[Record] = [None] * len(jobs)  # type: ignore[list-item]
