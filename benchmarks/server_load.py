@@ -439,7 +439,8 @@ def main() -> None:
     rows, notes = [], []
     jobs = build_workload(args.num_requests, args.seed)
     # each concurrency level gets its own prompts (a repeat would be served from the radix cache)
-    levels = {conc: build_workload(args.num_requests, args.seed + 1000 * k) for k, conc in enumerate(args.concurrency)}
+    # and at least 4 requests per client slot, so a level is a steady state, not one burst and its tail
+    levels = {conc: build_workload(max(args.num_requests, 4 * conc), args.seed + 1000 * k) for k, conc in enumerate(args.concurrency)}
     warm = build_workload(32, args.seed + 1)
     kinds = {k: sum(1 for j in jobs if j.kind == k) for k in ("schema", "regex", "text")}
     runs: list[tuple[str, int, list[Record], float, tuple[float, ...]]] = []
@@ -504,7 +505,8 @@ def main() -> None:
     notes += [
         f"- model: {label}; workload: {args.num_requests} `/v1/structured` requests ({kinds['schema']} JSON Schema, {kinds['regex']} regex, "
         f"{kinds['text']} free text at seed {args.seed}; every third streamed; half share a {len(FEW_SHOT)}-character few-shot "
-        f"prefix); concurrency level k uses seed {args.seed} + 1000k, after a 32-request warm-up, on one server per engine placement.",
+        f"prefix); concurrency level k uses seed {args.seed} + 1000k and max({args.num_requests}, 4 × concurrency) requests, after a "
+        "32-request warm-up, on one server per engine placement.",
         "- server, engine process: the front end (HTTP, validation, tokenization, SSE) in one process and the engine in its own "
         "(what `structgen serve` runs); server, engine thread: the engine stepped on a thread of the front end's process; engine "
         "alone: the same requests submitted to `structgen.Engine` directly, at most C in flight (tokenization included, no HTTP). "
