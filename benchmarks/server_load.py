@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 
 import httpx
 import jsonschema
+from _pyspy import PySpy, render
 
 from structgen.bench.common import percentile
 
@@ -214,15 +215,19 @@ class LoadGenerator:
 
     def run(self, url: str, jobs: list[Job], concurrency: int) -> tuple[list[Record], float]:
         k = max(1, min(self.processes, concurrency))
-        shards = [jobs[i::k] for i in range(k)]
-        t0 = time.perf_counter()
         shares = [concurrency // k + (i < concurrency % k) for i in range(k)]  # they add up to concurrency
-        futures = [self.pool.submit(_load_shard, url, shard, share) for shard, share in zip(shards, shares)]
+        slots = [i for i in range(k) for _ in range(shares[i])]  # jobs dealt in proportion to each one's share
+        index: list[list[int]] = [[] for _ in range(k)]
+        for j in range(len(jobs)):
+            index[slots[j % len(slots)]].append(j)
+        t0 = time.perf_counter()
+        futures = [self.pool.submit(_load_shard, url, [jobs[j] for j in idx], share) for idx, share in zip(index, shares)]
         parts = [f.result() for f in futures]
         wall = time.perf_counter() - t0
         records: list[Record] = [None] * len(jobs)  # type: ignore[list-item]
-        for i, part in enumerate(parts):
-            records[i::k] = part
+        for idx, part in zip(index, parts):
+            for j, rec in zip(idx, part):
+                records[j] = rec
         return records, wall
 
     def close(self) -> None:
@@ -383,9 +388,11 @@ def _model_folder(args: argparse.Namespace, tmp: str) -> tuple[str, int | None, 
 
 
 def _run_server(
-    config: Any, placement: str, levels: dict[int, list[Job]], warm: list[Job], gen: LoadGenerator
+    config: Any, placement: str, levels: dict[int, list[Job]], warm: list[Job], gen: LoadGenerator, profile: list[str] | None
 ) -> list[tuple[str, int, list[Record], float, tuple[float, ...]]]:
-    """Start a server process (``placement`` of its engine), warm it up, and run each level."""
+    """Start a server process (``placement`` of its engine), warm it up, and run each level;
+    with ``profile`` (a list), py-spy summaries of the front end and the engine per level are
+    appended to it as markdown."""
     import multiprocessing
     import signal as _signal
 
@@ -399,9 +406,14 @@ def _run_server(
         gen.run(url, warm, min(32, len(warm)))  # compiles, CUDA graphs, first-use allocations
         out = []
         for conc, jobs in levels.items():
+            spy = PySpy() if profile is not None else None
+            if spy is not None and spy.available:
+                spy.start({"front end": proc.pid, "engine": engine_pid} if engine_pid != proc.pid else {"front end and engine": proc.pid})  # type: ignore[dict-item]
             before = meter.read()
             records, wall = gen.run(url, jobs, conc)
             after = meter.read()
+            if spy is not None and profile is not None:
+                profile += render(f"engine {placement}, concurrency {conc}", spy.stop()) if spy.available else ["py-spy is not installed"]
             out.append((f"server, engine {placement}", conc, records, wall, tuple((b - a) / wall for a, b in zip(before, after))))
         return out
     finally:
@@ -427,6 +439,7 @@ def main() -> None:
         help="where the server's engine runs: its own process (what `structgen serve` runs) or a thread of the front end",
     )
     ap.add_argument("--client-processes", type=int, default=4, help="load-generator processes (httpx; each tops out near one core)")
+    ap.add_argument("--profile", action="store_true", help="sample the front end and the engine with py-spy at every level")
     ap.add_argument("--engine-alone", action="store_true", help="also run the same requests through structgen.Engine (no HTTP)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(HERE / "results" / "server-load"))
@@ -445,6 +458,7 @@ def main() -> None:
     kinds = {k: sum(1 for j in jobs if j.kind == k) for k in ("schema", "regex", "text")}
     runs: list[tuple[str, int, list[Record], float, tuple[float, ...]]] = []
     gen = LoadGenerator(args.client_processes)
+    profile: list[str] | None = [] if args.profile else None
     if args.url:
         label = args.url
         for conc, level in levels.items():
@@ -469,7 +483,7 @@ def main() -> None:
         )
         config = ServerConfig(model=model, max_queue=max(1024, 2 * top), engine=engine)
         for placement in args.placements:  # one server per placement; each concurrency level is a client setting
-            runs += _run_server(config, placement, levels, warm, gen)
+            runs += _run_server(config, placement, levels, warm, gen, profile)
         if args.engine_alone:
             with Engine(model, engine) as eng:
                 run_engine_alone(eng, warm, min(32, len(warm)))
@@ -525,6 +539,12 @@ def main() -> None:
               "CPU % client / front end / engine"]  # fmt: skip
     stem = args.stem or ("server-load-gpu" if "H200" in meta["machine"] or "NVIDIA" in meta["machine"] else "server-load-cpu")
     write_results(args.out, stem, "HTTP server load", meta, header, rows, notes)
+    if profile:
+        intro = ["# HTTP server load: where each process's CPU time goes", "", f"- command: `{meta['command']}`",
+                 f"- machine: {meta['machine']}", f"- commit: {meta['commit']}", "",
+                 "py-spy samples (100/s, running threads only) of the server's front-end process and its engine process "
+                 "during each level; self: the function on top of the stack; inclusive: anywhere on it.", ""]  # fmt: skip
+        Path(args.out, f"{stem}-profile.md").write_text("\n".join(intro + profile) + "\n")
 
 
 if __name__ == "__main__":
