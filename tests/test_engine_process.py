@@ -22,13 +22,13 @@ from typing import Any
 
 import httpx
 import pytest
+from structgen.fsm import CompilerConfig
+from structgen.fsm.errors import GrammarCompileError, GrammarTimeoutError
+from structgen.schemas import RegexError, SchemaError, UnsupportedSchemaError
 
 from structgen.engine.engine import Engine, EngineConfig
 from structgen.engine.request import RequestError, SamplingParams
-from structgen.fsm import CompilerConfig
-from structgen.fsm.errors import GrammarCompileError, GrammarTimeoutError
 from structgen.runtime.memory import MemoryConfig
-from structgen.schemas import RegexError, SchemaError, UnsupportedSchemaError
 
 pytest.importorskip("fastapi")
 pytest.importorskip("zmq")
@@ -190,11 +190,24 @@ def test_the_engine_process_exits_when_its_front_end_dies(tiny_llama_dir: str, t
     assert not _alive(pid), "the orphaned engine process is still running"
 
 
+def test_a_front_end_that_exits_without_shutdown_stops_its_engine_process(tiny_llama_dir: str) -> None:
+    script = textwrap.dedent(
+        f"""
+        from structgen.server import EngineProcess, ServerConfig
+        p = EngineProcess(ServerConfig(model={tiny_llama_dir!r}), {tiny_llama_dir!r})
+        print(p.info.pid, flush=True)
+        """  # the interpreter exits normally, shutdown never called
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert not _alive(int(out.stdout.split()[-1]))
+
+
 def test_a_bad_model_folder_fails_in_create_app_with_the_engine_processs_error(tmp_path: Path) -> None:
     from structgen.models import ModelLoadError
 
     (tmp_path / "config.json").write_text("{not json")
-    with pytest.raises(ModelLoadError, match="config.json"):
+    with pytest.raises(ModelLoadError, match=r"config\.json"):
         create_app(_config(str(tmp_path)))
 
 

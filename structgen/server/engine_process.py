@@ -12,6 +12,7 @@ False, and ``on_death`` is called once.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import itertools
 import logging
 import multiprocessing
@@ -87,6 +88,9 @@ class EngineProcess(EngineClient):
         self._state = self._state._replace(kv_capacity=self.info.kv_capacity, kv_free=self.info.kv_capacity)
         self._receiver = threading.Thread(target=self._receive, name="structgen-engine-receiver", daemon=True)
         self._receiver.start()
+        # The engine process is not a daemon (it starts worker processes of its own), so the
+        # interpreter would wait for it at exit; a front end that ends without shutdown stops it.
+        atexit.register(self.shutdown, 5.0)
 
     def _wait_ready(self, timeout_s: float) -> EngineInfo:
         deadline = time.monotonic() + timeout_s
@@ -145,6 +149,7 @@ class EngineProcess(EngineClient):
             if self._closing:
                 return
             self._closing = True
+        atexit.unregister(self.shutdown)
         deadline = time.monotonic() + timeout_s
         if self._dead is None and self.process.is_alive():
             self._send(("shutdown",))  # the engine aborts what is in flight, reports it, and exits
