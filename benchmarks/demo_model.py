@@ -219,6 +219,16 @@ def field_em_batched(model: str | None, n: int, seed: int = 0, show_misses: bool
     return hits / total
 
 
+def _model_label(path: str) -> str:
+    """How results name the model: the embedded default by its place in the package, any other
+    folder by its name (never a path on the machine that ran it)."""
+    from structgen.api import default_model_path
+
+    if os.path.realpath(path) == os.path.realpath(default_model_path()):
+        return "the embedded default (`structgen/assets/demo-extractor`)"
+    return f"`{os.path.basename(os.path.normpath(path))}`"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None, help="model folder (default: the embedded demo model)")
@@ -292,9 +302,9 @@ def main() -> None:
         "`structgen.generate(schema=…, prompt=sentence)` as a user calls it; whole-object exact match per schema: "
         + ", ".join(f"{g} {100 * v:.0f}%" for g, v in r["independent"]["per_group"].items())
         + ".",
-        f"- model: `{r['model']}`; CPU threads: {os.cpu_count()}.",
+        f"- model: {_model_label(r['model'])}; CPU threads: {os.cpu_count()}.",
     ]
-    write_results(args.out, "demo-model", "Embedded demo model (held-out split, CPU)", run_meta(), header, rows, notes)
+    write_results(args.out, "demo-model", "Embedded demo model (held-out split and independent set, CPU)", run_meta(), header, rows, notes)
 
 
 if __name__ == "__main__":

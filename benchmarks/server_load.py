@@ -95,6 +95,8 @@ class Record(NamedTuple):
     forced_tokens: int
     valid: bool | None
     error: str | None
+    queue_ms: float | None = None  # arrival in the engine → first forward (the grammar wait included)
+    grammar_ms: float | None = None  # arrival in the engine → grammar ready
 
 
 def build_workload(n: int, seed: int = 0, *, text_max_tokens: int = 24) -> list[Job]:
@@ -172,6 +174,8 @@ async def _one(client: httpx.AsyncClient, job: Job) -> Record:
         usage["forced_tokens"],
         _validate(job, payload),
         None,
+        timings["queue_ms"],
+        timings["compile_ms"],
     )
 
 
@@ -262,6 +266,9 @@ def summarize(records: list[Record], wall_s: float) -> dict[str, Any]:
         "ttft_p99_ms": percentile(ttft, 0.99),
         "tpot_p50_ms": percentile(tpot, 0.5),
         "tpot_p99_ms": percentile(tpot, 0.99),
+        "queue_p50_ms": percentile([r.queue_ms for r in ok if r.queue_ms is not None], 0.5),
+        "queue_p99_ms": percentile([r.queue_ms for r in ok if r.queue_ms is not None], 0.99),
+        "grammar_p99_ms": percentile([r.grammar_ms for r in ok if r.grammar_ms is not None], 0.99),
         "wall_s": wall_s,
     }
 
@@ -365,7 +372,7 @@ def run_engine_alone(engine: Any, jobs: list[Job], concurrency: int) -> tuple[li
                         pass
                 valid = _validate(job, payload)
                 records.append(Record(job.kind, False, 200, u.latency_s, u.ttft_s * 1e3, u.latency_s * 1e3,
-                                      u.completion_tokens, u.forced_tokens, valid, None))  # fmt: skip
+                                      u.completion_tokens, u.forced_tokens, valid, None, u.queue_s * 1e3, u.grammar_s * 1e3))  # fmt: skip
     return records, time.perf_counter() - t0
 
 
@@ -510,6 +517,7 @@ def main() -> None:
                 round(s["ttft_p99_ms"], 1),
                 round(s["tpot_p50_ms"], 2),
                 round(s["tpot_p99_ms"], 2),
+                f"{s['queue_p50_ms']:.1f} / {s['queue_p99_ms']:.1f} / {s['grammar_p99_ms']:.1f}",
                 " / ".join(f"{100 * c:.0f}" for c in cpu) if cpu else "",
             ]
         )
@@ -532,11 +540,13 @@ def main() -> None:
         "- latency: client side, request sent → last byte; TTFT / TPOT: the server's `timings` (TTFT from the request's arrival, "
         "tokenization and the wait for the grammar included; TPOT = (total − TTFT) / (completion tokens − 1)); engine alone: "
         "the engine's usage (from submit).",
+        "- queue: the engine's time from a request's arrival to its first forward (the wait for its grammar included); "
+        "grammar: arrival to grammar ready; both from the server's `timings` (engine alone: the request's usage).",
         "- valid: schema outputs parsed and checked with jsonschema (formats included), regex outputs with `re.fullmatch`.",
     ]
     header = ["run", "concurrency", "requests", "answered 200", "lost", "valid", "req/s", "out tok/s",
               "latency p50 ms", "latency p99 ms", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms",
-              "CPU % client / front end / engine"]  # fmt: skip
+              "queue p50 / p99, grammar p99 ms", "CPU % client / front end / engine"]  # fmt: skip
     stem = args.stem or ("server-load-gpu" if "H200" in meta["machine"] or "NVIDIA" in meta["machine"] else "server-load-cpu")
     write_results(args.out, stem, "HTTP server load", meta, header, rows, notes)
     if profile:
