@@ -43,7 +43,6 @@ class Running(NamedTuple):
     queue: asyncio.Queue[StreamChunk]
     prompt_tokens: int
     start_s: float
-    submit_s: float
     constrained: bool
     constraint_param: str
 
@@ -146,7 +145,7 @@ class Service:
             rid, queue = await self.client.submit(ids, params, constraint)
         except EngineDeadError as exc:
             raise APIError(503, str(exc), type="server_error", code="unavailable") from None
-        return Running(rid, queue, len(ids), start_s, time.perf_counter(), constraint is not None, constraint_param)
+        return Running(rid, queue, len(ids), start_s, constraint is not None, constraint_param)
 
     def _tokenize(self, prompt: Any, chat_template_kwargs: dict[str, Any] | None) -> list[int]:
         with self._tokenize_lock:  # Hugging Face fast tokenizers are used by one thread at a time
@@ -154,7 +153,9 @@ class Service:
 
     # -------------------------------------------------------------- collection
 
-    def _finish(self, run: Running, chunk: StreamChunk, text: str) -> Result:
+    def _finish(self, run: Running, chunk: StreamChunk, text: str, first_s: float) -> Result:
+        """The request's :class:`Result` from its last ``chunk`` and ``text`` (``first_s``: when
+        its first chunk reached this process), or the :class:`APIError` its error maps to."""
         if chunk.usage is not None and run.constrained:
             self.metrics.compile_seconds.observe(chunk.usage.grammar_s)
         if chunk.finish_reason == "error" or chunk.usage is None:
@@ -170,11 +171,10 @@ class Service:
         usage = chunk.usage
         now = time.perf_counter()
         self.metrics.latency_seconds.observe(now - run.start_s)
-        engine_ttft = usage.ttft_s if usage.completion_tokens else usage.latency_s
-        timings = {
+        timings = {  # ttft_ms: arrival here → first chunk back here (tokenization, transit, queue, prefill)
             "queue_ms": round(usage.queue_s * 1e3, 3),
             "compile_ms": round(usage.grammar_s * 1e3, 3),
-            "ttft_ms": round((run.submit_s - run.start_s + engine_ttft) * 1e3, 3),
+            "ttft_ms": round(((first_s if usage.completion_tokens else now) - run.start_s) * 1e3, 3),
             "total_ms": round((now - run.start_s) * 1e3, 3),
         }
         if log.isEnabledFor(logging.DEBUG):
@@ -191,29 +191,34 @@ class Service:
         """Wait for the whole output; the request is aborted if this is cancelled."""
         parts: list[str] = []
         finished = False
+        first_s: float | None = None
         try:
             while True:
                 chunk = await run.queue.get()
+                first_s = first_s or time.perf_counter()
                 parts.append(chunk.delta)
                 if chunk.finished:
                     finished = True
-                    return self._finish(run, chunk, "".join(parts))
+                    return self._finish(run, chunk, "".join(parts), first_s)
         finally:
             if not finished:
                 self.client.abort(run.rid)
 
-    async def chunks(self, run: Running, first: StreamChunk | None = None) -> AsyncIterator[tuple[str, Result | None]]:
+    async def chunks(
+        self, run: Running, first: StreamChunk | None = None, first_s: float | None = None
+    ) -> AsyncIterator[tuple[str, Result | None]]:
         """Yield ``(delta, None)`` as text arrives and ``("", result)`` last, starting with
-        ``first`` when the caller already took it from the queue.  The caller aborts the
-        request when it stops early."""
+        ``first`` when the caller already took it from the queue (at ``first_s``).  The caller
+        aborts the request when it stops early."""
         parts: list[str] = []
         while True:
             chunk, first = (first, None) if first is not None else (await run.queue.get(), None)
+            first_s = first_s or time.perf_counter()
             parts.append(chunk.delta)
             if chunk.delta:
                 yield chunk.delta, None
             if chunk.finished:
-                yield "", self._finish(run, chunk, "".join(parts))
+                yield "", self._finish(run, chunk, "".join(parts), first_s)
                 return
 
     def check_model(self, name: str | None) -> None:
@@ -261,12 +266,13 @@ class Service:
             run = await start()
             try:  # the first chunk decides between an error response and a stream
                 first = await _unless_disconnected(request, run.queue.get())
+                first_s = time.perf_counter()
                 if isinstance(first, Response):  # the client left before its first token
                     self.client.abort(run.rid)
                     release_once()
                     return first
                 if first.finished and first.finish_reason == "error":
-                    self._finish(run, first, "")  # raises the request's APIError
+                    self._finish(run, first, "", first_s)  # raises the request's APIError
             except BaseException:
                 self.client.abort(run.rid)
                 raise
@@ -280,7 +286,7 @@ class Service:
         async def events() -> AsyncIterator[str]:
             nonlocal done
             try:
-                async for delta, result in self.chunks(run, first):
+                async for delta, result in self.chunks(run, first, first_s):
                     if result is None:
                         yield _sse(render_delta(delta, created))
                     else:
