@@ -33,6 +33,7 @@ from structgen.server.metrics import ServerMetrics
 from structgen.server.protocol import APIError
 
 log = logging.getLogger("structgen.server")
+INLINE_TOKENIZE_CHARS = 4096  # text prompts up to this long are tokenized on the event loop (about a millisecond at most)
 
 
 class Running(NamedTuple):
@@ -132,7 +133,7 @@ class Service:
         the model's declared format; used instead when the wrapped one does not fit."""
         start_s = time.perf_counter()
         try:
-            ids = await asyncio.to_thread(self._tokenize, prompt, chat_template_kwargs)
+            ids = await self._tokenize_async(prompt, chat_template_kwargs)
         except RequestError as exc:
             raise request_error(exc, "prompt", "invalid_prompt") from None
         try:
@@ -146,6 +147,18 @@ class Service:
         except EngineDeadError as exc:
             raise APIError(503, str(exc), type="server_error", code="unavailable") from None
         return Running(rid, queue, len(ids), start_s, constraint is not None, constraint_param)
+
+    async def _tokenize_async(self, prompt: Any, chat_template_kwargs: dict[str, Any] | None) -> list[int]:
+        """A short prompt is tokenized right here on the event loop, as SGLang's tokenizer
+        manager does (a thread hop costs more than the tokenizer under load: every handoff waits
+        for the GIL); a long one, or any while another is being tokenized, on a worker thread."""
+        short = isinstance(prompt, str) and len(prompt) <= INLINE_TOKENIZE_CHARS
+        if short and self._tokenize_lock.acquire(blocking=False):
+            try:
+                return self.prompts.tokenize(prompt, chat_template_kwargs)
+            finally:
+                self._tokenize_lock.release()
+        return await asyncio.to_thread(self._tokenize, prompt, chat_template_kwargs)
 
     def _tokenize(self, prompt: Any, chat_template_kwargs: dict[str, Any] | None) -> list[int]:
         with self._tokenize_lock:  # Hugging Face fast tokenizers are used by one thread at a time
