@@ -58,7 +58,11 @@ def _add_generate(sub: Any) -> None:
     what = gen.add_mutually_exclusive_group()
     what.add_argument("--schema", help="JSON Schema: a file path or inline JSON")
     what.add_argument("--regex", help="a regex the output must fully match")
-    what.add_argument("--pydantic", help="module:Class of a Pydantic model (default: structgen.demo.examples:Character)")
+    what.add_argument(
+        "--pydantic",
+        help="module:Class of a Pydantic model (default: structgen.demo.examples:Person, which the embedded model reads "
+        "in prompts like 'Name: Ben Okafor. Age: 41.'; structgen.demo.examples:Character is SGLang's benchmark model, for a real model)",
+    )
     gen.add_argument("--prompt", required=True, help="prompt text")
     gen.add_argument("--chat", action="store_true", help="send the prompt as one user message through the chat template")
     gen.add_argument("--max-tokens", type=int, default=256)
@@ -240,7 +244,7 @@ def _generate_command(args: argparse.Namespace) -> int:
         elif args.regex is not None:
             regex = args.regex
         else:
-            spec = args.pydantic or "structgen.demo.examples:Character"
+            spec = args.pydantic or "structgen.demo.examples:Person"
             mod, _, name = spec.partition(":")
             model_cls = getattr(importlib.import_module(mod), name, None)
             if not (isinstance(model_cls, type) and issubclass(model_cls, BaseModel)):

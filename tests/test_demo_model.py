@@ -237,7 +237,7 @@ def test_demo_command_rejects_bad_input(tmp_path: Path, capsys: pytest.CaptureFi
 
 def test_generate_defaults_to_the_demo_model_and_demo_command(capsys: pytest.CaptureFixture[str]) -> None:
     from structgen.cli import main
-    from structgen.demo.run import Person
+    from structgen.demo.examples import Person
 
     person = structgen.generate(Person, "Profile notes. The name is Ana Silva. Age: 30.")
     assert isinstance(person, Person)

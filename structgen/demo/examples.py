@@ -1,10 +1,19 @@
-"""Example Pydantic models (the CLI's default constraint)."""
+"""Example Pydantic models: ``Person`` (the CLI's default constraint, one the embedded demo
+model reads) and ``Character`` (SGLang's benchmark model, for a real model)."""
 
 from __future__ import annotations
 
 from typing import Literal
 
 from pydantic import BaseModel, Field
+
+
+class Person(BaseModel):
+    """A person: what the README's examples and ``structgen generate`` extract by default."""
+
+    name: str = Field(max_length=40)
+    age: int = Field(ge=0, le=120)
+    email: str | None = Field(default=None, max_length=40)
 
 
 class Wand(BaseModel):

@@ -7,16 +7,7 @@ import json
 import time
 from typing import Any
 
-from pydantic import BaseModel, Field
-
-
-class Person(BaseModel):
-    """The README's example model."""
-
-    name: str = Field(max_length=40)
-    age: int = Field(ge=0, le=120)
-    email: str | None = Field(default=None, max_length=40)
-
+from structgen.demo.examples import Person
 
 HANDWRITTEN: list[tuple[Any, str]] = [
     (Person, "Profile notes. The name is Marta Kowalczyk. She is 41 years old. Email: marta.k@post.eu."),
