@@ -103,7 +103,10 @@ def test_the_engine_runs_in_its_own_process_and_health_reports_it(server: Server
     assert body["status"] == "ok" and body["engine"]["alive"] and body["engine"]["pid"] == pid
     r = httpx.post(server.url + "/v1/structured", json={"prompt": "x", "json_schema": PERSON, "max_tokens": 40}, timeout=60)
     assert r.status_code == 200 and set(r.json()["output"]) == {"name"}
-    assert r.json()["timings"]["compile_ms"] > 0  # the engine process's wait for the grammar
+    t = r.json()["timings"]
+    assert t["compile_ms"] > 0  # the engine process's wait for the grammar
+    # TTFT runs from the front end's arrival to its first chunk: it holds the engine's queue
+    assert 0 < t["queue_ms"] <= t["ttft_ms"] <= t["total_ms"]
 
 
 def test_a_schema_error_on_a_stream_is_an_error_response_not_a_stream(server: ServerThread) -> None:
