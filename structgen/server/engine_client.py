@@ -6,13 +6,17 @@ thread of the front end's process (:class:`~.engine_thread.EngineThread`, for an
 from __future__ import annotations
 
 import asyncio
+import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from structgen.engine.engine import Engine
 from structgen.engine.request import SamplingParams, StreamChunk
 from structgen.fsm import Constraint
+
+log = logging.getLogger("structgen.server")
 
 
 class EngineDeadError(RuntimeError):
@@ -50,6 +54,32 @@ class EngineSnapshot(NamedTuple):
     compile_hits: int = 0
     compile_misses: int = 0
     compile_failures: int = 0
+
+
+class Stream(NamedTuple):
+    """Where one request's chunks go: its handler's event loop and queue."""
+
+    loop: asyncio.AbstractEventLoop
+    queue: asyncio.Queue[StreamChunk]
+
+
+def hand_over(items: Iterable[tuple[Stream, StreamChunk]]) -> None:
+    """Put each chunk on its stream's queue from a thread that is not the streams' event loop:
+    one ``call_soon_threadsafe`` per event loop, chunks in order; a loop already closed
+    (shutdown) is skipped."""
+    by_loop: defaultdict[asyncio.AbstractEventLoop, list[tuple[asyncio.Queue[StreamChunk], StreamChunk]]] = defaultdict(list)
+    for stream, chunk in items:
+        by_loop[stream.loop].append((stream.queue, chunk))
+    for loop, pairs in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_put_all, pairs)
+        except RuntimeError:  # the event loop is gone
+            pass
+
+
+def _put_all(pairs: list[tuple[asyncio.Queue[StreamChunk], StreamChunk]]) -> None:
+    for queue, chunk in pairs:
+        queue.put_nowait(chunk)
 
 
 def engine_info(engine: Engine, pid: int) -> EngineInfo:
@@ -135,11 +165,8 @@ def warm_up(engine: Engine) -> None:
     """One short constrained request through ``engine``, so the first client's request does not
     pay the one-time costs (kernel selection, a first compile, first-use allocations).  A
     failure is logged, not raised: it only costs the first request its time."""
-    import logging
-
     from structgen.engine.request import GenerateRequest
 
-    log = logging.getLogger("structgen.server")
     req = GenerateRequest("warm-up", SamplingParams(max_tokens=4), Constraint.regex(r"[a-z]{1,4}"))
     try:
         out = engine.generate([req])[0]

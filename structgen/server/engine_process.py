@@ -22,24 +22,18 @@ import shutil
 import tempfile
 import threading
 import time
-from collections import defaultdict
 from concurrent.futures import Future
-from typing import Any, NamedTuple
+from typing import Any
 
 from structgen.engine.request import SamplingParams, StreamChunk
 from structgen.fsm import Constraint
 from structgen.server.config import ServerConfig
-from structgen.server.engine_client import EngineClient, EngineDeadError, EngineInfo, EngineSnapshot
+from structgen.server.engine_client import EngineClient, EngineDeadError, EngineInfo, EngineSnapshot, Stream, hand_over
 from structgen.server.engine_main import dumps, engine_main
 
 log = logging.getLogger("structgen.server")
 RECV_POLL_MS = 100  # how often the receiver thread checks that the engine process is alive
 STOP_TIMEOUT_S = 30.0  # how long a shutting-down engine process may take to close (workers, pools) before it is terminated
-
-
-class _Stream(NamedTuple):
-    loop: asyncio.AbstractEventLoop
-    queue: asyncio.Queue[StreamChunk]
 
 
 class EngineProcess(EngineClient):
@@ -65,7 +59,7 @@ class EngineProcess(EngineClient):
         self._recv_sock.bind(from_engine)
         self._send_lock = threading.Lock()  # zmq sockets are not thread-safe: sends come from the event loop and shutdown
         self._lock = threading.Lock()  # guards _streams, _dead and _snapshots against the receiver thread
-        self._streams: dict[int, _Stream] = {}
+        self._streams: dict[int, Stream] = {}
         self._snapshots: dict[int, Future[EngineSnapshot]] = {}
         self._rids = itertools.count()
         self._dead: EngineDeadError | None = None
@@ -126,7 +120,7 @@ class EngineProcess(EngineClient):
         with self._lock:
             if self._dead is not None or self._closing:
                 raise EngineDeadError(str(self._dead or "the engine is shutting down"))
-            self._streams[rid] = _Stream(asyncio.get_running_loop(), queue)
+            self._streams[rid] = Stream(asyncio.get_running_loop(), queue)
         self._send(("submit", rid, ids, params, constraint))
         return rid, queue
 
@@ -214,7 +208,7 @@ class EngineProcess(EngineClient):
             log.error("unexpected message %r from the engine process", kind)
 
     def _deliver(self, chunks: list[StreamChunk]) -> None:
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Queue[StreamChunk], StreamChunk]]] = defaultdict(list)
+        items: list[tuple[Stream, StreamChunk]] = []
         with self._lock:
             for chunk in chunks:
                 stream = self._streams.get(chunk.rid)
@@ -222,15 +216,12 @@ class EngineProcess(EngineClient):
                     continue
                 if chunk.finished:
                     del self._streams[chunk.rid]
-                by_loop[stream.loop].append((stream.queue, chunk))
-        for chunk in chunks:
-            if chunk.finished and self.on_finish is not None:
-                self.on_finish(chunk)
-        for loop, items in by_loop.items():
-            try:
-                loop.call_soon_threadsafe(_put_all, items)
-            except RuntimeError:  # the event loop is gone (shutdown)
-                pass
+                items.append((stream, chunk))
+        if self.on_finish is not None:
+            for _stream, chunk in items:
+                if chunk.finished:
+                    self.on_finish(chunk)
+        hand_over(items)
 
     def _engine_died(self, why: str) -> None:
         dead = EngineDeadError(why)
@@ -250,13 +241,4 @@ class EngineProcess(EngineClient):
             snaps, self._snapshots = self._snapshots, {}
         for fut in snaps.values():
             fut.set_exception(exc)
-        for rid, stream in streams.items():
-            try:
-                stream.loop.call_soon_threadsafe(stream.queue.put_nowait, StreamChunk(rid, "", True, "error", None, exc))
-            except RuntimeError:
-                pass
-
-
-def _put_all(items: list[tuple[asyncio.Queue[StreamChunk], StreamChunk]]) -> None:
-    for queue, chunk in items:
-        queue.put_nowait(chunk)
+        hand_over((stream, StreamChunk(rid, "", True, "error", None, exc)) for rid, stream in streams.items())

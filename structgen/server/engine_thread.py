@@ -18,20 +18,15 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 from structgen.engine.engine import Engine
 from structgen.engine.request import GenerateRequest, RequestError, SamplingParams, StreamChunk
 from structgen.fsm import Constraint
-from structgen.server.engine_client import EngineClient, EngineDeadError, EngineSnapshot, engine_info, engine_snapshot
+from structgen.server.engine_client import EngineClient, EngineDeadError, EngineSnapshot, Stream, engine_info, engine_snapshot, hand_over
 
 log = logging.getLogger("structgen.server")
 T = TypeVar("T")
-
-
-class _Stream(NamedTuple):
-    loop: asyncio.AbstractEventLoop
-    queue: asyncio.Queue[StreamChunk]
 
 
 class EngineThread(EngineClient):
@@ -48,7 +43,7 @@ class EngineThread(EngineClient):
         self.idle_wait_s = idle_wait_s
         self._inbox: deque[tuple[Callable[[], Any], Future[Any] | None]] = deque()
         self._wake = threading.Condition()
-        self._streams: dict[int, _Stream] = {}
+        self._streams: dict[int, Stream] = {}
         self._stop = False
         self._dead: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="structgen-engine", daemon=True)
@@ -95,7 +90,7 @@ class EngineThread(EngineClient):
             except RequestError as exc:  # the contract: a request's own errors arrive as its last chunk
                 queue.put_nowait(StreamChunk(-1, "", True, "error", None, exc))
                 return -1
-            self._streams[rid] = _Stream(loop, queue)
+            self._streams[rid] = Stream(loop, queue)
             return rid
 
         rid = await self.call(do)
@@ -157,8 +152,7 @@ class EngineThread(EngineClient):
             log.exception("engine loop failed")
             self._dead = exc
             dead = EngineDeadError(f"the engine loop failed: {exc!r}")
-            for rid, stream in list(self._streams.items()):
-                stream.loop.call_soon_threadsafe(stream.queue.put_nowait, StreamChunk(rid, "", True, "error", None, dead))
+            hand_over((stream, StreamChunk(rid, "", True, "error", None, dead)) for rid, stream in self._streams.items())
             self._streams.clear()
             if self.on_death is not None:
                 self.on_death(dead)
@@ -171,6 +165,7 @@ class EngineThread(EngineClient):
                         fut.set_exception(EngineDeadError(f"the engine loop has stopped ({self._dead or 'shut down'})"))
 
     def _dispatch(self, chunks: list[StreamChunk]) -> None:
+        items: list[tuple[Stream, StreamChunk]] = []
         for chunk in chunks:
             stream = self._streams.get(chunk.rid)
             if stream is None:
@@ -180,7 +175,5 @@ class EngineThread(EngineClient):
                 self.engine.forget(chunk.rid)
                 if self.on_finish is not None:
                     self.on_finish(chunk)
-            try:
-                stream.loop.call_soon_threadsafe(stream.queue.put_nowait, chunk)
-            except RuntimeError:  # the event loop is gone (shutdown)
-                pass
+            items.append((stream, chunk))
+        hand_over(items)
