@@ -20,27 +20,16 @@ _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.
 class ServerMetrics:
     """Counters and histograms of requests, tokens and compiles.
 
-    ``queue_length``: a callable giving requests accepted and not yet answered (read at scrape
-    time).  ``kv_free`` / ``radix_locked``: callables for the KV pool's free slots and the radix
-    tokens pinned by running requests.  ``kv_capacity``: the KV pool's slots; ``running`` /
-    ``waiting``: callables for the engine's running requests and those waiting for admission or
-    for their grammar's compile (read at scrape time, without a lock: a scrape sees a recent
-    step, not necessarily the current one); ``compiles``: a callable giving the engine's latest
-    :class:`~structgen.server.engine_client.EngineSnapshot`, whose grammar-cache counters are
-    exported as ``structgen_grammar_compiles{result=hit|miss|failure}``.
+    ``queue_length``: a callable giving requests accepted and not yet answered; ``engine``: a
+    callable giving the engine's latest
+    :class:`~structgen.server.engine_client.EngineSnapshot` (both read at scrape time; a scrape
+    sees a recent step, not necessarily the current one).  From the snapshot come the KV pool's
+    free slots (evictable radix nodes counted free) and usage, the radix tokens pinned by running
+    requests, the running and waiting requests (waiting for admission or for their grammar) and
+    the grammar cache's counters, ``structgen_grammar_compiles{result=hit|miss|failure}``.
     """
 
-    def __init__(
-        self,
-        queue_length: Callable[[], float],
-        kv_free: Callable[[], float],
-        radix_locked: Callable[[], float],
-        *,
-        kv_capacity: int = 0,
-        running: Callable[[], float] = lambda: 0.0,
-        waiting: Callable[[], float] = lambda: 0.0,
-        compiles: Callable[[], EngineSnapshot] | None = None,
-    ) -> None:
+    def __init__(self, queue_length: Callable[[], float], engine: Callable[[], EngineSnapshot]) -> None:
         self._prompt_total = 0
         self._cached_total = 0
         self.registry = reg = CollectorRegistry()
@@ -52,24 +41,36 @@ class ServerMetrics:
         self.finished = Counter("structgen_finished_requests", "engine requests finished", ["finish_reason"], registry=reg)
         hit = Gauge("structgen_cache_hit_rate", "cached / prompt tokens since start", registry=reg)
         hit.set_function(self._hit_rate)
-        Gauge("structgen_queue_length", "requests accepted and not yet answered", registry=reg).set_function(queue_length)
-        Gauge("structgen_kv_free_tokens", "free KV-pool slots", registry=reg).set_function(kv_free)
-        Gauge("structgen_radix_locked_tokens", "radix-cache tokens pinned by running requests", registry=reg).set_function(radix_locked)
-        Gauge("structgen_running_requests", "requests in the engine's running batch", registry=reg).set_function(running)
-        Gauge("structgen_waiting_requests", "requests waiting for admission or for their grammar", registry=reg).set_function(waiting)
-        usage = Gauge("structgen_kv_usage", "fraction of KV-pool slots neither free nor evictable", registry=reg)
-        usage.set_function(lambda: 1.0 - kv_free() / kv_capacity if kv_capacity else 0.0)
+
+        def kv_free() -> float:
+            st = engine()
+            return st.kv_free + st.kv_evictable
+
+        def kv_usage() -> float:
+            capacity = engine().kv_capacity
+            return 1.0 - kv_free() / capacity if capacity else 0.0
+
+        def gauge(name: str, doc: str, fn: Callable[[], float]) -> None:
+            Gauge(name, doc, registry=reg).set_function(fn)
+
+        gauge("structgen_queue_length", "requests accepted and not yet answered", queue_length)
+        gauge("structgen_kv_free_tokens", "free KV-pool slots", kv_free)
+        gauge("structgen_radix_locked_tokens", "radix-cache tokens pinned by running requests", lambda: engine().radix_locked)
+        gauge("structgen_running_requests", "requests in the engine's running batch", lambda: engine().running)
+        gauge(
+            "structgen_waiting_requests", "requests waiting for admission or for their grammar", lambda: engine().waiting + engine().grammar
+        )
+        gauge("structgen_kv_usage", "fraction of KV-pool slots neither free nor evictable", kv_usage)
+        grammars = Gauge("structgen_grammar_compiles", "grammar-cache lookups of the engine since start", ["result"], registry=reg)
+        grammars.labels("hit").set_function(lambda: engine().compile_hits)
+        grammars.labels("miss").set_function(lambda: engine().compile_misses)
+        grammars.labels("failure").set_function(lambda: engine().compile_failures)
         self.compile_seconds = Histogram(
             "structgen_compile_seconds",
             "seconds a constrained request waited for its grammar (cache hits included)",
             buckets=_LATENCY_BUCKETS,
             registry=reg,
         )
-        if compiles is not None:
-            grammars = Gauge("structgen_grammar_compiles", "grammar-cache lookups of the engine since start", ["result"], registry=reg)
-            grammars.labels("hit").set_function(lambda: compiles().compile_hits)
-            grammars.labels("miss").set_function(lambda: compiles().compile_misses)
-            grammars.labels("failure").set_function(lambda: compiles().compile_failures)
         self.ttft_seconds = Histogram("structgen_ttft_seconds", "time to first token", buckets=_LATENCY_BUCKETS, registry=reg)
         self.latency_seconds = Histogram("structgen_request_seconds", "request latency", buckets=_LATENCY_BUCKETS, registry=reg)
         self.tpot_seconds = Histogram(

@@ -76,15 +76,7 @@ class Service:
         info = client.info
         self.model_name = config.served_model_name or os.path.basename(os.path.normpath(info.model_path))
         self.created = int(time.time())
-        self.metrics = ServerMetrics(
-            queue_length=lambda: self.inflight,
-            kv_free=lambda: client.state.kv_free + client.state.kv_evictable,
-            radix_locked=lambda: client.state.radix_locked,
-            kv_capacity=info.kv_capacity,
-            running=lambda: client.state.running,
-            waiting=lambda: client.state.waiting + client.state.grammar,
-            compiles=lambda: client.state,
-        )
+        self.metrics = ServerMetrics(queue_length=lambda: self.inflight, engine=lambda: client.state)
 
     def summary(self) -> str:
         """One line on what is being served: model, dtype, device, context, KV pool, CUDA graphs,
