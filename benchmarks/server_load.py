@@ -212,10 +212,7 @@ class LoadGenerator:
         self.processes = processes
         self.pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
         list(self.pool.map(abs, range(processes)))  # started before any level is timed
-
-    @property
-    def pids(self) -> list[int]:
-        return list(self.pool._processes)
+        self.pids = _descendants(os.getpid())  # the pool's processes (no server is running yet)
 
     def run(self, url: str, jobs: list[Job], concurrency: int) -> tuple[list[Record], float]:
         k = max(1, min(self.processes, concurrency))
@@ -273,27 +270,29 @@ def summarize(records: list[Record], wall_s: float) -> dict[str, Any]:
     }
 
 
-def _proc_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (all its threads) so far; 0 once it is gone."""
+def _stat(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (state first), or None once the
+    process is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+            return f.read().rsplit(")", 1)[1].split()
     except (FileNotFoundError, ProcessLookupError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return None
+
+
+def _proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads) so far; 0 once it is gone."""
+    fields = _stat(pid)
+    return 0.0 if fields is None else (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _descendants(pid: int) -> list[int]:
     """``pid``'s child processes, their children, ... (read from /proc)."""
     parents: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (FileNotFoundError, ProcessLookupError, ValueError):
-                continue
-            parents.setdefault(ppid, []).append(int(entry))
+        fields = _stat(entry) if entry.isdigit() else None
+        if fields is not None:
+            parents.setdefault(int(fields[1]), []).append(int(entry))
     out, todo = [], [pid]
     while todo:
         for child in parents.get(todo.pop(), []):
@@ -452,6 +451,8 @@ def main() -> None:
     ap.add_argument("--out", default=str(HERE / "results" / "server-load"))
     ap.add_argument("--stem", default=None, help="results file stem (default: server-load-<cpu|gpu>)")
     args = ap.parse_args()
+    if args.num_requests < 1 or args.client_processes < 1 or min(args.concurrency) < 1:
+        ap.error("--num-requests, --client-processes and every --concurrency must be ≥ 1")
 
     from _gpu_common import run_meta, write_results
 
