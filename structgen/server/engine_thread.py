@@ -47,7 +47,6 @@ class EngineThread(EngineClient):
         self._stop = False
         self._dead: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="structgen-engine", daemon=True)
-        self.steps = 0
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -143,7 +142,6 @@ class EngineThread(EngineClient):
                     self._execute(*self._inbox.popleft())
                 if self.engine.has_unfinished():
                     self._dispatch(self.engine.step())
-                    self.steps += 1
                 else:
                     with self._wake:
                         if not self._inbox and not self._stop:

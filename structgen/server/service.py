@@ -33,7 +33,7 @@ from structgen.server.metrics import ServerMetrics
 from structgen.server.protocol import APIError
 
 log = logging.getLogger("structgen.server")
-INLINE_TOKENIZE_CHARS = 4096  # text prompts up to this long are tokenized on the event loop (about a millisecond at most)
+INLINE_TOKENIZE_CHARS = 4096  # text prompts up to this long are tokenized on the event loop; longer ones on a thread
 
 
 class Running(NamedTuple):
@@ -42,7 +42,6 @@ class Running(NamedTuple):
 
     rid: int
     queue: asyncio.Queue[StreamChunk]
-    prompt_tokens: int
     start_s: float
     constrained: bool
     constraint_param: str
@@ -138,7 +137,7 @@ class Service:
             rid, queue = await self.client.submit(ids, params, constraint)
         except EngineDeadError as exc:
             raise APIError(503, str(exc), type="server_error", code="unavailable") from None
-        return Running(rid, queue, len(ids), start_s, constraint is not None, constraint_param)
+        return Running(rid, queue, start_s, constraint is not None, constraint_param)
 
     async def _tokenize_async(self, prompt: Any, chat_template_kwargs: dict[str, Any] | None) -> list[int]:
         """A short prompt is tokenized right here on the event loop, as SGLang's tokenizer
