@@ -470,48 +470,76 @@ fail:
     return ret;
 }
 
-/* body_shape(table, num_classes, sigma, state, out) -> int
+/* body_shape(table, num_classes, sigma, state, out[, max_depth, missing]) -> int
  *
  * The automaton restricted to the classes with sigma[c] = 1 (uint8 [C]), from `state`, in
  * canonical form: out (int32 [M * C], M - 1 the most states kept) gets row 0 all dead, row 1
  * `state`, then the states it reaches in breadth-first order (first seen, first numbered),
- * each row holding the canonical numbers of its targets (0: dead or outside sigma).  Returns
- * the rows used (n + 1), 0 when more than M - 1 states are reached, or -(s + 1) for a
- * reached state s not expanded yet (table row of -1; the caller expands it and calls again).
+ * each row holding the canonical numbers of its targets (0: dead or outside sigma).  With
+ * max_depth (> 0), states first reached after max_depth bytes keep an all-dead row: the shape
+ * is exact for strings of at most max_depth bytes.  Returns the rows used (n + 1), 0 when more
+ * than M - 1 states are reached, or, for reached states not expanded yet (table row of -1):
+ * without missing, -(s + 1) for the first; with missing (int32 [K]), -k after writing the first
+ * k ≤ K of them there.  The caller expands them and calls again.
  */
 static PyObject *body_shape(PyObject *self, PyObject *args) {
-    PyObject *objs[4];
-    Py_ssize_t num_classes, state;
-    if (!PyArg_ParseTuple(args, "OnOnO", &objs[0], &num_classes, &objs[1], &state, &objs[2])) {
+    PyObject *objs[4] = {NULL, NULL, NULL, Py_None};
+    Py_ssize_t num_classes, state, max_depth = 0;
+    if (!PyArg_ParseTuple(args, "OnOnO|nO", &objs[0], &num_classes, &objs[1], &state, &objs[2], &max_depth, &objs[3])) {
         return NULL;
     }
-    static const Py_ssize_t itemsizes[3] = {4, 1, 4};
-    static const int writable[3] = {0, 0, 1};
-    static const char *const names[3] = {"table", "sigma", "out"};
-    Py_buffer bufs[3];
-    if (get_bufs(objs, bufs, itemsizes, writable, names, 3) < 0) return NULL;
+    static const Py_ssize_t itemsizes[4] = {4, 1, 4, 4};
+    static const int writable[4] = {0, 0, 1, 1};
+    static const char *const names[4] = {"table", "sigma", "out", "missing"};
+    Py_buffer bufs[4];
+    const int n_bufs = objs[3] == Py_None ? 3 : 4;
+    if (get_bufs(objs, bufs, itemsizes, writable, names, n_bufs) < 0) return NULL;
     const Py_ssize_t n_states = num_classes > 0 ? bufs[0].len / 4 / num_classes : 0;
     const Py_ssize_t m = num_classes > 0 ? bufs[2].len / 4 / num_classes : 0;
+    const Py_ssize_t k_missing = n_bufs == 4 ? bufs[3].len / 4 : 0;
     if (num_classes <= 0 || bufs[1].len != num_classes || bufs[2].len != m * num_classes * 4 || m < 2 || m > 4096 || state <= 0 ||
-        state >= n_states) {
-        release_bufs(bufs, 3);
+        state >= n_states || max_depth < 0 || (n_bufs == 4 && k_missing < 1)) {
+        release_bufs(bufs, n_bufs);
         PyErr_SetString(PyExc_ValueError, "body_shape: inconsistent buffers or arguments");
         return NULL;
     }
     const int32_t *table = (const int32_t *)bufs[0].buf;
     const uint8_t *sigma = (const uint8_t *)bufs[1].buf;
     int32_t *out = (int32_t *)bufs[2].buf;
-    int32_t order[4096];
-    Py_ssize_t n = 1, result = 0;
+    int32_t *missing = n_bufs == 4 ? (int32_t *)bufs[3].buf : NULL;
+    /* order[j]: the automaton state numbered j; depth[j]: its breadth-first depth; slots: an
+       open-addressing map state -> number (8192 slots, at most half full) */
+    int32_t order[4096], depth[4096];
+    int32_t *slot_key = (int32_t *)malloc(8192 * sizeof(int32_t));
+    int32_t *slot_val = (int32_t *)malloc(8192 * sizeof(int32_t));
+    if (!slot_key || !slot_val) {
+        free(slot_key);
+        free(slot_val);
+        release_bufs(bufs, n_bufs);
+        return PyErr_NoMemory();
+    }
+    memset(slot_key, 0xff, 8192 * sizeof(int32_t));
+    Py_ssize_t n = 1, result = 0, n_missing = 0;
     int bad = 0;
     order[1] = (int32_t)state;
+    depth[1] = 0;
+    slot_key[(uint32_t)state * 2654435761u & 8191] = (int32_t)state;
+    slot_val[(uint32_t)state * 2654435761u & 8191] = 1;
     memset(out, 0, (size_t)num_classes * 4);
-    for (Py_ssize_t k = 1; k <= n && !result && !bad; k++) {
+    for (Py_ssize_t k = 1; k <= n && !bad; k++) {
         const int32_t *row = table + (Py_ssize_t)order[k] * num_classes;
         int32_t *o = out + k * num_classes;
+        memset(o, 0, (size_t)num_classes * 4);
+        if (max_depth > 0 && depth[k] >= max_depth) {
+            continue; /* past the depth kept: no byte leads on */
+        }
         if (row[0] < 0) {
-            result = -((Py_ssize_t)order[k] + 1);
-            break;
+            if (!missing) {
+                result = -((Py_ssize_t)order[k] + 1);
+                break;
+            }
+            if (n_missing < k_missing) missing[n_missing++] = order[k];
+            continue; /* the caller expands it; go on collecting the others */
         }
         for (Py_ssize_t c = 0; c < num_classes; c++) {
             const int32_t t = sigma[c] ? row[c] : 0;
@@ -521,18 +549,19 @@ static PyObject *body_shape(PyObject *self, PyObject *args) {
             }
             int32_t id = 0;
             if (t > 0) {
-                for (Py_ssize_t j = 1; j <= n; j++) {
-                    if (order[j] == t) {
-                        id = (int32_t)j;
-                        break;
-                    }
-                }
-                if (!id) {
+                uint32_t h = (uint32_t)t * 2654435761u & 8191;
+                while (slot_key[h] != -1 && slot_key[h] != t) h = (h + 1) & 8191;
+                if (slot_key[h] == t) {
+                    id = slot_val[h];
+                } else {
                     if (n + 1 >= m) {
                         n = -1; /* too many states */
                         break;
                     }
                     order[++n] = t;
+                    depth[n] = depth[k] + 1;
+                    slot_key[h] = t;
+                    slot_val[h] = (int32_t)n;
                     id = (int32_t)n;
                 }
             }
@@ -542,13 +571,18 @@ static PyObject *body_shape(PyObject *self, PyObject *args) {
             break;
         }
     }
-    release_bufs(bufs, 3);
+    free(slot_key);
+    free(slot_val);
+    release_bufs(bufs, n_bufs);
     if (bad) {
         PyErr_SetString(PyExc_ValueError, "body_shape: automaton data out of range");
         return NULL;
     }
     if (result) {
         return PyLong_FromSsize_t(result);
+    }
+    if (n >= 0 && n_missing) {
+        return PyLong_FromSsize_t(-n_missing);
     }
     return PyLong_FromSsize_t(n < 0 ? 0 : n + 1);
 }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from typing import Any
 
 import numpy as np
 from structgen.schemas.charset import utf8_sequences
@@ -14,6 +15,12 @@ from structgen.schemas.ir import NOTHING, Alt, Anchor, And, Automaton, Chars, Jo
 from .dfa import DEAD, NO_PATH, Budget
 from .errors import GrammarCompileError
 from .nfa import NFABuilder, byte_ranges
+
+_c_expand_row: Any
+try:  # the compiled expansion step (fsm/_lazy_expand.c); optional, see setup.py
+    from ._lazy_expand import expand_row as _c_expand_row
+except ImportError:  # pragma: no cover - exercised when no C compiler was available at install
+    _c_expand_row = None
 
 # ----------------------------------------------------------------------------- lazy determinization
 
@@ -83,6 +90,7 @@ def prune(node: Node, builder: NFABuilder, memo: dict[int, Node]) -> Node:
 
 
 SMALL_CLOSURE = 64  # closures up to this many NFA states skip the memoizing SCC search
+C_CLOSURE = 4096  # the compiled expansion computes closures up to this many NFA states itself
 
 
 class LazyDFA:
@@ -127,6 +135,7 @@ class LazyDFA:
         self.distance_bound: int | None = None  # ≥ every state's distance_to_accept (compile_lazy)
         self.length_bound: int | None = None  # ≥ the longest accepted string's bytes; None: unbounded
         self._closures: dict[int, tuple[frozenset[int], bool]] = {}  # NFA state -> its closure
+        self.use_compiled = True  # expand in C where fsm/_lazy_expand.c is built (tests compare both)
         self.initial = self._state_of(self._closure([start]))
 
     @property
@@ -287,7 +296,27 @@ class LazyDFA:
         return d
 
     def expand(self, state: int) -> np.ndarray:
-        """The transition row of ``state`` (``int32 [C]``), computing it on first use."""
+        """The transition row of ``state`` (``int32 [C]``), computing it on first use: in C
+        (``fsm/_lazy_expand.c``) where it is built and every closure it needs is small and
+        built, else in Python (:meth:`_expand_py`); both number new states alike."""
+        row = self.table[state]
+        if row[0] >= 0:
+            return row
+        if self.use_compiled and _c_expand_row is not None:
+            got = _c_expand_row(
+                self.sets[state], self.edges, self.class_of_byte, self.num_classes, self.eps, self.has_edges,
+                self.builder.pending, self.final, self._closures, C_CLOSURE,
+            )  # fmt: skip
+            if got is not None:
+                index, keys = got
+                ids = np.array([DEAD] + [self._state_of(k) for k in keys], dtype=np.int32)  # [1 + K]
+                self.table[state] = ids[np.frombuffer(index, dtype=np.int32) + 1]  # [C]
+                return self.table[state]
+        return self._expand_py(state)
+
+    def _expand_py(self, state: int) -> np.ndarray:
+        """:meth:`expand` in Python: the reference, and the path that builds pending fragments
+        and large closures."""
         row = self.table[state]
         if row[0] >= 0:
             return row
@@ -473,6 +502,7 @@ class LazyDFA:
 
     def __setstate__(self, state: dict[str, object]) -> None:
         state.setdefault("_closures", {})  # pickles from before the closure memo
+        state.setdefault("use_compiled", True)
         if not isinstance(state.get("_nfa_dist"), list):  # pickles from before exact distances
             state.update(_nfa_dist=[], _nfa_dist_n=0, _dfa_dist={})
         state.setdefault("distance_bound", None)  # unknown: budgets then always check successors

@@ -4,6 +4,7 @@ built (optional, see setup.py), the pruned numpy walk otherwise and as the refer
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import cached_property
@@ -34,6 +35,8 @@ except ImportError:  # pragma: no cover - exercised when no C compiler was avail
 LOOP_SKIP_MIN_BYTES = 32  # the loop-subtree skip pays off only for states looping on many bytes
 LOOP_TOKENS_CACHE = 256  # loop-byte sets whose token bitmasks a trie keeps
 BODY_MAX_STATES = 32  # body automata of loop states (VocabTrie._body) larger than this are not used
+CHAIN_DEPTH = 16  # bytes of a chain state's body automaton (VocabTrie._chain_body); longer tokens are walked
+CHAIN_MAX_STATES = 512  # chain body automata larger than this are not used
 DEAD_STATE = 0  # dfa.DEAD
 LOOP_WITHIN_CACHE = 32  # loop-byte sets whose per-node subtree flags (N bytes each) a trie keeps
 PACKED_NODE = np.dtype([("skip", "<i4"), ("token", "<i4"), ("byte", "u1"), ("pad", "u1"), ("depth", "<u2")])  # _trie_walk.c trie_node
@@ -170,15 +173,19 @@ class VocabTrie:
         # preorder: subtree sizes bottom-up over the levels, then the lexicographic order
         size = np.ones(n, dtype=np.int64)
         depth = np.zeros(n, dtype=np.int32)
+        deepest = np.zeros(n, dtype=np.int32)  # the deepest node in each subtree
         for d in range(max_len, 0, -1):
             lo, hi = level_start[d], level_start[d + 1]
             np.add.at(size, self.parent[lo:hi], size[lo:hi])
             depth[lo:hi] = d
+            np.maximum(deepest[lo:hi], d, out=deepest[lo:hi])
+            np.maximum.at(deepest, self.parent[lo:hi], deepest[lo:hi])
         order = np.array(sorted(range(1, n), key=prefixes.__getitem__), dtype=np.int64)  # [N-1] BFS ids in preorder
         self.pre_byte = self.byte[order].astype(np.uint8)
         self.pre_depth = depth[order]
         self.pre_skip = size[order].astype(np.int32)
         self.pre_token = node_token[order].astype(np.int32)
+        self.pre_deepest = deepest[order]  # int32 [N-1] the depth of the deepest node in each subtree
 
     def prepare(self) -> None:
         """Build the tables of the compiled walk (subtree byte sets, trie token order) now
@@ -238,7 +245,15 @@ class VocabTrie:
                     reached[state] = 1
                 skip = (self.subtree_byte_sets(), loop, np.zeros(self.max_depth + 1, dtype=np.uint8))
             elif reached is None:
-                self._walk_bits(dfa, int(state), bits, self.packed_nodes(trie_order=False), None, None)
+                chain = self._chain_body(dfa, int(state), np.asarray(row))
+                if chain is not None:  # a counted body (a string with maxLength): skip its short body tokens
+                    body, preset, within = chain
+                    bits = preset.copy()
+                    lflag = np.zeros(self.max_depth + 1, dtype=np.uint8)
+                    fast = (within, body.view(np.uint8), lflag)
+                    self._walk_bits(dfa, int(state), bits, self.packed_nodes(trie_order=False), None, fast)
+                else:
+                    self._walk_bits(dfa, int(state), bits, self.packed_nodes(trie_order=False), None, None)
                 self._add_duplicates(bits, None)
                 return bits
         self._walk(lambda: dfa.table, dfa.num_classes, cob, int(state), bits, ends, reached, skip, dfa.expand)
@@ -274,19 +289,59 @@ class VocabTrie:
         loop = np.packbits(loop_bytes, bitorder="little").view("<u8").copy()  # [4]
         return loop_bytes, self.loop_tokens(loop)
 
+    def _chain_body(self, dfa: Any, state: int, row: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The body of a chain state for the fast walk's subtree skip, or None: ``(body bytes
+        bool [256], uint32 [W] the body tokens of at most CHAIN_DEPTH bytes ``state`` allows,
+        uint8 [N-1] per preorder node whether its subtree is such tokens only)``.
+
+        A chain state does not loop, but at least ``LOOP_SKIP_MIN_BYTES`` bytes lead from it
+        to one same state (each character of a string with ``maxLength`` moves a counter on).
+        Its body bytes are those plus every byte ≥ 0x80; the body automaton, cut after
+        ``CHAIN_DEPTH`` bytes, is exact for the tokens it judges, and equal for every
+        position of a long enough counter, so its tokens are computed once per shape.  Sound
+        for any byte set, as :meth:`_body`.  Expands the body's states (the caller serializes
+        expansions)."""
+        cob = np.asarray(dfa.class_of_byte)
+        succ = row[cob]  # [256]
+        live = succ[succ != DEAD_STATE]
+        if len(live) < LOOP_SKIP_MIN_BYTES:
+            return None
+        values, counts = np.unique(live, return_counts=True)
+        k = int(counts.argmax())
+        if counts[k] < LOOP_SKIP_MIN_BYTES:
+            return None
+        sigma = row == values[k]  # [C]
+        sigma[cob[0x80:]] = True
+        shape = self._body_shape(dfa, state, sigma, CHAIN_MAX_STATES, CHAIN_DEPTH)
+        if shape is None:
+            return None
+        body = sigma[cob]  # [256]
+        key = np.packbits(body, bitorder="little").view("<u8").copy()  # [4]
+        within = self._memo("_chain_within_cache", key.tobytes(), LOOP_WITHIN_CACHE, lambda: self._within_depth(key, CHAIN_DEPTH))
+        return body, self.body_tokens(shape), within
+
+    def _within_depth(self, byte_set: np.ndarray, depth: int) -> np.ndarray:
+        """``uint8 [N-1]``: :meth:`loop_within` of ``byte_set``, and the subtree no deeper than ``depth``."""
+        return self.loop_within(byte_set) & (self.pre_deepest <= depth).astype(np.uint8)
+
     @staticmethod
-    def _body_shape(dfa: Any, state: int, sigma: np.ndarray) -> np.ndarray | None:
+    def _body_shape(dfa: Any, state: int, sigma: np.ndarray, max_states: int | None = None, depth: int = 0) -> np.ndarray | None:
         """The body automaton of ``state`` over the classes ``sigma`` (``bool [C]``) as a byte
         table ``int32 [n + 1, 256]`` (row 0 dead, row 1 ``state``, the others in breadth-first
-        order; bytes outside the body lead to 0), or None past ``BODY_MAX_STATES`` states."""
+        order; bytes outside the body lead to 0), cut after ``depth`` bytes when ``depth`` > 0
+        (states first reached there lead nowhere), or None past ``max_states`` states (default
+        ``BODY_MAX_STATES``).  Expands the states it reaches, a breadth-first level at a time."""
         cob = np.asarray(dfa.class_of_byte)
-        out = np.zeros((BODY_MAX_STATES + 1, len(sigma)), dtype=np.int32)
+        cap = BODY_MAX_STATES if max_states is None else max_states
+        out = np.zeros((cap + 1, len(sigma)), dtype=np.int32)
         sig = sigma.astype(np.uint8)
+        missing = np.zeros(256, dtype=np.int32)
         while True:
-            n = _c_body_shape(dfa.table, dfa.num_classes, sig, state, out)
+            n = _c_body_shape(dfa.table, dfa.num_classes, sig, state, out, depth, missing)
             if n >= 0:
                 break
-            dfa.expand(-n - 1)
+            for s in missing[:-n].tolist():
+                dfa.expand(s)
         return None if n == 0 else out[:n][:, cob]
 
     def body_tokens(self, table: np.ndarray) -> np.ndarray:
@@ -306,7 +361,8 @@ class VocabTrie:
         ):
             what = f"{table.dtype} {list(table.shape)}" if isinstance(table, np.ndarray) else type(table).__name__
             raise ValueError(f"a body table must be int32 [n + 1, 256], row 0 dead, targets in 0..n; got {what}")
-        return self._memo("_body_cache", table.tobytes(), LOOP_TOKENS_CACHE, lambda: self._body_walk(table))
+        key = hashlib.blake2b(table.tobytes(), digest_size=20).digest()  # chain shapes run to hundreds of KB
+        return self._memo("_body_cache", key, LOOP_TOKENS_CACHE, lambda: self._body_walk(table))
 
     def _body_walk(self, table: np.ndarray) -> np.ndarray:
         loop_bytes = table[1] == 1  # [256]

@@ -317,6 +317,39 @@ WALK_CONSTRAINTS = [
 ]
 
 
+@pytest.mark.parametrize(
+    "constraint",
+    [
+        {"type": "object", "properties": {"s": {"type": "string", "minLength": 1, "maxLength": 40}}, "required": ["s"]},
+        {"type": "string", "pattern": "^[a-z0-9_ ]{2,30}$"},
+        {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 4},
+    ],
+)
+def test_chain_states_skip_their_short_body_tokens_exactly(constraint: dict, gpt2_vocab: Vocabulary) -> None:
+    """Counted bodies (a string with maxLength) do not loop, so the loop skip cannot apply;
+    the chain skip pre-sets the body tokens of at most CHAIN_DEPTH bytes from the body
+    automaton's shape.  Every position of the counter gets the numpy reference walk's row."""
+    from structgen.fsm.trie import VocabTrie, compiled_walk_available
+
+    if not compiled_walk_available():
+        pytest.skip("the C trie walk was not built (no compiler at install)")
+    compiled = VocabTrie(gpt2_vocab.token_bytes, gpt2_vocab.special_ids)
+    reference = VocabTrie(gpt2_vocab.token_bytes, gpt2_vocab.special_ids, use_compiled=False)
+    dfa = compile_lazy(schema_to_ir(constraint)[0])
+    fsm = TokenFSM(dfa, gpt2_vocab)
+    rng = random.Random(0)
+    for _ in range(6):  # random walks through the counter, drawn from the reference rows
+        state = dfa.initial
+        for _ in range(30):
+            expected = reference.mask_bits(dfa, state)
+            np.testing.assert_array_equal(compiled.mask_bits(dfa, state), expected)
+            allowed = [t for t in range(gpt2_vocab.size) if expected[t >> 5] >> (t & 31) & 1]
+            if not allowed:
+                break
+            state = fsm.next_state(state, rng.choice(allowed))
+    assert getattr(compiled, "_chain_within_cache", None), "no chain state met"
+
+
 @pytest.mark.parametrize("vocab_name", ["tiny", "gpt2"])
 def test_compiled_walk_matches_numpy_walk(vocab_name: str, tiny_vocab: Vocabulary, gpt2_vocab: Vocabulary) -> None:
     """The C preorder walk and the numpy breadth-first walk give identical bits and end states."""

@@ -1,0 +1,356 @@
+/* One step of lazy subset construction: the transition row of one DFA state
+ * (structgen.fsm._lazy_expand), the hot path of LazyDFA.expand in fsm/lazy_dfa.py.
+ *
+ * A DFA state is a frozenset of NFA states with byte edges.  Its row maps every byte class to
+ * the epsilon closure of the NFA states its members' edges reach on that class.  This module
+ * computes, over the lazy DFA's own Python structures (no copies), the targets of every class,
+ * groups classes with the same target set, and the closure key (frozenset, final reached) of
+ * each group; the caller numbers new keys as DFA states.  Closures of one NFA state are read
+ * from and written to the caller's memo (the same entries the Python code writes).
+ *
+ * It computes only what needs no Python-side construction: when a closure meets an NFA
+ * fragment not built yet (a pending stub) or grows past `small_limit` states, it returns
+ * None and the caller runs the Python path, which builds the fragment and memoizes the
+ * closure.  Classes are reported in the order the Python path first touches them, so both
+ * paths number new DFA states identically.
+ *
+ * Subset construction: Rabin and Scott (1959); lazy, per visited state, as in RE2's DFA.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    long *v;
+    Py_ssize_t n, cap;
+} longvec;
+
+static int vec_push(longvec *a, long x) {
+    if (a->n == a->cap) {
+        Py_ssize_t cap = a->cap ? 2 * a->cap : 64;
+        long *v = (long *)realloc(a->v, (size_t)cap * sizeof(long));
+        if (!v) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = x;
+    return 0;
+}
+
+static int cmp_long(const void *a, const void *b) {
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+/* The closure of NFA state `seed` as the memo's (frozenset, bool) tuple (new reference), or
+ * NULL: with an exception set on error, without one when the Python path must take over. */
+static PyObject *closure_one(long seed, PyObject *eps, PyObject *has_edges, PyObject *pending, long final, PyObject *memo,
+                             Py_ssize_t small_limit) {
+    PyObject *key = PyLong_FromLong(seed);
+    if (!key) return NULL;
+    PyObject *got = PyDict_GetItemWithError(memo, key);
+    if (got) {
+        Py_DECREF(key);
+        Py_INCREF(got);
+        return got;
+    }
+    if (PyErr_Occurred()) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    /* depth-first search; `slots` is an open-addressing hash set of the states seen (a power
+       of two, at most half full), `order` the states in the order seen */
+    Py_ssize_t cap = 64;
+    long *slots = (long *)malloc((size_t)cap * sizeof(long));
+    long *order = (long *)malloc((size_t)(small_limit + 1) * sizeof(long));
+    long *stack = (long *)malloc((size_t)(small_limit + 1) * sizeof(long));
+    if (!slots || !order || !stack) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < cap; i++) slots[i] = -1;
+    slots[(size_t)seed * 2654435761u & (size_t)(cap - 1)] = seed;
+    Py_ssize_t n_seen = 1, n_stack = 1;
+    order[0] = stack[0] = seed;
+    const Py_ssize_t n_nfa = PyList_GET_SIZE(eps);
+    while (n_stack) {
+        long q = stack[--n_stack];
+        if (q < 0 || q >= n_nfa || q >= PyList_GET_SIZE(has_edges)) goto give_up;
+        PyObject *qk = PyLong_FromLong(q);
+        if (!qk) goto fail;
+        int is_pending = PyDict_Contains(pending, qk);
+        Py_DECREF(qk);
+        if (is_pending < 0) goto fail;
+        if (is_pending) goto give_up; /* a stub: the Python path builds its fragment */
+        PyObject *succ = PyList_GET_ITEM(eps, q);
+        if (!PyList_Check(succ)) goto give_up;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(succ); i++) {
+            long r = PyLong_AsLong(PyList_GET_ITEM(succ, i));
+            if (r == -1 && PyErr_Occurred()) goto fail;
+            if (r < 0) goto give_up;
+            size_t h = (size_t)r * 2654435761u & (size_t)(cap - 1);
+            while (slots[h] != -1 && slots[h] != r) h = (h + 1) & (size_t)(cap - 1);
+            if (slots[h] == r) continue;
+            if (n_seen >= small_limit) goto give_up; /* large: the Python path's SCC search */
+            if (2 * (n_seen + 1) > cap) { /* grow and rehash */
+                long *grown = (long *)malloc((size_t)(2 * cap) * sizeof(long));
+                if (!grown) {
+                    PyErr_NoMemory();
+                    goto fail;
+                }
+                cap *= 2;
+                for (Py_ssize_t j = 0; j < cap; j++) grown[j] = -1;
+                for (Py_ssize_t j = 0; j < n_seen; j++) {
+                    size_t g = (size_t)order[j] * 2654435761u & (size_t)(cap - 1);
+                    while (grown[g] != -1) g = (g + 1) & (size_t)(cap - 1);
+                    grown[g] = order[j];
+                }
+                free(slots);
+                slots = grown;
+                h = (size_t)r * 2654435761u & (size_t)(cap - 1);
+                while (slots[h] != -1) h = (h + 1) & (size_t)(cap - 1);
+            }
+            slots[h] = r;
+            order[n_seen++] = r;
+            stack[n_stack++] = r;
+        }
+    }
+    {
+        PyObject *members = PyFrozenSet_New(NULL);
+        if (!members) goto fail;
+        int fin = 0;
+        for (Py_ssize_t k = 0; k < n_seen; k++) {
+            long q = order[k];
+            fin |= q == final;
+            if (q < PyList_GET_SIZE(has_edges) && PyObject_IsTrue(PyList_GET_ITEM(has_edges, q)) == 1) {
+                PyObject *qk = PyLong_FromLong(q);
+                if (!qk || PySet_Add(members, qk) < 0) {
+                    Py_XDECREF(qk);
+                    Py_DECREF(members);
+                    goto fail;
+                }
+                Py_DECREF(qk);
+            }
+        }
+        PyObject *out = Py_BuildValue("(NO)", members, fin ? Py_True : Py_False);
+        if (!out || PyDict_SetItem(memo, key, out) < 0) {
+            Py_XDECREF(out);
+            goto fail;
+        }
+        Py_DECREF(key);
+        free(slots);
+        free(order);
+        free(stack);
+        return out;
+    }
+give_up:
+    Py_DECREF(key);
+    free(slots);
+    free(order);
+    free(stack);
+    return NULL;
+fail:
+    Py_DECREF(key);
+    free(slots);
+    free(order);
+    free(stack);
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "expand_row: inconsistent automaton");
+    return NULL;
+}
+
+/* The closure key of a sorted, duplicate-free target list (new reference), or NULL as above. */
+static PyObject *closure_key(const long *targets, Py_ssize_t n, PyObject *eps, PyObject *has_edges, PyObject *pending, long final,
+                             PyObject *memo, Py_ssize_t small_limit) {
+    if (n == 1) return closure_one(targets[0], eps, has_edges, pending, final, memo, small_limit);
+    PyObject *members = PyFrozenSet_New(NULL);
+    if (!members) return NULL;
+    int fin = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *part = closure_one(targets[i], eps, has_edges, pending, final, memo, small_limit);
+        if (!part) {
+            Py_DECREF(members);
+            return NULL;
+        }
+        int bad = 0;
+        PyObject *pit = PyObject_GetIter(PyTuple_GET_ITEM(part, 0)), *q;
+        if (!pit) bad = 1;
+        while (!bad && (q = PyIter_Next(pit))) {
+            bad = PySet_Add(members, q) < 0; /* filling a brand-new frozenset */
+            Py_DECREF(q);
+        }
+        Py_XDECREF(pit);
+        bad = bad || PyErr_Occurred();
+        fin |= PyTuple_GET_ITEM(part, 1) == Py_True;
+        Py_DECREF(part);
+        if (bad) {
+            Py_DECREF(members);
+            return NULL;
+        }
+    }
+    return Py_BuildValue("(NO)", members, fin ? Py_True : Py_False);
+}
+
+/* expand_row(members, edges, class_of_byte, num_classes, eps, has_edges, pending, final, memo, small_limit)
+ *     -> (index bytes: int32 [C], keys list) | None
+ *
+ * members: frozenset of NFA states (the DFA state); edges: list of lists of (lo, hi, target)
+ * byte ranges per NFA state; class_of_byte: int32 [256]; eps: list of lists of epsilon
+ * targets; has_edges: list of bools; pending: dict of stub states; final: the accepting NFA
+ * state; memo: dict NFA state -> (frozenset, bool) closures.  index[c] is the position in keys
+ * of class c's target closure, -1 for dead classes; keys are (frozenset, bool) in first-touch
+ * order.  None: the Python path must run (a pending stub, a large closure).  Raises ValueError
+ * for malformed structures.
+ */
+static PyObject *expand_row(PyObject *self, PyObject *args) {
+    PyObject *members, *edges, *o_cob, *eps, *has_edges, *pending, *memo;
+    Py_ssize_t num_classes, small_limit;
+    long final;
+    if (!PyArg_ParseTuple(args, "OO!OnO!O!O!lO!n", &members, &PyList_Type, &edges, &o_cob, &num_classes, &PyList_Type, &eps,
+                          &PyList_Type, &has_edges, &PyDict_Type, &pending, &final, &PyDict_Type, &memo, &small_limit)) {
+        return NULL;
+    }
+    if (num_classes < 1 || num_classes > 256 || small_limit < 1) {
+        PyErr_SetString(PyExc_ValueError, "expand_row: num_classes must be 1..256 and small_limit at least 1");
+        return NULL;
+    }
+    Py_buffer cob_buf;
+    if (PyObject_GetBuffer(o_cob, &cob_buf, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
+    if (cob_buf.itemsize != 4 || cob_buf.len != 256 * 4) {
+        PyBuffer_Release(&cob_buf);
+        PyErr_SetString(PyExc_ValueError, "expand_row: class_of_byte must be int32 [256]");
+        return NULL;
+    }
+    const int32_t *cob = (const int32_t *)cob_buf.buf;
+    PyObject *result = NULL, *keys = NULL, *index = NULL, *it = NULL, *m = NULL;
+    longvec pc = {0}, pt = {0};  /* (class, target) pairs */
+    long order[256];              /* classes in first-touch order */
+    Py_ssize_t n_order = 0;
+    char touched[256] = {0};
+    for (int b = 0; b < 256; b++) {
+        if (cob[b] < 0 || cob[b] >= num_classes) {
+            PyErr_SetString(PyExc_ValueError, "expand_row: class_of_byte out of range");
+            goto done;
+        }
+    }
+    it = PyObject_GetIter(members);
+    if (!it) goto done;
+    while ((m = PyIter_Next(it))) {
+        long q = PyLong_AsLong(m);
+        Py_CLEAR(m);
+        if (q == -1 && PyErr_Occurred()) goto done;
+        if (q < 0 || q >= PyList_GET_SIZE(edges) || !PyList_Check(PyList_GET_ITEM(edges, q))) {
+            PyErr_SetString(PyExc_ValueError, "expand_row: member outside the automaton");
+            goto done;
+        }
+        PyObject *el = PyList_GET_ITEM(edges, q);
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(el); i++) {
+            PyObject *e = PyList_GET_ITEM(el, i);
+            if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 3) {
+                PyErr_SetString(PyExc_ValueError, "expand_row: an edge must be (lo, hi, target)");
+                goto done;
+            }
+            long lo = PyLong_AsLong(PyTuple_GET_ITEM(e, 0)), hi = PyLong_AsLong(PyTuple_GET_ITEM(e, 1));
+            long t = PyLong_AsLong(PyTuple_GET_ITEM(e, 2));
+            if (PyErr_Occurred()) goto done;
+            if (lo < 0 || hi > 255 || lo > hi) {
+                PyErr_SetString(PyExc_ValueError, "expand_row: edge byte range outside 0..255");
+                goto done;
+            }
+            for (long c = cob[lo]; c <= cob[hi]; c++) {
+                if (!touched[c]) {
+                    touched[c] = 1;
+                    order[n_order++] = c;
+                }
+                if (vec_push(&pc, c) < 0 || vec_push(&pt, t) < 0) goto done;
+            }
+        }
+    }
+    if (PyErr_Occurred()) goto done;
+    {
+        /* targets grouped by class (counting sort), each list sorted and deduplicated */
+        Py_ssize_t start[257] = {0};
+        for (Py_ssize_t i = 0; i < pc.n; i++) start[pc.v[i] + 1]++;
+        for (int c = 0; c < 256; c++) start[c + 1] += start[c];
+        Py_ssize_t fill[256];
+        memcpy(fill, start, sizeof(fill));
+        long *tg = (long *)malloc((size_t)(pc.n ? pc.n : 1) * sizeof(long));
+        Py_ssize_t len[256] = {0};
+        Py_ssize_t group_class[256]; /* a representative class per group */
+        Py_ssize_t n_groups = 0;
+        if (!tg) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < pc.n; i++) tg[fill[pc.v[i]]++] = pt.v[i];
+        keys = PyList_New(0);
+        index = PyBytes_FromStringAndSize(NULL, num_classes * 4);
+        if (!keys || !index) {
+            free(tg);
+            goto done;
+        }
+        int32_t *idx = (int32_t *)PyBytes_AS_STRING(index);
+        for (Py_ssize_t c = 0; c < num_classes; c++) idx[c] = -1;
+        for (Py_ssize_t k = 0; k < n_order; k++) {
+            long c = order[k];
+            long *a = tg + start[c];
+            Py_ssize_t n = start[c + 1] - start[c];
+            qsort(a, (size_t)n, sizeof(long), cmp_long);
+            Py_ssize_t u = 0;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                if (!u || a[u - 1] != a[i]) a[u++] = a[i];
+            }
+            len[c] = u;
+            int32_t g = -1;
+            for (Py_ssize_t j = 0; j < n_groups; j++) {
+                Py_ssize_t rc = group_class[j];
+                if (len[rc] == u && !memcmp(tg + start[rc], a, (size_t)u * sizeof(long))) {
+                    g = (int32_t)j;
+                    break;
+                }
+            }
+            if (g < 0) {
+                PyObject *key = closure_key(a, u, eps, has_edges, pending, final, memo, small_limit);
+                if (!key) {
+                    free(tg);
+                    if (PyErr_Occurred()) goto done;
+                    Py_INCREF(Py_None);
+                    result = Py_None; /* the Python path takes over */
+                    goto done;
+                }
+                int bad = PyList_Append(keys, key) < 0;
+                Py_DECREF(key);
+                if (bad) {
+                    free(tg);
+                    goto done;
+                }
+                g = (int32_t)n_groups;
+                group_class[n_groups++] = c;
+            }
+            idx[c] = g;
+        }
+        free(tg);
+        result = PyTuple_Pack(2, index, keys);
+    }
+done:
+    Py_XDECREF(it);
+    Py_XDECREF(keys);
+    Py_XDECREF(index);
+    free(pc.v);
+    free(pt.v);
+    PyBuffer_Release(&cob_buf);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"expand_row", expand_row, METH_VARARGS, "One lazy subset-construction step (see _lazy_expand.c)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_lazy_expand", "Compiled lazy DFA expansion.", -1, methods};
+
+PyMODINIT_FUNC PyInit__lazy_expand(void) { return PyModule_Create(&module); }

@@ -1,0 +1,16 @@
+"""Type stub for the compiled lazy DFA expansion (fsm/_lazy_expand.c)."""
+
+from typing import Any
+
+def expand_row(
+    members: frozenset[int],
+    edges: list[list[tuple[int, int, int]]],
+    class_of_byte: Any,
+    num_classes: int,
+    eps: list[list[int]],
+    has_edges: list[bool],
+    pending: dict[int, Any],
+    final: int,
+    memo: dict[int, tuple[frozenset[int], bool]],
+    small_limit: int,
+) -> tuple[bytes, list[tuple[frozenset[int], bool]]] | None: ...
