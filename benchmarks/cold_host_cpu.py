@@ -1,5 +1,6 @@
 """Engine-side host work per cold grammar shipped from a compile process, with and without its
-NFA fragments built before shipping.
+NFA fragments built before shipping, and with the automaton expanded in C
+(``fsm/_lazy_expand.c``) or in Python.
 
 For each request of the ``extraction`` workload (the demo generator's held-out schemas) the
 schema is compiled as a compile process does, its state pickled without the vocabulary and
@@ -45,7 +46,7 @@ def _shipped(fsm: TokenFSM, vocab: Vocabulary, fragments: bool) -> tuple[bytes, 
     return blob, copies[0], copies[1]
 
 
-def measure(vocab: Vocabulary, schemas: list, fragments: bool, seed: int) -> list:
+def measure(vocab: Vocabulary, schemas: list, fragments: bool, c_expand: bool, seed: int) -> list:
     compiler = GrammarCompiler(vocab, CompilerConfig(cache_size=0))
     per_request: list[float] = []
     ship_ms: list[float] = []
@@ -56,6 +57,7 @@ def measure(vocab: Vocabulary, schemas: list, fragments: bool, seed: int) -> lis
         blob, engine, worker = _shipped(compiler.compile(Constraint.json_schema(schema)), vocab, fragments)
         ship_ms.append((time.perf_counter() - t0) * 1e3)
         sizes.append(len(blob))
+        engine.dfa.use_compiled = worker.dfa.use_compiled = c_expand
         gc.freeze()
         rng = random.Random(seed + k)
         cur = engine.cursor()
@@ -80,6 +82,7 @@ def measure(vocab: Vocabulary, schemas: list, fragments: bool, seed: int) -> lis
         per_request.append(spent * 1e3)
     return [
         "built before shipping" if fragments else "lazy",
+        "C" if c_expand else "Python",
         len(schemas),
         tokens,
         round(statistics.fmean(per_request), 2),
@@ -101,9 +104,10 @@ def main() -> None:
     vocab = Vocabulary.from_tokenizer(args.tokenizer)
     vocab.prepare()
     schemas = [e.schema for e in generate_examples(args.num_requests, "heldout", args.seed)]
-    rows = [measure(vocab, schemas, fragments, args.seed) for fragments in (False, True)]
+    rows = [measure(vocab, schemas, fragments, c_expand, args.seed) for fragments in (False, True) for c_expand in (False, True)]
     header = [
         "NFA fragments",
+        "expansion",
         "requests",
         "sampled tokens",
         "engine ms per request",

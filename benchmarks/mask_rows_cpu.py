@@ -1,11 +1,12 @@
-"""Host cost of first-visit mask rows on the CPU: the compiled trie walk vs the numpy walk.
+"""Host cost of first-visit mask rows on the CPU: the compiled trie walk vs the numpy walk, and
+the compiled automaton expansion (``fsm/_lazy_expand.c``) vs the Python one.
 
 For each request of the ``extraction`` workload (the demo generator's held-out schemas, as
 ``structgen bench json`` uses them) the schema is compiled afresh and the canonical tokens of
 the target JSON are walked: at every token the state's mask row is fetched (computed on first
 visit) and the cursor advances.  That is the mask work the engine's scheduler does for one
 request when every token is sampled (jump-forward skips some of those states, so this is an
-upper bound).  Both walks run in the same process on the same schemas; the automaton
+upper bound).  All variants run in the same process on the same schemas; the automaton
 expansions they trigger are included in the row times.
 
     python benchmarks/mask_rows_cpu.py --tokenizer ../shared/fixtures/tokenizers/llama3
@@ -26,7 +27,7 @@ from structgen.bench.common import percentile
 from structgen.demo.data import generate_examples
 
 
-def measure(vocab: Vocabulary, examples: list, compiled: bool) -> list:
+def measure(vocab: Vocabulary, examples: list, compiled: bool, c_expand: bool) -> list:
     trie = vocab.trie
     trie.use_compiled = compiled
     row_ms: list[float] = []
@@ -37,6 +38,7 @@ def measure(vocab: Vocabulary, examples: list, compiled: bool) -> list:
         t0 = time.perf_counter()
         token_fsm = fsm.compile(Constraint.json_schema(ex.schema), vocab)
         compile_ms.append((time.perf_counter() - t0) * 1e3)
+        token_fsm.dfa.use_compiled = c_expand
         ids = vocab.encode_bytes(ex.target.encode())
         assert ids is not None, ex.target
         cur = token_fsm.cursor()
@@ -54,7 +56,7 @@ def measure(vocab: Vocabulary, examples: list, compiled: bool) -> list:
             tokens += 1
         request_ms.append(spent * 1e3)
     return [
-        "compiled (C)" if compiled else "numpy",
+        ("compiled (C)" if compiled else "numpy") + (", C expansion" if c_expand else ", Python expansion"),
         len(examples),
         tokens,
         len(row_ms),
@@ -83,7 +85,7 @@ def main() -> None:
     if not fsm.trie.compiled_walk_available():
         sys.exit("the compiled trie walk is not built (pip install -e . with a C compiler)")
     examples = list(generate_examples(args.num_requests, "heldout", args.seed))
-    rows = [measure(vocab, examples, compiled) for compiled in (False, True)]
+    rows = [measure(vocab, examples, compiled, c_expand) for compiled, c_expand in ((False, False), (True, False), (True, True))]
     header = [
         "walk",
         "requests",
@@ -105,7 +107,8 @@ def main() -> None:
     notes = [
         "Each request compiles its schema afresh (no cache) and walks the canonical tokens of its target JSON plus EOS;",
         "*cold rows* are first visits (the walk plus the automaton states it expands); *mask ms per request* sums every",
-        "mask-row fetch of the request, cold and warm.  Both walks give identical rows (tests/test_token_fsm.py).",
+        "mask-row fetch of the request, cold and warm.  Every variant gives identical rows (tests/test_token_fsm.py,",
+        "tests/test_lazy_expand.py).",
     ]
     write_results(args.out, "mask-rows-cpu", "First-visit mask rows on the CPU", meta, header, rows, notes)
 

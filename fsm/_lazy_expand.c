@@ -9,10 +9,10 @@
  * from and written to the caller's memo (the same entries the Python code writes).
  *
  * It computes only what needs no Python-side construction: when a closure meets an NFA
- * fragment not built yet (a pending stub) or grows past `small_limit` states, it returns
- * None and the caller runs the Python path, which builds the fragment and memoizes the
- * closure.  Classes are reported in the order the Python path first touches them, so both
- * paths number new DFA states identically.
+ * fragment not built yet (a pending stub) it returns that stub's state, which the caller builds
+ * before calling again (the closures finished so far stay memoized); when one grows past
+ * `small_limit` states it returns None and the caller runs the Python path (its SCC search
+ * memoizes every state of a long chain at once).
  *
  * Subset construction: Rabin and Scott (1959); lazy, per visited state, as in RE2's DFA.
  */
@@ -50,7 +50,7 @@ static int cmp_long(const void *a, const void *b) {
 /* The closure of NFA state `seed` as the memo's (frozenset, bool) tuple (new reference), or
  * NULL: with an exception set on error, without one when the Python path must take over. */
 static PyObject *closure_one(long seed, PyObject *eps, PyObject *has_edges, PyObject *pending, long final, PyObject *memo,
-                             Py_ssize_t small_limit) {
+                             Py_ssize_t small_limit, long *stub) {
     PyObject *key = PyLong_FromLong(seed);
     if (!key) return NULL;
     PyObject *got = PyDict_GetItemWithError(memo, key);
@@ -86,7 +86,10 @@ static PyObject *closure_one(long seed, PyObject *eps, PyObject *has_edges, PyOb
         int is_pending = PyDict_Contains(pending, qk);
         Py_DECREF(qk);
         if (is_pending < 0) goto fail;
-        if (is_pending) goto give_up; /* a stub: the Python path builds its fragment */
+        if (is_pending) { /* a stub: the caller builds its fragment and calls again */
+            *stub = q;
+            goto give_up;
+        }
         PyObject *succ = PyList_GET_ITEM(eps, q);
         if (!PyList_Check(succ)) goto give_up;
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(succ); i++) {
@@ -165,13 +168,13 @@ fail:
 
 /* The closure key of a sorted, duplicate-free target list (new reference), or NULL as above. */
 static PyObject *closure_key(const long *targets, Py_ssize_t n, PyObject *eps, PyObject *has_edges, PyObject *pending, long final,
-                             PyObject *memo, Py_ssize_t small_limit) {
-    if (n == 1) return closure_one(targets[0], eps, has_edges, pending, final, memo, small_limit);
+                             PyObject *memo, Py_ssize_t small_limit, long *stub) {
+    if (n == 1) return closure_one(targets[0], eps, has_edges, pending, final, memo, small_limit, stub);
     PyObject *members = PyFrozenSet_New(NULL);
     if (!members) return NULL;
     int fin = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *part = closure_one(targets[i], eps, has_edges, pending, final, memo, small_limit);
+        PyObject *part = closure_one(targets[i], eps, has_edges, pending, final, memo, small_limit, stub);
         if (!part) {
             Py_DECREF(members);
             return NULL;
@@ -196,7 +199,7 @@ static PyObject *closure_key(const long *targets, Py_ssize_t n, PyObject *eps, P
 }
 
 /* expand_row(members, edges, class_of_byte, num_classes, eps, has_edges, pending, final, memo, small_limit)
- *     -> (index bytes: int32 [C], keys list) | None
+ *     -> (index bytes: int32 [C], keys list) | int | None
  *
  * members: frozenset of NFA states (the DFA state); edges: list of lists of (lo, hi, target)
  * byte ranges per NFA state; class_of_byte: int32 [256]; eps: list of lists of epsilon
@@ -314,12 +317,17 @@ static PyObject *expand_row(PyObject *self, PyObject *args) {
                 }
             }
             if (g < 0) {
-                PyObject *key = closure_key(a, u, eps, has_edges, pending, final, memo, small_limit);
+                long stub = -1;
+                PyObject *key = closure_key(a, u, eps, has_edges, pending, final, memo, small_limit, &stub);
                 if (!key) {
                     free(tg);
                     if (PyErr_Occurred()) goto done;
-                    Py_INCREF(Py_None);
-                    result = Py_None; /* the Python path takes over */
+                    if (stub >= 0) {
+                        result = PyLong_FromLong(stub); /* the caller builds the stub's fragment and calls again */
+                    } else {
+                        Py_INCREF(Py_None);
+                        result = Py_None; /* the Python path takes over */
+                    }
                     goto done;
                 }
                 int bad = PyList_Append(keys, key) < 0;

@@ -297,16 +297,22 @@ class LazyDFA:
 
     def expand(self, state: int) -> np.ndarray:
         """The transition row of ``state`` (``int32 [C]``), computing it on first use: in C
-        (``fsm/_lazy_expand.c``) where it is built and every closure it needs is small and
-        built, else in Python (:meth:`_expand_py`); both number new states alike."""
+        (``fsm/_lazy_expand.c``) where it is built, building the fragments its closures reach
+        here, else (or for a closure past ``C_CLOSURE`` NFA states) in Python
+        (:meth:`_expand_py`).  Same language either way; new states may be numbered in
+        another order."""
         row = self.table[state]
         if row[0] >= 0:
             return row
         if self.use_compiled and _c_expand_row is not None:
-            got = _c_expand_row(
-                self.sets[state], self.edges, self.class_of_byte, self.num_classes, self.eps, self.has_edges,
-                self.builder.pending, self.final, self._closures, C_CLOSURE,
-            )  # fmt: skip
+            while True:
+                got = _c_expand_row(
+                    self.sets[state], self.edges, self.class_of_byte, self.num_classes, self.eps, self.has_edges,
+                    self.builder.pending, self.final, self._closures, C_CLOSURE,
+                )  # fmt: skip
+                if not isinstance(got, int):
+                    break
+                self._expand_stub(got)  # a fragment the closures reach: build it, go on in C
             if got is not None:
                 index, keys = got
                 ids = np.array([DEAD] + [self._state_of(k) for k in keys], dtype=np.int32)  # [1 + K]
@@ -315,8 +321,7 @@ class LazyDFA:
         return self._expand_py(state)
 
     def _expand_py(self, state: int) -> np.ndarray:
-        """:meth:`expand` in Python: the reference, and the path that builds pending fragments
-        and large closures."""
+        """:meth:`expand` in Python: the reference, and the path of large closures."""
         row = self.table[state]
         if row[0] >= 0:
             return row

@@ -27,8 +27,9 @@ def _pair(node: Node) -> tuple[LazyDFA, LazyDFA]:
 
 def assert_isomorphic(a: LazyDFA, b: LazyDFA, limit: int = 3000) -> int:
     """Walk both automata breadth-first from their initial states, expanding as they go, and
-    check that the state pairing is a bijection that keeps acceptance, NFA sets and every
-    transition.  Returns the states paired."""
+    check that the state pairing is a bijection that keeps acceptance and every transition (the
+    NFA sets may differ where fragments were built in another order).  Returns the states
+    paired."""
     assert a.num_classes == b.num_classes
     pair = {a.initial: b.initial}
     back = {b.initial: a.initial}
@@ -36,7 +37,7 @@ def assert_isomorphic(a: LazyDFA, b: LazyDFA, limit: int = 3000) -> int:
     while queue and len(pair) < limit:
         s = queue.popleft()
         t = pair[s]
-        assert a.acc[s] == b.acc[t] and a.sets[s] == b.sets[t]
+        assert a.acc[s] == b.acc[t]
         for x, y in zip(a.expand(s).tolist(), b.expand(t).tolist()):
             assert (x == 0) == (y == 0)
             if x == 0:
@@ -71,8 +72,8 @@ def test_compiled_expansion_builds_the_same_automaton(pattern: str) -> None:
     ],
 )
 def test_compiled_expansion_on_json_schemas(schema: dict) -> None:
-    """Schemas whose lazily built fragments send some expansions back to the Python path (a
-    pending stub): the automata still agree state for state."""
+    """Schemas whose lazily built fragments are met by the compiled step's closures (built by
+    the caller between its calls): the automata still agree state for state."""
     node, _ = schema_to_ir(schema)
     a, b = _pair(node)
     assert assert_isomorphic(a, b) > 10
@@ -93,8 +94,9 @@ def test_closures_larger_than_the_python_search_limit_are_computed_in_c() -> Non
 
 
 def test_expand_row_hands_back_what_it_cannot_do_and_rejects_bad_input() -> None:
-    """None for a closure past ``small_limit`` or through a pending stub (the Python path takes
-    over); ValueError for malformed automaton structures."""
+    """None for a closure past ``small_limit`` (the Python path takes over), the stub's state for
+    a closure through a pending stub (built by the caller); ValueError for malformed automaton
+    structures."""
     from structgen.fsm._lazy_expand import expand_row
 
     d = compile_lazy(regex_to_ir("(?:a|bc){0,40}d"))
@@ -108,7 +110,7 @@ def test_expand_row_hands_back_what_it_cannot_do_and_rejects_bad_input() -> None
     assert all(isinstance(k, tuple) and isinstance(k[0], frozenset) for k in keys)
     assert expand_row(*args[:-2], {}, 8) is None  # after "a": the closure holds the chain's exits
     target = next(t for q in d.sets[s] for _lo, _hi, t in d.edges[q])
-    assert expand_row(*args[:6], {target: None}, d.final, {}, 4096) is None  # the target is a stub (memo empty)
+    assert expand_row(*args[:6], {target: None}, d.final, {}, 4096) == target  # the target is a stub (memo empty)
     with pytest.raises(ValueError, match="class_of_byte"):
         expand_row(args[0], args[1], np.zeros(255, dtype=np.int32), *args[3:])
     bad_edges = [list(e) for e in d.edges]
