@@ -9,15 +9,17 @@
  * from and written to the caller's memo (the same entries the Python code writes).
  *
  * It computes only what needs no Python-side construction: when a closure meets an NFA
- * fragment not built yet (a pending stub) it returns that stub's state, which the caller builds
- * before calling again (the closures finished so far stay memoized); when one grows past
- * `small_limit` states it returns None and the caller runs the Python path (its SCC search
- * memoizes every state of a long chain at once).
+ * fragment not built yet (a pending stub) it returns that stub's state s, which the caller
+ * builds; when the closure of a state s grows past `small_limit` states it returns -(s + 1),
+ * whose closure the caller computes with its SCC search (memoizing every state of a long
+ * chain of counter exits at once, where one search per seed would be quadratic).  The caller
+ * then calls again; the closures finished so far stay memoized.
  *
  * Subset construction: Rabin and Scott (1959); lazy, per visited state, as in RE2's DFA.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,7 +101,10 @@ static PyObject *closure_one(long seed, PyObject *eps, PyObject *has_edges, PyOb
             size_t h = (size_t)r * 2654435761u & (size_t)(cap - 1);
             while (slots[h] != -1 && slots[h] != r) h = (h + 1) & (size_t)(cap - 1);
             if (slots[h] == r) continue;
-            if (n_seen >= small_limit) goto give_up; /* large: the Python path's SCC search */
+            if (n_seen >= small_limit) { /* large: the caller's SCC search memoizes the whole chain */
+                *stub = -(seed + 1);
+                goto give_up;
+            }
             if (2 * (n_seen + 1) > cap) { /* grow and rehash */
                 long *grown = (long *)malloc((size_t)(2 * cap) * sizeof(long));
                 if (!grown) {
@@ -317,13 +322,13 @@ static PyObject *expand_row(PyObject *self, PyObject *args) {
                 }
             }
             if (g < 0) {
-                long stub = -1;
+                long stub = LONG_MIN;
                 PyObject *key = closure_key(a, u, eps, has_edges, pending, final, memo, small_limit, &stub);
                 if (!key) {
                     free(tg);
                     if (PyErr_Occurred()) goto done;
-                    if (stub >= 0) {
-                        result = PyLong_FromLong(stub); /* the caller builds the stub's fragment and calls again */
+                    if (stub != LONG_MIN) {
+                        result = PyLong_FromLong(stub); /* the caller builds or searches, then calls again */
                     } else {
                         Py_INCREF(Py_None);
                         result = Py_None; /* the Python path takes over */

@@ -90,7 +90,6 @@ def prune(node: Node, builder: NFABuilder, memo: dict[int, Node]) -> Node:
 
 
 SMALL_CLOSURE = 64  # closures up to this many NFA states skip the memoizing SCC search
-C_CLOSURE = 4096  # the compiled expansion computes closures up to this many NFA states itself
 
 
 class LazyDFA:
@@ -297,9 +296,9 @@ class LazyDFA:
 
     def expand(self, state: int) -> np.ndarray:
         """The transition row of ``state`` (``int32 [C]``), computing it on first use: in C
-        (``fsm/_lazy_expand.c``) where it is built, building the fragments its closures reach
-        here, else (or for a closure past ``C_CLOSURE`` NFA states) in Python
-        (:meth:`_expand_py`).  Same language either way; new states may be numbered in
+        (``fsm/_lazy_expand.c``) where it is built, with the fragments its closures reach built
+        and closures past ``SMALL_CLOSURE`` NFA states searched here in between; else in
+        Python (:meth:`_expand_py`).  Same language either way; new states may be numbered in
         another order."""
         row = self.table[state]
         if row[0] >= 0:
@@ -308,11 +307,14 @@ class LazyDFA:
             while True:
                 got = _c_expand_row(
                     self.sets[state], self.edges, self.class_of_byte, self.num_classes, self.eps, self.has_edges,
-                    self.builder.pending, self.final, self._closures, C_CLOSURE,
+                    self.builder.pending, self.final, self._closures, SMALL_CLOSURE,
                 )  # fmt: skip
                 if not isinstance(got, int):
                     break
-                self._expand_stub(got)  # a fragment the closures reach: build it, go on in C
+                if got >= 0:
+                    self._expand_stub(got)  # a fragment the closures reach: build it, go on in C
+                else:
+                    self._closure_one(-got - 1)  # a large closure: the memoizing SCC search, go on in C
             if got is not None:
                 index, keys = got
                 ids = np.array([DEAD] + [self._state_of(k) for k in keys], dtype=np.int32)  # [1 + K]
@@ -321,7 +323,7 @@ class LazyDFA:
         return self._expand_py(state)
 
     def _expand_py(self, state: int) -> np.ndarray:
-        """:meth:`expand` in Python: the reference, and the path of large closures."""
+        """:meth:`expand` in Python: the reference, and the path where the extension is not built."""
         row = self.table[state]
         if row[0] >= 0:
             return row

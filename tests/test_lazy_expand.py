@@ -79,23 +79,25 @@ def test_compiled_expansion_on_json_schemas(schema: dict) -> None:
     assert assert_isomorphic(a, b) > 10
 
 
-def test_closures_larger_than_the_python_search_limit_are_computed_in_c() -> None:
-    """``x{0,n}`` chains closures far past SMALL_CLOSURE NFA states: the compiled step takes them
-    (up to C_CLOSURE) and the language stays exact."""
+def test_closures_past_the_small_limit_go_through_the_memoizing_search() -> None:
+    """``x{0,n}`` chains closures far past SMALL_CLOSURE NFA states: the compiled step hands
+    each such seed to the SCC search (which memoizes the whole chain), goes on in C, and the
+    language stays exact."""
     n = 192
-    assert n > 2 * lazy_dfa.SMALL_CLOSURE and 2 * n < lazy_dfa.C_CLOSURE
+    assert n > 2 * lazy_dfa.SMALL_CLOSURE
     node = regex_to_ir(f"(?:a|bc){{0,{n}}}d(?:e*f)*")
     a, b = _pair(node)
     for k in (0, 1, 64, n - 1, n):
         assert a.accepts(b"a" * k + b"d") and a.accepts(b"bc" * k + b"def" + b"eef")
         assert not a.accepts(b"a" * k + b"b" + b"d")
     assert not a.accepts(b"a" * (n + 1) + b"d")
+    assert len(a._closures) > 5 * n  # every exit of the chain memoized, not only the seeds
     assert_isomorphic(a, b)
 
 
 def test_expand_row_hands_back_what_it_cannot_do_and_rejects_bad_input() -> None:
-    """None for a closure past ``small_limit`` (the Python path takes over), the stub's state for
-    a closure through a pending stub (built by the caller); ValueError for malformed automaton
+    """-(s + 1) for a closure of s past ``small_limit`` (searched by the caller), s for a closure
+    through the pending stub s (built by the caller); ValueError for malformed automaton
     structures."""
     from structgen.fsm._lazy_expand import expand_row
 
@@ -108,7 +110,8 @@ def test_expand_row_hands_back_what_it_cannot_do_and_rejects_bad_input() -> None
     row = np.frombuffer(index, dtype=np.int32)
     assert row.shape == (d.num_classes,) and row.max() == len(keys) - 1
     assert all(isinstance(k, tuple) and isinstance(k[0], frozenset) for k in keys)
-    assert expand_row(*args[:-2], {}, 8) is None  # after "a": the closure holds the chain's exits
+    large = expand_row(*args[:-2], {}, 8)  # after "a": the closure holds the chain's exits
+    assert isinstance(large, int) and large < 0 and len(d._closure_one(-large - 1)[0]) >= 1
     target = next(t for q in d.sets[s] for _lo, _hi, t in d.edges[q])
     assert expand_row(*args[:6], {target: None}, d.final, {}, 4096) == target  # the target is a stub (memo empty)
     with pytest.raises(ValueError, match="class_of_byte"):
