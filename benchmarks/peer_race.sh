@@ -10,6 +10,8 @@
 #          SSITE (SGLang's site folder, for sglang-*), MASKBENCH (maskbench/data folder, for
 #          the maskbench workload), WARM (set: --warm-grammars, each level's requests sent once
 #          untimed before the timed pass),
+#          WARM_WORKLOADS (comma list: after the cold passes, the same server runs these workloads
+#          again with --warm-grammars, the warm line),
 #          WORKLOADS (default character,extraction), CONC (default "16 64 256"), NREQ (default 256),
 #          NREQ1 (requests at concurrency 1, default 12), SERVE_ARGS (extra `structgen serve` flags),
 #          LABEL (endpoint label, default structgen)
@@ -32,6 +34,8 @@ mb=()
 race=(--workload "$wl" --concurrency "${conc[@]}" --num-requests "${NREQ:-256}" --out "$out" --wait-ready-s 900 "${mb[@]}")
 # concurrency 1 with fewer requests (and its own schema draw), after the others on the same server
 single=(--workload "$wl" --concurrency 1 --num-requests "${NREQ1:-12}" --seed 100 --out "$out" "${mb[@]}")
+warm=()
+[ -n "${WARM_WORKLOADS:-}" ] && warm=(--workload "$WARM_WORKLOADS" --concurrency "${conc[@]}" --num-requests "${NREQ:-256}" --seed 200 --out "$out" --warm-grammars "${mb[@]}")
 
 stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 # wait for the server PID to answer GET /health on PORT; fail at once when it exits (a server that
@@ -53,6 +57,9 @@ race_server() {
     ready "$pid" "$port" || { tail -60 "$log"; stop "$pid"; exit 1; }
     python3 -m structgen bench peers --endpoint "$endpoint" --engine "$engine" "$@" "${race[@]}" || { tail -40 "$log"; stop "$pid"; exit 1; }
     python3 -m structgen bench peers --endpoint "$endpoint" --engine "$engine" "$@" "${single[@]}" || true
+    if [ ${#warm[@]} -gt 0 ]; then
+        python3 -m structgen bench peers --endpoint "$endpoint" --engine "$engine" "$@" "${warm[@]}" || true
+    fi
     stop "$pid"
 }
 
