@@ -4,9 +4,10 @@
  * A DFA state is a frozenset of NFA states with byte edges.  Its row maps every byte class to
  * the epsilon closure of the NFA states its members' edges reach on that class.  This module
  * computes, over the lazy DFA's own Python structures (no copies), the targets of every class,
- * groups classes with the same target set, and the closure key (frozenset, final reached) of
- * each group; the caller numbers new keys as DFA states.  Closures of one NFA state are read
- * from and written to the caller's memo (the same entries the Python code writes).
+ * groups classes with the same target set, the closure key (frozenset, final reached) of each
+ * group and its DFA state (new ones numbered as the Python code does), and writes the row into
+ * the DFA's table.  Closures of one NFA state are read from and written to the caller's memo
+ * (the same entries the Python code writes).
  *
  * It computes only what needs no Python-side construction: when a closure meets an NFA
  * fragment not built yet (a pending stub) it returns that stub's state s, which the caller
@@ -167,7 +168,7 @@ fail:
     free(slots);
     free(order);
     free(stack);
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "expand_row: inconsistent automaton");
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "expand_state: inconsistent automaton");
     return NULL;
 }
 
@@ -203,45 +204,65 @@ static PyObject *closure_key(const long *targets, Py_ssize_t n, PyObject *eps, P
     return Py_BuildValue("(NO)", members, fin ? Py_True : Py_False);
 }
 
-/* expand_row(members, edges, class_of_byte, num_classes, eps, has_edges, pending, final, memo, small_limit)
- *     -> (index bytes: int32 [C], keys list) | int | None
+/* expand_state(state, sets, acc, index, table, edges, class_of_byte, num_classes, eps, has_edges,
+ *              pending, final, memo, small_limit, max_states) -> None | int | False
  *
- * members: frozenset of NFA states (the DFA state); edges: list of lists of (lo, hi, target)
- * byte ranges per NFA state; class_of_byte: int32 [256]; eps: list of lists of epsilon
- * targets; has_edges: list of bools; pending: dict of stub states; final: the accepting NFA
- * state; memo: dict NFA state -> (frozenset, bool) closures.  index[c] is the position in keys
- * of class c's target closure, -1 for dead classes; keys are (frozenset, bool) in first-touch
- * order.  None: the Python path must run (a pending stub, a large closure).  Raises ValueError
- * for malformed structures.
+ * Writes the transition row of DFA state `state` into `table` (int32 [capacity, C], a row of
+ * -1 until expanded), numbering new target states as LazyDFA._state_of does: `index` maps a
+ * (frozenset, final reached) key to its state, `sets` / `acc` get the new state's members and
+ * acceptance appended.  The caller leaves room in `table` for num_classes more states.
+ * edges: list of lists of (lo, hi, target) byte ranges per NFA state; class_of_byte: int32
+ * [256]; eps: list of lists of epsilon targets; has_edges: list of bools; pending: dict of stub
+ * states; final: the accepting NFA state; memo: dict NFA state -> (frozenset, bool) closures.
+ * Returns None when the row is written; an int s >= 0: the pending stub met (build it, call
+ * again); -(s + 1): a closure past small_limit (compute it, call again); False: a new state
+ * would pass max_states (the row is not written).  Raises ValueError for malformed structures.
  */
-static PyObject *expand_row(PyObject *self, PyObject *args) {
-    PyObject *members, *edges, *o_cob, *eps, *has_edges, *pending, *memo;
-    Py_ssize_t num_classes, small_limit;
+static PyObject *expand_state(PyObject *self, PyObject *args) {
+    PyObject *sets, *acc, *index_map, *o_table, *edges, *o_cob, *eps, *has_edges, *pending, *memo;
+    Py_ssize_t state, num_classes, small_limit, max_states;
     long final;
-    if (!PyArg_ParseTuple(args, "OO!OnO!O!O!lO!n", &members, &PyList_Type, &edges, &o_cob, &num_classes, &PyList_Type, &eps,
-                          &PyList_Type, &has_edges, &PyDict_Type, &pending, &final, &PyDict_Type, &memo, &small_limit)) {
+    if (!PyArg_ParseTuple(args, "nO!O!O!OO!OnO!O!O!lO!nn", &state, &PyList_Type, &sets, &PyList_Type, &acc, &PyDict_Type, &index_map,
+                          &o_table, &PyList_Type, &edges, &o_cob, &num_classes, &PyList_Type, &eps, &PyList_Type, &has_edges,
+                          &PyDict_Type, &pending, &final, &PyDict_Type, &memo, &small_limit, &max_states)) {
         return NULL;
     }
-    if (num_classes < 1 || num_classes > 256 || small_limit < 1) {
-        PyErr_SetString(PyExc_ValueError, "expand_row: num_classes must be 1..256 and small_limit at least 1");
+    if (num_classes < 1 || num_classes > 256 || small_limit < 1 || state < 0 || state >= PyList_GET_SIZE(sets)) {
+        PyErr_SetString(PyExc_ValueError, "expand_state: num_classes must be 1..256, small_limit at least 1, state discovered");
         return NULL;
     }
+    PyObject *members = PyList_GET_ITEM(sets, state);
+    Py_buffer table_buf;
+    if (PyObject_GetBuffer(o_table, &table_buf, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) return NULL;
+    const Py_ssize_t capacity = table_buf.itemsize == 4 ? table_buf.len / 4 / num_classes : 0;
+    if (table_buf.itemsize != 4 || table_buf.len != capacity * num_classes * 4 ||
+        capacity < PyList_GET_SIZE(sets) + num_classes) {
+        PyBuffer_Release(&table_buf);
+        PyErr_SetString(PyExc_ValueError, "expand_state: table must be int32 [capacity, num_classes] with room for num_classes more states");
+        return NULL;
+    }
+    int32_t *table = (int32_t *)table_buf.buf;
     Py_buffer cob_buf;
-    if (PyObject_GetBuffer(o_cob, &cob_buf, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
+    if (PyObject_GetBuffer(o_cob, &cob_buf, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyBuffer_Release(&table_buf);
+        return NULL;
+    }
     if (cob_buf.itemsize != 4 || cob_buf.len != 256 * 4) {
         PyBuffer_Release(&cob_buf);
-        PyErr_SetString(PyExc_ValueError, "expand_row: class_of_byte must be int32 [256]");
+        PyBuffer_Release(&table_buf);
+        PyErr_SetString(PyExc_ValueError, "expand_state: class_of_byte must be int32 [256]");
         return NULL;
     }
     const int32_t *cob = (const int32_t *)cob_buf.buf;
-    PyObject *result = NULL, *keys = NULL, *index = NULL, *it = NULL, *m = NULL;
+    PyObject *result = NULL, *it = NULL, *m = NULL;
+    int32_t group_id[256]; /* the DFA state of each group of classes */
     longvec pc = {0}, pt = {0};  /* (class, target) pairs */
     long order[256];              /* classes in first-touch order */
     Py_ssize_t n_order = 0;
     char touched[256] = {0};
     for (int b = 0; b < 256; b++) {
         if (cob[b] < 0 || cob[b] >= num_classes) {
-            PyErr_SetString(PyExc_ValueError, "expand_row: class_of_byte out of range");
+            PyErr_SetString(PyExc_ValueError, "expand_state: class_of_byte out of range");
             goto done;
         }
     }
@@ -252,21 +273,21 @@ static PyObject *expand_row(PyObject *self, PyObject *args) {
         Py_CLEAR(m);
         if (q == -1 && PyErr_Occurred()) goto done;
         if (q < 0 || q >= PyList_GET_SIZE(edges) || !PyList_Check(PyList_GET_ITEM(edges, q))) {
-            PyErr_SetString(PyExc_ValueError, "expand_row: member outside the automaton");
+            PyErr_SetString(PyExc_ValueError, "expand_state: member outside the automaton");
             goto done;
         }
         PyObject *el = PyList_GET_ITEM(edges, q);
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(el); i++) {
             PyObject *e = PyList_GET_ITEM(el, i);
             if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 3) {
-                PyErr_SetString(PyExc_ValueError, "expand_row: an edge must be (lo, hi, target)");
+                PyErr_SetString(PyExc_ValueError, "expand_state: an edge must be (lo, hi, target)");
                 goto done;
             }
             long lo = PyLong_AsLong(PyTuple_GET_ITEM(e, 0)), hi = PyLong_AsLong(PyTuple_GET_ITEM(e, 1));
             long t = PyLong_AsLong(PyTuple_GET_ITEM(e, 2));
             if (PyErr_Occurred()) goto done;
             if (lo < 0 || hi > 255 || lo > hi) {
-                PyErr_SetString(PyExc_ValueError, "expand_row: edge byte range outside 0..255");
+                PyErr_SetString(PyExc_ValueError, "expand_state: edge byte range outside 0..255");
                 goto done;
             }
             for (long c = cob[lo]; c <= cob[hi]; c++) {
@@ -295,13 +316,7 @@ static PyObject *expand_row(PyObject *self, PyObject *args) {
             goto done;
         }
         for (Py_ssize_t i = 0; i < pc.n; i++) tg[fill[pc.v[i]]++] = pt.v[i];
-        keys = PyList_New(0);
-        index = PyBytes_FromStringAndSize(NULL, num_classes * 4);
-        if (!keys || !index) {
-            free(tg);
-            goto done;
-        }
-        int32_t *idx = (int32_t *)PyBytes_AS_STRING(index);
+        int32_t idx[256];
         for (Py_ssize_t c = 0; c < num_classes; c++) idx[c] = -1;
         for (Py_ssize_t k = 0; k < n_order; k++) {
             long c = order[k];
@@ -330,37 +345,62 @@ static PyObject *expand_row(PyObject *self, PyObject *args) {
                     if (stub != LONG_MIN) {
                         result = PyLong_FromLong(stub); /* the caller builds or searches, then calls again */
                     } else {
-                        Py_INCREF(Py_None);
-                        result = Py_None; /* the Python path takes over */
+                        PyErr_SetString(PyExc_ValueError, "expand_state: an NFA state outside the automaton");
                     }
                     goto done;
                 }
-                int bad = PyList_Append(keys, key) < 0;
+                /* LazyDFA._state_of: the key's state, or a new one */
+                PyObject *got = PyDict_GetItemWithError(index_map, key);
+                long d;
+                if (got) {
+                    d = PyLong_AsLong(got);
+                } else if (PyErr_Occurred()) {
+                    d = -1;
+                } else {
+                    d = (long)PyList_GET_SIZE(sets);
+                    if (d >= max_states) {
+                        Py_DECREF(key);
+                        free(tg);
+                        Py_INCREF(Py_False);
+                        result = Py_False;
+                        goto done;
+                    }
+                    PyObject *dk = PyLong_FromLong(d);
+                    if (!dk || PyDict_SetItem(index_map, key, dk) < 0 || PyList_Append(sets, PyTuple_GET_ITEM(key, 0)) < 0 ||
+                        PyList_Append(acc, PyTuple_GET_ITEM(key, 1)) < 0) {
+                        d = -1;
+                    }
+                    Py_XDECREF(dk);
+                }
                 Py_DECREF(key);
-                if (bad) {
+                if (d < 0 || d >= capacity) {
                     free(tg);
+                    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "expand_state: state numbering out of range");
                     goto done;
                 }
                 g = (int32_t)n_groups;
-                group_class[n_groups++] = c;
+                group_class[n_groups] = c;
+                group_id[n_groups++] = (int32_t)d;
             }
             idx[c] = g;
         }
         free(tg);
-        result = PyTuple_Pack(2, index, keys);
+        int32_t *row = table + state * num_classes;
+        for (Py_ssize_t c = 0; c < num_classes; c++) row[c] = idx[c] < 0 ? 0 : group_id[idx[c]];
+        Py_INCREF(Py_None);
+        result = Py_None;
     }
 done:
     Py_XDECREF(it);
-    Py_XDECREF(keys);
-    Py_XDECREF(index);
     free(pc.v);
     free(pt.v);
     PyBuffer_Release(&cob_buf);
+    PyBuffer_Release(&table_buf);
     return result;
 }
 
 static PyMethodDef methods[] = {
-    {"expand_row", expand_row, METH_VARARGS, "One lazy subset-construction step (see _lazy_expand.c)."},
+    {"expand_state", expand_state, METH_VARARGS, "One lazy subset-construction step (see _lazy_expand.c)."},
     {NULL, NULL, 0, NULL},
 };
 

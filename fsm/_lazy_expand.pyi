@@ -2,8 +2,12 @@
 
 from typing import Any
 
-def expand_row(
-    members: frozenset[int],
+def expand_state(
+    state: int,
+    sets: list[frozenset[int]],
+    acc: list[bool],
+    index: dict[tuple[frozenset[int], bool], int],
+    table: Any,
     edges: list[list[tuple[int, int, int]]],
     class_of_byte: Any,
     num_classes: int,
@@ -13,4 +17,5 @@ def expand_row(
     final: int,
     memo: dict[int, tuple[frozenset[int], bool]],
     small_limit: int,
-) -> tuple[bytes, list[tuple[frozenset[int], bool]]] | int | None: ...
+    max_states: int,
+) -> int | bool | None: ...

@@ -567,6 +567,8 @@ def _worker_init(vocab: Vocabulary, config: CompilerConfig) -> None:
     global _WORKER
     vocab.prepare()  # the trie and the walk's tables now, not in the first request's compile
     _WORKER = GrammarCompiler(vocab, config)
+    gc.collect()
+    gc.freeze()  # the vocabulary lives as long as the process: the collector's passes skip it
 
 
 FRAGMENT_BUDGET_S = 0.05  # NFA fragments a compile process builds before shipping a grammar
@@ -578,13 +580,16 @@ def _worker_compile(constraint: Constraint) -> tuple[bytes | BaseException, floa
     spent)."""
     assert _WORKER is not None
     t0 = time.perf_counter()
-    try:
-        fsm = _WORKER.compile(constraint)
-        fsm.build_fragments(time.perf_counter() + FRAGMENT_BUDGET_S)  # so the engine and its row worker need not
-        state = _state_without_vocab(fsm)
-        out: bytes | BaseException = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
-    except (ConstraintError, GrammarCompileError) as e:
-        out = e
+    # the fragments and the pickle allocate as much as the compile: the collector stays off
+    # through all of it (the grammar is dropped by reference counting once shipped)
+    with GC_PAUSE.paused() if _WORKER.config.pause_gc else contextlib.nullcontext():
+        try:
+            fsm = _WORKER.compile(constraint)
+            fsm.build_fragments(time.perf_counter() + FRAGMENT_BUDGET_S)  # so the engine and its row worker need not
+            state = _state_without_vocab(fsm)
+            out: bytes | BaseException = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+        except (ConstraintError, GrammarCompileError) as e:
+            out = e
     return out, time.perf_counter() - t0
 
 

@@ -16,11 +16,11 @@ from .dfa import DEAD, NO_PATH, Budget
 from .errors import GrammarCompileError
 from .nfa import NFABuilder, byte_ranges
 
-_c_expand_row: Any
+_c_expand_state: Any
 try:  # the compiled expansion step (fsm/_lazy_expand.c); optional, see setup.py
-    from ._lazy_expand import expand_row as _c_expand_row
+    from ._lazy_expand import expand_state as _c_expand_state
 except ImportError:  # pragma: no cover - exercised when no C compiler was available at install
-    _c_expand_row = None
+    _c_expand_state = None
 
 # ----------------------------------------------------------------------------- lazy determinization
 
@@ -287,12 +287,20 @@ class LazyDFA:
         if d >= self.max_states:
             raise GrammarCompileError(f"automaton exceeds max_states={self.max_states} DFA states")
         if d >= self.table.shape[0]:
-            grow = np.full((self.table.shape[0], self.num_classes), -1, dtype=np.int32)
-            self.table = np.concatenate([self.table, grow])
+            self._grow(d + 1)
         self.index[key] = d
         self.sets.append(key[0])
         self.acc.append(key[1])
         return d
+
+    def _grow(self, rows: int) -> None:
+        """Make ``table`` hold at least ``rows`` states (doubling; new rows unexpanded)."""
+        cap = self.table.shape[0]
+        while cap < rows:
+            cap *= 2
+        if cap > self.table.shape[0]:
+            grow = np.full((cap - self.table.shape[0], self.num_classes), -1, dtype=np.int32)
+            self.table = np.concatenate([self.table, grow])
 
     def expand(self, state: int) -> np.ndarray:
         """The transition row of ``state`` (``int32 [C]``), computing it on first use: in C
@@ -303,23 +311,22 @@ class LazyDFA:
         row = self.table[state]
         if row[0] >= 0:
             return row
-        if self.use_compiled and _c_expand_row is not None:
+        if self.use_compiled and _c_expand_state is not None:
             while True:
-                got = _c_expand_row(
-                    self.sets[state], self.edges, self.class_of_byte, self.num_classes, self.eps, self.has_edges,
-                    self.builder.pending, self.final, self._closures, SMALL_CLOSURE,
+                if self.table.shape[0] < len(self.sets) + self.num_classes:
+                    self._grow(len(self.sets) + self.num_classes)
+                got = _c_expand_state(
+                    state, self.sets, self.acc, self.index, self.table, self.edges, self.class_of_byte, self.num_classes,
+                    self.eps, self.has_edges, self.builder.pending, self.final, self._closures, SMALL_CLOSURE, self.max_states,
                 )  # fmt: skip
-                if not isinstance(got, int):
-                    break
+                if got is None:
+                    return self.table[state]
+                if got is False:
+                    raise GrammarCompileError(f"automaton exceeds max_states={self.max_states} DFA states")
                 if got >= 0:
                     self._expand_stub(got)  # a fragment the closures reach: build it, go on in C
                 else:
                     self._closure_one(-got - 1)  # a large closure: the memoizing SCC search, go on in C
-            if got is not None:
-                index, keys = got
-                ids = np.array([DEAD] + [self._state_of(k) for k in keys], dtype=np.int32)  # [1 + K]
-                self.table[state] = ids[np.frombuffer(index, dtype=np.int32) + 1]  # [C]
-                return self.table[state]
         return self._expand_py(state)
 
     def _expand_py(self, state: int) -> np.ndarray:

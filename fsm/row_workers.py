@@ -23,6 +23,7 @@ because our walk expands the automaton in Python.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import pickle
 import threading
@@ -255,6 +256,11 @@ def _worker_main(conn: Connection) -> None:
     vocab: Vocabulary = pickle.loads(conn.recv_bytes())
     vocab.prepare()
     fsms: OrderedDict[str, tuple[TokenFSM, dict[int, int]]] = OrderedDict()
+    # the collector stays off: a loaded grammar and its rows make no reference cycles (they go
+    # by reference counting when evicted), and its passes over the grammars held would cost
+    # more than the rows (see fsm.compiler.GcPause)
+    gc.collect()
+    gc.disable()
     conn.send("ready")
     while True:
         try:

@@ -16,7 +16,7 @@ from structgen.schemas.regex import regex_to_ir
 
 from .test_regex import _regex
 
-pytestmark = pytest.mark.skipif(lazy_dfa._c_expand_row is None, reason="the compiled expansion was not built (no compiler at install)")
+pytestmark = pytest.mark.skipif(lazy_dfa._c_expand_state is None, reason="the compiled expansion was not built (no compiler at install)")
 
 
 def _pair(node: Node) -> tuple[LazyDFA, LazyDFA]:
@@ -95,31 +95,47 @@ def test_closures_past_the_small_limit_go_through_the_memoizing_search() -> None
     assert_isomorphic(a, b)
 
 
-def test_expand_row_hands_back_what_it_cannot_do_and_rejects_bad_input() -> None:
-    """-(s + 1) for a closure of s past ``small_limit`` (searched by the caller), s for a closure
-    through the pending stub s (built by the caller); ValueError for malformed automaton
-    structures."""
-    from structgen.fsm._lazy_expand import expand_row
+def test_expand_state_writes_the_row_hands_back_what_it_cannot_do_and_rejects_bad_input() -> None:
+    """The row and new states as the Python step makes them; s for a closure through the
+    pending stub s and -(s + 1) for a closure of s past ``small_limit`` (the caller builds or
+    searches, then calls again); False past ``max_states``; ValueError for malformed input."""
+    from structgen.fsm._lazy_expand import expand_state
 
-    d = compile_lazy(regex_to_ir("(?:a|bc){0,40}d"))
-    d.build_fragments(time.perf_counter() + 60)
-    assert not d.builder.pending
-    s = d.initial
-    args = [d.sets[s], d.edges, d.class_of_byte, d.num_classes, d.eps, d.has_edges, d.builder.pending, d.final, {}, 4096]
-    index, keys = expand_row(*args)
-    row = np.frombuffer(index, dtype=np.int32)
-    assert row.shape == (d.num_classes,) and row.max() == len(keys) - 1
-    assert all(isinstance(k, tuple) and isinstance(k[0], frozenset) for k in keys)
-    large = expand_row(*args[:-2], {}, 8)  # after "a": the closure holds the chain's exits
-    assert isinstance(large, int) and large < 0 and len(d._closure_one(-large - 1)[0]) >= 1
-    target = next(t for q in d.sets[s] for _lo, _hi, t in d.edges[q])
-    assert expand_row(*args[:6], {target: None}, d.final, {}, 4096) == target  # the target is a stub (memo empty)
+    def fresh() -> LazyDFA:
+        d = compile_lazy(regex_to_ir("(?:a|bc){0,40}d"))
+        d.build_fragments(time.perf_counter() + 60)
+        assert not d.builder.pending
+        d._grow(64)
+        return d
+
+    def call(d: LazyDFA, **over: object) -> object:
+        args = {
+            "state": d.initial, "sets": d.sets, "acc": d.acc, "index": d.index, "table": d.table, "edges": d.edges,
+            "class_of_byte": d.class_of_byte, "num_classes": d.num_classes, "eps": d.eps, "has_edges": d.has_edges,
+            "pending": d.builder.pending, "final": d.final, "memo": d._closures, "small_limit": 64, "max_states": 1000,
+        }  # fmt: skip
+        args.update(over)
+        return expand_state(*args.values())
+
+    c, p = fresh(), fresh()
+    p.use_compiled = False
+    assert call(c) is None
+    np.testing.assert_array_equal(c.table[c.initial], p.expand(p.initial))
+    assert c.num_states == p.num_states and c.sets[1:] == p.sets[1:] and c.acc == p.acc
+
+    d = fresh()
+    large = call(d, small_limit=8, memo={})  # after "a": the closure holds the chain's exits
+    assert isinstance(large, int) and large < 0 and d.table[d.initial][0] == -1  # no row written
+    target = next(t for q in d.sets[d.initial] for _lo, _hi, t in d.edges[q])
+    assert call(d, pending={target: None}, memo={}) == target  # the target is a stub (memo empty)
+    assert call(fresh(), max_states=2) is False
     with pytest.raises(ValueError, match="class_of_byte"):
-        expand_row(args[0], args[1], np.zeros(255, dtype=np.int32), *args[3:])
+        call(d, class_of_byte=np.zeros(255, dtype=np.int32))
+    with pytest.raises(ValueError, match="room"):
+        call(d, table=np.full((2, d.num_classes), -1, dtype=np.int32))
     bad_edges = [list(e) for e in d.edges]
-    q = next(iter(d.sets[s]))
-    bad_edges[q] = [(5, 300, 1)]
+    bad_edges[next(iter(d.sets[d.initial]))] = [(5, 300, 1)]
     with pytest.raises(ValueError, match="byte range"):
-        expand_row(args[0], bad_edges, *args[2:])
+        call(d, edges=bad_edges)
     with pytest.raises(ValueError, match="outside the automaton"):
-        expand_row(frozenset({len(d.edges) + 5}), *args[1:])
+        call(d, sets=[*d.sets[:-1], frozenset({len(d.edges) + 5})], state=len(d.sets) - 1)
