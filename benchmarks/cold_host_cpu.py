@@ -25,7 +25,7 @@ import time
 import numpy as np
 from _gpu_common import HERE, run_meta, write_results
 from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler, TokenFSM, Vocabulary
-from structgen.fsm.compiler import FRAGMENT_BUDGET_S
+from structgen.fsm.compiler import FRAGMENT_BUDGET_S, FRAGMENT_MAX_NFA_STATES
 
 from structgen.demo.data import generate_examples
 
@@ -34,7 +34,7 @@ MAX_STEPS = 200  # the workload's max_tokens
 
 def _shipped(fsm: TokenFSM, vocab: Vocabulary, fragments: bool) -> tuple[bytes, TokenFSM, TokenFSM]:
     if fragments:
-        fsm.build_fragments(time.perf_counter() + FRAGMENT_BUDGET_S)
+        fsm.build_fragments(time.perf_counter() + FRAGMENT_BUDGET_S, FRAGMENT_MAX_NFA_STATES)
     state = fsm.__getstate__()
     state.pop("vocab")
     blob = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)

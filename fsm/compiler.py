@@ -468,7 +468,12 @@ class GrammarCompiler:
         transient = False  # a dead worker: not the constraint's fault, so not cached
         try:
             blob, seconds = inner.result()
-            got = blob if isinstance(blob, BaseException) else self._from_state(pickle.loads(blob))
+            if isinstance(blob, BaseException):
+                got = blob
+            else:  # a grammar is hundreds of thousands of small objects: the collector's passes over
+                # the growing heap would cost several times the unpickling itself
+                with GC_PAUSE.paused() if self.config.pause_gc else contextlib.nullcontext():
+                    got = self._from_state(pickle.loads(blob))
             if self._row_workers is not None and isinstance(got, TokenFSM):
                 assert isinstance(blob, bytes)
                 try:
@@ -572,6 +577,9 @@ def _worker_init(vocab: Vocabulary, config: CompilerConfig) -> None:
 
 
 FRAGMENT_BUDGET_S = 0.05  # NFA fragments a compile process builds before shipping a grammar
+# ... up to this many NFA states: past it the pickle (which every copy of the grammar loads, the
+# engine's on its serving process) costs more than the fragments the copies would build
+FRAGMENT_MAX_NFA_STATES = 16_384
 
 
 def _worker_compile(constraint: Constraint) -> tuple[bytes | BaseException, float]:
@@ -585,7 +593,8 @@ def _worker_compile(constraint: Constraint) -> tuple[bytes | BaseException, floa
     with GC_PAUSE.paused() if _WORKER.config.pause_gc else contextlib.nullcontext():
         try:
             fsm = _WORKER.compile(constraint)
-            fsm.build_fragments(time.perf_counter() + FRAGMENT_BUDGET_S)  # so the engine and its row worker need not
+            # so the engine and its row worker need not build them
+            fsm.build_fragments(time.perf_counter() + FRAGMENT_BUDGET_S, FRAGMENT_MAX_NFA_STATES)
             state = _state_without_vocab(fsm)
             out: bytes | BaseException = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
         except (ConstraintError, GrammarCompileError) as e:

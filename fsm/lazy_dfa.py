@@ -238,15 +238,15 @@ class LazyDFA:
                     parts[p] = (pm, True)
         return memo[seed]
 
-    def build_fragments(self, deadline: float) -> int:
+    def build_fragments(self, deadline: float, max_nfa_states: int | None = None) -> int:
         """Build the NFA fragments still pending, oldest first, until none is left,
-        ``time.perf_counter()`` passes ``deadline`` or the NFA holds a quarter of its state cap
-        (the rest stay lazy).  Later expansions find them built, and so does every copy of this
-        automaton shipped to another process (an engine and a row worker would otherwise each
-        build them again).  Same language, same DFA states.  Returns the fragments built;
-        callers serialize it with expansions."""
+        ``time.perf_counter()`` passes ``deadline`` or the NFA holds ``max_nfa_states`` (default
+        a quarter of its state cap; the rest stay lazy).  Later expansions find them built, and
+        so does every copy of this automaton shipped to another process (an engine and a row
+        worker would otherwise each build them again).  Same language, same DFA states.
+        Returns the fragments built; callers serialize it with expansions."""
         pending = self.builder.pending
-        cap = self.builder.budget.max_nfa_states // 4
+        cap = self.builder.budget.max_nfa_states // 4 if max_nfa_states is None else max_nfa_states
         built = 0
         while pending and len(self.eps) < cap and time.perf_counter() < deadline:
             self._expand_stub(next(iter(pending)))

@@ -403,11 +403,11 @@ class TokenFSM:
             raise RuntimeError(f"more than max_states={max_states} token-reachable states")
         return done
 
-    def build_fragments(self, deadline: float) -> int:
+    def build_fragments(self, deadline: float, max_nfa_states: int | None = None) -> int:
         """Build the automaton's pending NFA fragments now (:meth:`LazyDFA.build_fragments`),
         e.g. on a compile process before this FSM is shipped.  Returns the fragments built."""
         with self._lock:
-            return self.dfa.build_fragments(deadline)
+            return self.dfa.build_fragments(deadline, max_nfa_states)
 
     def precompute_rows(self, *, max_states: int | None = None, deadline: float | None = None) -> tuple[int, bool]:
         """Eagerly compute the mask rows of token-reachable states, breadth-first from the
