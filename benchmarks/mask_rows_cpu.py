@@ -3,7 +3,7 @@ the compiled automaton expansion (``fsm/_lazy_expand.c``) vs the Python one.
 
 For each request of the ``extraction`` workload (the demo generator's held-out schemas, as
 ``structgen bench json`` uses them) the schema is compiled afresh and the canonical tokens of
-the target JSON are walked: at every token the state's mask row is fetched (computed on first
+the target JSON, or tokens drawn at random from each state's allowed set, are walked: at every token the state's mask row is fetched (computed on first
 visit) and the cursor advances.  That is the mask work the engine's scheduler does for one
 request when every token is sampled (jump-forward skips some of those states, so this is an
 upper bound).  All variants run in the same process on the same schemas; the automaton
@@ -15,9 +15,12 @@ expansions they trigger are included in the row times.
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import sys
 import time
+from collections.abc import Iterator
+from typing import Any
 
 from _gpu_common import HERE, run_meta, write_results
 from structgen.fsm import Constraint, Vocabulary
@@ -26,24 +29,49 @@ from structgen import fsm
 from structgen.bench.common import percentile
 from structgen.demo.data import generate_examples
 
+MAX_RANDOM_TOKENS = 200  # the extraction workload's max_tokens
 
-def measure(vocab: Vocabulary, examples: list, compiled: bool, c_expand: bool) -> list:
+
+def _tokens(token_fsm: Any, vocab: Vocabulary, ex: Any, walk: str, seed: int) -> Iterator[int]:
+    """The tokens a request walks: its target's canonical tokens then EOS (``target``), or up to
+    MAX_RANDOM_TOKENS drawn at random from each state's allowed set, as a random-weight model
+    emits them (``random``; EOS only once the walk reaches it)."""
+    if walk == "target":
+        ids = vocab.encode_bytes(ex.target.encode())
+        assert ids is not None, ex.target
+        yield from [*ids, vocab.eos_token_ids[0]]
+        return
+    rng = random.Random(seed)
+    eos = set(vocab.eos_token_ids)
+    state = token_fsm.initial
+    for _ in range(MAX_RANDOM_TOKENS):
+        allowed = token_fsm.allowed_token_ids(state).tolist()
+        body = [t for t in allowed if t not in eos]
+        t = rng.choice(body) if body and (len(body) == len(allowed) or rng.random() < 0.9) else vocab.eos_token_ids[0]
+        if t not in allowed:
+            return
+        yield t
+        if t in eos:
+            return
+        state = token_fsm.next_state(state, t)
+
+
+def measure(vocab: Vocabulary, examples: list, compiled: bool, c_expand: bool, walk: str) -> list:
     trie = vocab.trie
     trie.use_compiled = compiled
     row_ms: list[float] = []
     request_ms: list[float] = []
     compile_ms: list[float] = []
     tokens = 0
-    for ex in examples:
+    for k, ex in enumerate(examples):
         t0 = time.perf_counter()
         token_fsm = fsm.compile(Constraint.json_schema(ex.schema), vocab)
         compile_ms.append((time.perf_counter() - t0) * 1e3)
         token_fsm.dfa.use_compiled = c_expand
-        ids = vocab.encode_bytes(ex.target.encode())
-        assert ids is not None, ex.target
         cur = token_fsm.cursor()
         spent = 0.0
-        for t in [*ids, vocab.eos_token_ids[0]]:
+        walked = list(_tokens(fsm.compile(Constraint.json_schema(ex.schema), vocab), vocab, ex, walk, k))  # on a copy: untimed
+        for t in walked:
             cold = cur.state not in token_fsm._state_to_row
             t0 = time.perf_counter()
             row = token_fsm.mask_row_index(cur.state)
@@ -56,6 +84,7 @@ def measure(vocab: Vocabulary, examples: list, compiled: bool, c_expand: bool) -
             tokens += 1
         request_ms.append(spent * 1e3)
     return [
+        walk,
         ("compiled (C)" if compiled else "numpy") + (", C expansion" if c_expand else ", Python expansion"),
         len(examples),
         tokens,
@@ -85,9 +114,11 @@ def main() -> None:
     if not fsm.trie.compiled_walk_available():
         sys.exit("the compiled trie walk is not built (pip install -e . with a C compiler)")
     examples = list(generate_examples(args.num_requests, "heldout", args.seed))
-    rows = [measure(vocab, examples, compiled, c_expand) for compiled, c_expand in ((False, False), (True, False), (True, True))]
+    variants = ((False, False), (True, False), (True, True))
+    rows = [measure(vocab, examples, compiled, c_expand, walk) for walk in ("target", "random") for compiled, c_expand in variants]
     header = [
-        "walk",
+        "tokens walked",
+        "trie walk, expansion",
         "requests",
         "tokens",
         "cold rows",
@@ -105,7 +136,9 @@ def main() -> None:
         "workload": f"extraction, held-out, seed {args.seed}",
     }
     notes = [
-        "Each request compiles its schema afresh (no cache) and walks the canonical tokens of its target JSON plus EOS;",
+        "Each request compiles its schema afresh (no cache) and walks either the canonical tokens of its target JSON plus EOS",
+        f"(*target*) or up to {MAX_RANDOM_TOKENS} tokens drawn at random (seeded) from each state's allowed set (*random*: what a",
+        "random-weight model emits, as in the GPU benchmarks);",
         "*cold rows* are first visits (the walk plus the automaton states it expands); *mask ms per request* sums every",
         "mask-row fetch of the request, cold and warm.  Every variant gives identical rows (tests/test_token_fsm.py,",
         "tests/test_lazy_expand.py).",
