@@ -256,11 +256,12 @@ def _worker_main(conn: Connection) -> None:
     vocab: Vocabulary = pickle.loads(conn.recv_bytes())
     vocab.prepare()
     fsms: OrderedDict[str, tuple[TokenFSM, dict[int, int]]] = OrderedDict()
-    # the collector stays off: a loaded grammar and its rows make no reference cycles (they go
-    # by reference counting when evicted), and its passes over the grammars held would cost
-    # more than the rows (see fsm.compiler.GcPause)
+    # the vocabulary and every grammar loaded are frozen out of the collector's passes (long
+    # lived; a loaded grammar holds no reference cycles, so an evicted one still goes by
+    # reference counting): its passes over the grammars held would cost more than the rows,
+    # and it stays on for the small cycles expansions leave behind (see fsm.compiler.GcPause)
     gc.collect()
-    gc.disable()
+    gc.freeze()
     conn.send("ready")
     while True:
         try:
@@ -277,6 +278,8 @@ def _worker_main(conn: Connection) -> None:
             fsms.move_to_end(key)
             while len(fsms) > WORKER_GRAMMARS:
                 fsms.popitem(last=False)
+            gc.collect()  # only what is not frozen yet: this grammar and the rows since the last load
+            gc.freeze()
             continue
         conn.send([_rows(fsms, key, path, states) for key, path, states in msg[1]])
 
