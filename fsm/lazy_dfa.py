@@ -90,6 +90,9 @@ def prune(node: Node, builder: NFABuilder, memo: dict[int, Node]) -> Node:
 
 
 SMALL_CLOSURE = 64  # closures up to this many NFA states skip the memoizing SCC search
+# ... in the compiled step, up to this many: a depth-first search in C costs less than the
+# Python SCC search, which still takes the longer chains (each of their exits memoized at once)
+C_CLOSURE = 512
 
 
 class LazyDFA:
@@ -305,7 +308,7 @@ class LazyDFA:
     def expand(self, state: int) -> np.ndarray:
         """The transition row of ``state`` (``int32 [C]``), computing it on first use: in C
         (``fsm/_lazy_expand.c``) where it is built, with the fragments its closures reach built
-        and closures past ``SMALL_CLOSURE`` NFA states searched here in between; else in
+        and closures past ``C_CLOSURE`` NFA states searched here in between; else in
         Python (:meth:`_expand_py`).  Same language either way; new states may be numbered in
         another order."""
         row = self.table[state]
@@ -317,7 +320,7 @@ class LazyDFA:
                     self._grow(len(self.sets) + self.num_classes)
                 got = _c_expand_state(
                     state, self.sets, self.acc, self.index, self.table, self.edges, self.class_of_byte, self.num_classes,
-                    self.eps, self.has_edges, self.builder.pending, self.final, self._closures, SMALL_CLOSURE, self.max_states,
+                    self.eps, self.has_edges, self.builder.pending, self.final, self._closures, C_CLOSURE, self.max_states,
                 )  # fmt: skip
                 if got is None:
                     return self.table[state]

@@ -138,11 +138,12 @@ def test_automata_agree_with_interegular(pattern: str, samples: list[str]) -> No
 
 def test_long_bounded_counters_take_the_memoizing_closure_search() -> None:
     """``x{0,n}`` unrolls lazily into nested copies whose exits chain back out: closures past
-    SMALL_CLOSURE states go through the SCC search, and the language stays exact."""
-    from structgen.fsm.lazy_dfa import SMALL_CLOSURE
+    SMALL_CLOSURE states (C_CLOSURE in the compiled step) go through the SCC search, and the
+    language stays exact."""
+    from structgen.fsm.lazy_dfa import C_CLOSURE, SMALL_CLOSURE
 
-    n = 192
-    assert n > 2 * SMALL_CLOSURE
+    n = 600
+    assert n > C_CLOSURE > SMALL_CLOSURE
     lazy = compile_lazy(regex_to_ir(f"(?:a|bc){{0,{n}}}d(?:e*f)*"))
     for k in (0, 1, 64, n - 1, n):
         assert lazy.accepts(b"a" * k + b"d")
