@@ -251,6 +251,7 @@ class NFABuilder:
 
             for sq in utf8_sequences(node.cs):
                 nfa.edge(s, sq[0][0], sq[0][1], e if len(sq) == 1 else tail_state(tuple(sq[1:])))
+            del tail_state  # it calls itself through its cell: a reference cycle left to the collector otherwise
             return s, e
         if isinstance(node, Seq):
             if not node.items:
