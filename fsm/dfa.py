@@ -298,32 +298,35 @@ def product_dfa(a: ByteDFA, b: ByteDFA, budget: Budget, *, minus: bool) -> ByteD
     ta = a.table[:, rep_bytes]  # [Sa, C]
     tb = b.table[:, rep_bytes]  # [Sb, C]
     c = len(rep_bytes)
-    start = (a.initial, b.initial)
-    index = {start: 0}
-    order = [start]
+    sb = tb.shape[0]
+    # breadth-first, a whole level at a time: a pair (x, y) is the code x * Sb + y, and only the
+    # distinct codes a level reaches go through the Python dict (not every state × class)
+    index: dict[int, int] = {a.initial * sb + b.initial: 0}
+    order = [(a.initial, b.initial)]
     rows: list[np.ndarray] = []
-    i = 0
-    while i < len(order):
-        if i % 256 == 255:
-            budget.check_time()
-        p, q = order[i]
-        na, nb = ta[p], tb[q]
-        row = np.full(c, -1, dtype=np.int32)
-        for j in range(c):
-            x = int(na[j])
-            y = int(nb[j])
-            if x == DEAD or (y == DEAD and not minus):
-                continue
-            key = (x, y)
-            d = index.get(key)
+    lo = 0
+    while lo < len(order):
+        budget.check_time()
+        hi = len(order)
+        ps = np.array([p for p, _q in order[lo:hi]], dtype=np.int64)  # [F]
+        qs = np.array([q for _p, q in order[lo:hi]], dtype=np.int64)  # [F]
+        x = ta[ps].astype(np.int64)  # [F, C]
+        y = tb[qs].astype(np.int64)  # [F, C]
+        live = x != DEAD if minus else (x != DEAD) & (y != DEAD)  # [F, C]
+        code = x * sb + y  # [F, C]
+        reached = np.unique(code[live])  # [U] sorted
+        ids = np.empty(len(reached), dtype=np.int32)  # [U]
+        for k, cd in enumerate(reached.tolist()):
+            d = index.get(cd)
             if d is None:
-                d = len(order)
-                index[key] = d
-                order.append(key)
-                budget.check_states(len(order))
-            row[j] = d
-        rows.append(row)
-        i += 1
+                d = index[cd] = len(order)
+                order.append(divmod(cd, sb))
+            ids[k] = d
+        budget.check_states(len(order))
+        level = np.full((hi - lo, c), -1, dtype=np.int32)  # [F, C]
+        level[live] = ids[np.searchsorted(reached, code[live])]
+        rows.extend(level)
+        lo = hi
     trans = np.stack(rows)
     acc = np.array([bool(a.accepting[p]) and (not bool(b.accepting[q]) if minus else bool(b.accepting[q])) for p, q in order])
     return trim_and_minimize(trans, acc, class_of_byte, 0, budget, minimize=True)
