@@ -470,35 +470,35 @@ fail:
     return ret;
 }
 
-/* body_shape(table, num_classes, sigma, state, out[, max_depth, missing]) -> int
+/* body_shape(table, num_classes, sigma, state, out, max_depth, missing) -> int
  *
  * The automaton restricted to the classes with sigma[c] = 1 (uint8 [C]), from `state`, in
  * canonical form: out (int32 [M * C], M - 1 the most states kept) gets row 0 all dead, row 1
  * `state`, then the states it reaches in breadth-first order (first seen, first numbered),
  * each row holding the canonical numbers of its targets (0: dead or outside sigma).  With
- * max_depth (> 0), states first reached after max_depth bytes keep an all-dead row: the shape
- * is exact for strings of at most max_depth bytes.  Returns the rows used (n + 1), 0 when more
- * than M - 1 states are reached, or, for reached states not expanded yet (table row of -1):
- * without missing, -(s + 1) for the first; with missing (int32 [K]), -k after writing the first
- * k ≤ K of them there.  The caller expands them and calls again.
+ * max_depth > 0, states first reached after max_depth bytes keep an all-dead row: the shape is
+ * exact for strings of at most max_depth bytes (0: no cut).  Returns the rows used (n + 1), 0
+ * when more than M - 1 states are reached, or -k after writing to missing (int32 [K]) the
+ * first k ≤ K reached states not expanded yet (table row of -1): the caller expands them and
+ * calls again.
  */
 static PyObject *body_shape(PyObject *self, PyObject *args) {
-    PyObject *objs[4] = {NULL, NULL, NULL, Py_None};
-    Py_ssize_t num_classes, state, max_depth = 0;
-    if (!PyArg_ParseTuple(args, "OnOnO|nO", &objs[0], &num_classes, &objs[1], &state, &objs[2], &max_depth, &objs[3])) {
+    PyObject *objs[4];
+    Py_ssize_t num_classes, state, max_depth;
+    if (!PyArg_ParseTuple(args, "OnOnOnO", &objs[0], &num_classes, &objs[1], &state, &objs[2], &max_depth, &objs[3])) {
         return NULL;
     }
     static const Py_ssize_t itemsizes[4] = {4, 1, 4, 4};
     static const int writable[4] = {0, 0, 1, 1};
     static const char *const names[4] = {"table", "sigma", "out", "missing"};
     Py_buffer bufs[4];
-    const int n_bufs = objs[3] == Py_None ? 3 : 4;
+    const int n_bufs = 4;
     if (get_bufs(objs, bufs, itemsizes, writable, names, n_bufs) < 0) return NULL;
     const Py_ssize_t n_states = num_classes > 0 ? bufs[0].len / 4 / num_classes : 0;
     const Py_ssize_t m = num_classes > 0 ? bufs[2].len / 4 / num_classes : 0;
-    const Py_ssize_t k_missing = n_bufs == 4 ? bufs[3].len / 4 : 0;
+    const Py_ssize_t k_missing = bufs[3].len / 4;
     if (num_classes <= 0 || bufs[1].len != num_classes || bufs[2].len != m * num_classes * 4 || m < 2 || m > 4096 || state <= 0 ||
-        state >= n_states || max_depth < 0 || (n_bufs == 4 && k_missing < 1)) {
+        state >= n_states || max_depth < 0 || k_missing < 1) {
         release_bufs(bufs, n_bufs);
         PyErr_SetString(PyExc_ValueError, "body_shape: inconsistent buffers or arguments");
         return NULL;
@@ -506,7 +506,7 @@ static PyObject *body_shape(PyObject *self, PyObject *args) {
     const int32_t *table = (const int32_t *)bufs[0].buf;
     const uint8_t *sigma = (const uint8_t *)bufs[1].buf;
     int32_t *out = (int32_t *)bufs[2].buf;
-    int32_t *missing = n_bufs == 4 ? (int32_t *)bufs[3].buf : NULL;
+    int32_t *missing = (int32_t *)bufs[3].buf;
     /* order[j]: the automaton state numbered j; depth[j]: its breadth-first depth; slots: an
        open-addressing map state -> number (8192 slots, at most half full) */
     int32_t order[4096], depth[4096];
@@ -519,7 +519,7 @@ static PyObject *body_shape(PyObject *self, PyObject *args) {
         return PyErr_NoMemory();
     }
     memset(slot_key, 0xff, 8192 * sizeof(int32_t));
-    Py_ssize_t n = 1, result = 0, n_missing = 0;
+    Py_ssize_t n = 1, n_missing = 0;
     int bad = 0;
     order[1] = (int32_t)state;
     depth[1] = 0;
@@ -534,10 +534,6 @@ static PyObject *body_shape(PyObject *self, PyObject *args) {
             continue; /* past the depth kept: no byte leads on */
         }
         if (row[0] < 0) {
-            if (!missing) {
-                result = -((Py_ssize_t)order[k] + 1);
-                break;
-            }
             if (n_missing < k_missing) missing[n_missing++] = order[k];
             continue; /* the caller expands it; go on collecting the others */
         }
@@ -577,9 +573,6 @@ static PyObject *body_shape(PyObject *self, PyObject *args) {
     if (bad) {
         PyErr_SetString(PyExc_ValueError, "body_shape: automaton data out of range");
         return NULL;
-    }
-    if (result) {
-        return PyLong_FromSsize_t(result);
     }
     if (n >= 0 && n_missing) {
         return PyLong_FromSsize_t(-n_missing);

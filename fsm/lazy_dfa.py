@@ -333,10 +333,8 @@ class LazyDFA:
         return self._expand_py(state)
 
     def _expand_py(self, state: int) -> np.ndarray:
-        """:meth:`expand` in Python: the reference, and the path where the extension is not built."""
-        row = self.table[state]
-        if row[0] >= 0:
-            return row
+        """:meth:`expand` in Python, for a state not expanded yet: the reference, and the path
+        where the extension is not built."""
         moves: dict[int, list[int]] = {}
         edges, cob = self.edges, self._cob
         for q in self.sets[state]:

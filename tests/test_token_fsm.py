@@ -451,8 +451,14 @@ def test_packed_walk_helpers_refuse_bad_buffers() -> None:
         _trie_walk.pack_nodes(trie.pre_byte, np.zeros_like(trie.pre_depth), trie.pre_skip, trie.pre_token, bad.view(np.uint8))
     with pytest.raises(ValueError, match="subtree_within"):
         _trie_walk.subtree_within(trie.pre_byte, trie.pre_skip, np.zeros(255, np.uint8), np.zeros(len(trie.pre_byte), np.uint8))
-    with pytest.raises(ValueError, match="body_shape"):
-        _trie_walk.body_shape(dfa.table, dfa.num_classes, np.ones(dfa.num_classes, np.uint8), 0, np.zeros((4, dfa.num_classes), np.int32))
+    sig, shape_out, missing = np.ones(dfa.num_classes, np.uint8), np.zeros((4, dfa.num_classes), np.int32), np.zeros(4, np.int32)
+    for bad in (
+        (0, shape_out, 0, missing),  # the dead state
+        (dfa.initial, shape_out, -1, missing),  # a negative depth cut
+        (dfa.initial, shape_out, 0, np.zeros(0, np.int32)),  # nowhere to report unexpanded states
+    ):
+        with pytest.raises(ValueError, match="body_shape"):
+            _trie_walk.body_shape(dfa.table, dfa.num_classes, sig, bad[0], bad[1], bad[2], bad[3])
     # the Python entry points name what is wrong
     with pytest.raises(ValueError, match=r"byte set must be uint64 \[4\]"):
         trie.loop_within(np.zeros(4, np.uint32))
