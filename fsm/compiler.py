@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 from structgen.schemas.errors import ConstraintError
 from structgen.schemas.ir import Node
 from structgen.schemas.json_schema import SchemaOptions, load_schema, pydantic_schema, schema_to_ir
-from structgen.schemas.regex import regex_to_ir
+from structgen.schemas.regex_assertions import regex_to_ir
 
 from .dfa import Budget
 from .errors import GrammarCompileError

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 from structgen.schemas.charset import utf8_sequences
-from structgen.schemas.ir import NOTHING, Alt, Anchor, And, Automaton, Chars, Join, Lit, Members, Minus, Node, Rep, Seq
+from structgen.schemas.ir import NOTHING, Alt, Anchor, And, Automaton, Chars, Join, Lit, Look, Members, Minus, Node, Rep, Seq
 
 from .dfa import DEAD, NO_PATH, Budget
 from .errors import GrammarCompileError
@@ -81,7 +81,7 @@ def prune(node: Node, builder: NFABuilder, memo: dict[int, Node]) -> Node:
             out = Members(tuple(kept), sep, None if extra is NOTHING else extra)
     elif isinstance(node, (And, Minus, Automaton)):
         out = NOTHING if builder.product(node).is_empty() else node
-    elif isinstance(node, Anchor):
+    elif isinstance(node, (Anchor, Look)):
         raise GrammarCompileError("regex IR still contains an anchor; resolve anchors before compiling")
     else:
         raise TypeError(f"not a regex IR node: {node!r}")

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 from structgen.schemas.charset import CharSet, utf8_sequences
-from structgen.schemas.ir import Alt, Anchor, And, Automaton, Chars, Join, Lit, Members, Minus, Node, Rep, Seq
+from structgen.schemas.ir import Alt, Anchor, And, Automaton, Chars, Join, Lit, Look, Members, Minus, Node, Rep, Seq
 
 from .dfa import DEAD, NO_PATH, Budget, ByteDFA, determinize, longest_dfa, product_dfa, shortest_dfa, trim_and_minimize, worst_dfa
 from .errors import GrammarCompileError
@@ -283,7 +283,7 @@ class NFABuilder:
             return self.build_join(node)
         if isinstance(node, (And, Minus, Automaton)):
             return self.embed(self.product(node))
-        if isinstance(node, Anchor):
+        if isinstance(node, (Anchor, Look)):
             raise GrammarCompileError("regex IR still contains an anchor; resolve anchors before compiling")
         raise TypeError(f"not a regex IR node: {node!r}")
 

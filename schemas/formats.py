@@ -9,7 +9,8 @@ in leap years, year 0000 excluded (``datetime.date.fromisoformat`` rejects it).
 from __future__ import annotations
 
 from .ir import Node
-from .regex import regex_to_ir
+from .regex import parse_regex
+from .regex_assertions import regex_to_ir, resolve_anchors
 
 _LEAP_YEAR = r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
 _YEAR = r"(?:[1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])"
@@ -86,6 +87,27 @@ FORMAT_REGEXES: dict[str, str] = {
 # compares them on random strings), so their complement is exact too: ``not`` of them compiles
 EXACT_FORMATS = frozenset({"date", "ipv4"})
 
+# For ``not``: a superset of every string ``jsonschema``'s checker accepts, read wide (``\d``,
+# ``\w``, ``\s`` and ``.`` as Python's Unicode classes), so the strings *outside* it fail the
+# format for certain: the complement of a format whose grammar is a narrowing compiles as a
+# narrowing (strings the checker rejects but the superset holds are not generated).  Each is
+# checked against the checker on generated near misses.
+WIDE_FORMAT_REGEXES: dict[str, str] = {
+    # rfc3339_validator on the upper-cased text; its `$` also matches before a final newline
+    "date-time": r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:[Zz]|[+-][0-9]{2}:[0-9]{2})\n?",
+    # fqdn's labels match [a-z\d-] under IGNORECASE: Unicode digits, and letters folding to ASCII
+    "hostname": r"[\w.-]+\n?",
+    "ipv6": r"[0-9A-Fa-f:.]{2,}",  # ipaddress: ASCII hex groups, dotted IPv4 tails; scope ids fail
+    # rfc3986_validator: a scheme, then the characters of RFC 3986's grammar
+    "uri": r"[a-zA-Z][a-zA-Z0-9+.-]*:[a-zA-Z0-9_.~!$&'()*+,;=:@/?#\[\]%-]*\n?",
+    "uri-reference": r"[a-zA-Z0-9_.~!$&'()*+,;=:@/?#\[\]%-]*\n?",
+    # uuid.UUID strips and int() reads whitespace, underscores and Unicode digits; '-' at 8/13/18/23
+    "uuid": r"[\s\S]{8}-[\s\S]{4}-[\s\S]{4}-[\s\S]{4}-[\s\S]{12,}",
+    "duration": r"[+-]?P[\s\S]*[DMYWHS]",  # isoduration, and jsonschema's check of the last letter
+    "email": r"[\s\S]*@[\s\S]*",  # jsonschema checks for an '@' (exact)
+    "idn-email": r"[\s\S]*@[\s\S]*",
+}
+
 # formats defined by JSON Schema 2020-12 (validation spec §7.3); others are annotations only
 STANDARD_FORMATS = frozenset(
     {
@@ -110,6 +132,13 @@ STANDARD_FORMATS = frozenset(
         "regex",
     }
 )
+
+
+def wide_format_ir(name: str) -> Node | None:
+    """The IR of a superset of the strings (code points) ``jsonschema``'s checker accepts for
+    format ``name`` (:data:`WIDE_FORMAT_REGEXES`), or None."""
+    rx = WIDE_FORMAT_REGEXES.get(name)
+    return None if rx is None else resolve_anchors(parse_regex(rx, wide=True), rx, search=False, wide=True)
 
 
 def format_ir(name: str) -> Node | None:

@@ -122,9 +122,21 @@ class Members(Node):
 
 @dataclass(frozen=True, eq=False, slots=True)
 class Anchor(Node):
-    """``^`` (``start=True``) or ``$`` as parsed; resolved by :func:`resolve_anchors`."""
+    """``^`` (``start=True``) or ``$`` as parsed; resolved by :func:`~.regex_assertions.resolve_anchors`."""
 
     start: bool
+    pos: int
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Look(Node):
+    """A look-ahead ``(?=…)`` (``negate=False``) or ``(?!…)`` as parsed: ``body`` is its
+    alternation, which starts at ``start`` in the pattern text; resolved by
+    :func:`~.regex_assertions.resolve_anchors`.  ``pos``: where ``(?`` opens."""
+
+    negate: bool
+    body: Node
+    start: int
     pos: int
 
 
@@ -238,6 +250,8 @@ def _render(node: Node) -> str:
         return f"(?:{_render(node.left)})(?-{_render(node.right)})"
     if isinstance(node, Anchor):
         return "^" if node.start else "$"
+    if isinstance(node, Look):
+        return ("(?!" if node.negate else "(?=") + _render(node.body) + ")"
     if isinstance(node, Automaton):
         return f"(?&<{node.key}>)"
     if isinstance(node, Members):

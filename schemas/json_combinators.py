@@ -24,31 +24,84 @@ def convert_all_of(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
     rest = {k: v for k, v in schema.items() if k != "allOf"}
     parts: list[Any] = [rest] if any(k in CONSTRAINTS for k in rest) else []
     parts.extend(items)
-    merged, residue = merge_all(cv, parts, ptr + "/allOf")
+    inlined: list[str] = []
+    merged, residue = merge_all(cv, parts, ptr + "/allOf", inlined)
+    return _intersect(cv, merged, residue, ptr, inlined)
+
+
+def _intersect(cv: Converter, merged: Any, residue: list[Any], ptr: str, inlined: list[str]) -> Node:
     if not residue:
-        return cv.convert(merged, ptr)
+        with cv.unrolling(inlined, ptr):  # a $ref merged in place recurses as one converted would
+            return cv.convert(merged, ptr)
     # intersected branches each constrain only what they declare: inside them undeclared
     # properties must be allowed, or a property declared by one branch would be rejected
     # by the others (the intersection itself still honours additionalProperties: false)
-    saved = cv.opt
+    # and they lay out the property names they share in one order, or an object whose keys
+    # one part puts first and another among its extras would be in neither's language
+    saved, saved_order = cv.opt, cv.key_order
     cv.opt = dataclasses.replace(saved, allow_undeclared_properties=True)
+    # (an intersection inside one keeps its order: the walk below went through it)
+    cv.key_order = saved_order or member_order(cv, [merged, *residue], ptr)
     try:
-        nodes = [cv.convert(merged, ptr)] + [cv.convert(r, ptr + "/allOf") for r in residue]
+        with cv.unrolling(inlined, ptr):
+            nodes = [cv.convert(merged, ptr)]
+        nodes += [cv.convert(r, ptr + "/allOf") for r in residue]
     finally:
-        cv.opt = saved
+        cv.opt, cv.key_order = saved, saved_order
     return And(tuple(nodes))
 
 
-def merge_all(cv: Converter, parts: list[Any], ptr: str) -> tuple[Any, list[Any]]:
+MAX_ORDERED_NAMES = 64  # names past these are laid out by each part as before (a narrowing)
+
+
+def member_order(cv: Converter, parts: list[Any], ptr: str) -> tuple[str, ...]:
+    """The property names that ``parts`` (schemas of one instance location) declare or
+    require, through ``allOf`` / ``anyOf`` / ``oneOf`` / ``then`` / ``else`` /
+    ``dependentSchemas`` and local ``$ref``: every ``properties`` name in the order met, then
+    every ``required`` one; at most ``MAX_ORDERED_NAMES``."""
+    declared: dict[str, None] = {}
+    required: dict[str, None] = {}
+    stack = list(reversed(parts))
+    seen: set[int] = set()
+    while stack and len(seen) < 256:
+        s = stack.pop()
+        if not isinstance(s, dict) or id(s) in seen:
+            continue
+        seen.add(id(s))
+        if isinstance(s.get("properties"), dict):
+            declared.update(dict.fromkeys(s["properties"]))
+        if isinstance(s.get("required"), list):
+            required.update(dict.fromkeys(r for r in s["required"] if isinstance(r, str)))
+        inner: list[Any] = []
+        if isinstance(s.get("$ref"), str) and s["$ref"].startswith("#"):
+            try:
+                inner.append(cv.resolve_ref(s["$ref"], ptr, s)[0])
+            except SchemaError:
+                pass
+        for key in ("allOf", "anyOf", "oneOf"):
+            if isinstance(s.get(key), list):
+                inner.extend(s[key])
+        inner.extend(s.get(key) for key in ("then", "else"))
+        for key in ("dependentSchemas", "dependencies"):
+            if isinstance(s.get(key), dict):
+                inner.extend(v for v in s[key].values() if isinstance(v, dict))
+        stack.extend(reversed(inner))
+    return tuple(list(dict.fromkeys([*declared, *required]))[:MAX_ORDERED_NAMES])
+
+
+def merge_all(cv: Converter, parts: list[Any], ptr: str, inlined: list[str] | None = None) -> tuple[Any, list[Any]]:
     """Merge schemas keyword by keyword; what cannot be merged is returned as residue
-    (converted separately and intersected, which is always sound)."""
+    (converted separately and intersected, which is always sound).  ``inlined`` collects the
+    pointers of the ``$ref`` targets merged in place."""
     merged: dict[str, Any] = {}
     residue: list[Any] = []
     for part in parts:
         seen: set[str] = set()
         while isinstance(part, dict) and "$ref" in part and part["$ref"] not in seen:
             seen.add(part["$ref"])
-            target, _ = cv.resolve_ref(part["$ref"], ptr, part)
+            target, target_ptr = cv.resolve_ref(part["$ref"], ptr, part)
+            if inlined is not None:
+                inlined.append(target_ptr)
             extra = {k: v for k, v in part.items() if k != "$ref"}
             if isinstance(target, dict) and "$ref" in target and extra:
                 residue.append(extra)
@@ -74,7 +127,7 @@ def merge_all(cv: Converter, parts: list[Any], ptr: str) -> tuple[Any, list[Any]
             continue
         if "allOf" in part:
             inner_rest = {k: v for k, v in part.items() if k != "allOf"}
-            sub, sub_res = merge_all(cv, [inner_rest, *part["allOf"]], ptr)
+            sub, sub_res = merge_all(cv, [inner_rest, *part["allOf"]], ptr, inlined)
             residue.extend(sub_res)
             if sub is False:
                 return False, []

@@ -10,7 +10,8 @@ from .errors import RegexError, SchemaError
 from .ir import NOTHING, And, Join, Lit, Members, Minus, Node, alt, lit, rep, seq
 from .json_keywords import CONSTRAINTS, RecursionLimit, escape_pointer
 from .json_strings import ANY_STRING_CONTENT, json_string, string_content
-from .regex import parse_regex, resolve_anchors
+from .regex import parse_regex
+from .regex_assertions import resolve_anchors
 
 if TYPE_CHECKING:
     from .json_schema import Converter
@@ -204,13 +205,18 @@ def counted_items(cv: Converter, match: Node, other: Node, lo: int, hi: int | No
     return alt(*arrays)
 
 
-def convert_object(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
+def convert_object(cv: Converter, schema: dict[str, Any], ptr: str, context: tuple[str, ...] = ()) -> Node:
     """An object: the declared (and required) properties in schema order as members, then the
     ``patternProperties`` and ``additionalProperties`` members as one repeatable extra; the
-    property counts are checked against what that layout can enforce."""
+    property counts are checked against what that layout can enforce.
+
+    ``context``: names laid out first, in this order, each with the value this schema gives it
+    (its ``properties`` entry, else its patterns' or ``additionalProperties``): the parts of
+    an intersection then agree on where every shared name goes.
+    """
     props, required, additional, names_schema = _object_keywords(cv, schema, ptr)
     patterns, wide_patterns = _compile_patterns(cv, schema, ptr)
-    order = list(props) + [r for r in required if r not in props]  # declared, then required but undeclared
+    order = list(dict.fromkeys([*context, *props, *required]))  # context, declared, then required but undeclared
     items = _declared_members(cv, order, props, set(required), patterns, additional, names_schema, ptr)
     if items is None:
         return NOTHING

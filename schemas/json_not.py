@@ -9,7 +9,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from .errors import RegexError, SchemaError
-from .formats import EXACT_FORMATS, format_ir
+from .formats import EXACT_FORMATS, STANDARD_FORMATS, format_ir, wide_format_ir
 from .ir import NOTHING, And, Minus, Node, alt, chars, lit, rep, seq
 from .json_containers import counted_members
 from .json_keywords import CONSTRAINTS, RecursionLimit, json_type, values_of
@@ -17,7 +17,8 @@ from .json_negation import NotExpressible, complement
 from .json_scalars import convert_types, multiple_of_value, types_of
 from .json_strings import ANY_CHAR, ANY_STRING_CONTENT, json_string
 from .numbers import MAX_REMAINDER_STATES, SHORT_FRACTIONAL, SHORT_NUMBER, multiple_of_automaton
-from .regex import parse_regex, resolve_anchors
+from .regex import parse_regex
+from .regex_assertions import resolve_anchors
 
 if TYPE_CHECKING:
     from .json_schema import Converter
@@ -75,10 +76,8 @@ def not_leaf(cv: Converter, schema: dict[str, Any], neg: Any, rest: dict[str, An
         return _not_values(cv, schema, values_of(neg) or [], rest, ptr)
     if keys == {"pattern"}:
         return _not_pattern(cv, schema, neg["pattern"], rest, ptr)
-    if keys == {"format"} and neg["format"] in EXACT_FORMATS:  # strings outside an exact format's language
-        outside = format_ir(neg["format"])
-        assert outside is not None
-        return Minus(cv.convert(_with_type(cv, schema, rest, "string"), ptr), json_string(outside))
+    if keys == {"format"}:
+        return _not_format(cv, schema, neg["format"], rest, ptr)
     if keys == {"multipleOf"}:
         return _not_multiple(cv, schema, neg["multipleOf"], rest, ptr)
     if keys == {"propertyNames"}:
@@ -93,6 +92,19 @@ def not_leaf(cv: Converter, schema: dict[str, Any], neg: Any, rest: dict[str, An
     ):
         return _some_member_failing(cv, schema, neg, rest, ptr)
     return None
+
+
+def _not_format(cv: Converter, schema: dict[str, Any], name: Any, rest: dict[str, Any], ptr: str) -> Node | None:
+    """Strings outside format ``name``: exact for :data:`EXACT_FORMATS`, outside a superset of
+    the checker's language for the other checked ones (a narrowing); nothing when the root's
+    draft does not check ``name`` (every value passes it); None (the general construction,
+    which refuses it) for a checked format without a known superset."""
+    if not isinstance(name, str) or name not in STANDARD_FORMATS or name not in cv.checked_formats():
+        return NOTHING
+    outside = format_ir(name) if name in EXACT_FORMATS else wide_format_ir(name)
+    if outside is None:
+        return None
+    return Minus(cv.convert(_with_type(cv, schema, rest, "string"), ptr), json_string(outside))
 
 
 def _items_after_prefix(cv: Converter, neg: dict[str, Any], keys: set[str]) -> tuple[int, Any] | None:

@@ -106,7 +106,7 @@ class RefResolver:
         import referencing
         import referencing.jsonschema
 
-        spec = getattr(referencing.jsonschema, _SPECS.get(self.draft, "DRAFT202012"))
+        spec = _schemas_only(getattr(referencing.jsonschema, _SPECS.get(self.draft, "DRAFT202012")))
         root_resource = spec.create_resource(self.root)
         base = root_resource.id() or ""
         registry = referencing.Registry().with_resource(base, root_resource).crawl()
@@ -137,3 +137,27 @@ class RefResolver:
                         stack.append((v, f"{ptr}/{str(k).replace('~', '~0').replace('/', '~1')}"))
             elif isinstance(node, list):
                 stack.extend((v, f"{ptr}/{i}") for i, v in enumerate(node) if isinstance(v, (dict, list)))
+
+
+def _schemas_only(spec: Any) -> Any:
+    """``spec`` with subresources limited to schemas (objects and booleans).
+
+    ``referencing`` (0.37) yields every value of a draft 4–7 ``dependencies`` once its first
+    value is a schema, so a mix of schema and property-list dependencies
+    (``{"a": {…}, "b": ["c"]}``) would hand it a list as a schema.
+    """
+    from collections.abc import Mapping
+
+    import referencing
+
+    def subresources_of(contents: Any) -> Any:
+        return (sub for sub in spec.subresources_of(contents) if isinstance(sub, (Mapping, bool)))
+
+    make: Any = referencing.Specification  # an attrs class: mypy does not see its fields
+    return make(
+        name=spec.name,
+        id_of=spec.id_of,
+        subresources_of=subresources_of,
+        anchors_in=lambda _spec, contents: spec.anchors_in(contents),
+        maybe_in_subresource=spec.maybe_in_subresource,
+    )

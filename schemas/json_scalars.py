@@ -109,24 +109,28 @@ def convert_types(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
                 raise SchemaError(f"unknown type {x!r}", keyword="type", pointer=ptr)
     types = types_of(cv, schema)
     parts: list[Node] = []
-    for ty in TYPES:
-        if ty not in types:
-            continue
-        if ty == "integer" and "number" in types:
-            continue
-        if ty == "null":
-            parts.append(lit("null"))
-        elif ty == "boolean":
-            parts.append(alt(lit("true"), lit("false")))
-        elif ty == "string":
-            parts.append(convert_string(cv, schema, ptr))
-        elif ty in ("number", "integer"):
-            parts.append(convert_number(cv, schema, ptr, integer=(ty == "integer")))
-        elif ty == "array":
-            parts.append(convert_array(cv, schema, ptr))
-        elif ty == "object":
-            parts.append(convert_object(cv, schema, ptr))
+    context, cv.key_order = cv.key_order, ()  # the values inside lay out their own keys
+    try:
+        for ty in TYPES:
+            if ty in types and not (ty == "integer" and "number" in types):
+                parts.append(_convert_type(cv, schema, ptr, ty, context))
+    finally:
+        cv.key_order = context
     return alt(*parts) if parts else NOTHING
+
+
+def _convert_type(cv: Converter, schema: dict[str, Any], ptr: str, ty: str, context: tuple[str, ...]) -> Node:
+    if ty == "null":
+        return lit("null")
+    if ty == "boolean":
+        return alt(lit("true"), lit("false"))
+    if ty == "string":
+        return convert_string(cv, schema, ptr)
+    if ty in ("number", "integer"):
+        return convert_number(cv, schema, ptr, integer=(ty == "integer"))
+    if ty == "array":
+        return convert_array(cv, schema, ptr)
+    return convert_object(cv, schema, ptr, context)
 
 
 def convert_number(cv: Converter, schema: dict[str, Any], ptr: str, *, integer: bool) -> Node:

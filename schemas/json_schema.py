@@ -24,8 +24,9 @@ generation instead and the caller must post-validate (``structgen`` does).
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,6 +94,7 @@ class Converter:
         self.opt = options
         self.report = report
         self.ref_depth: dict[str, int] = {}
+        self.inline_depth: dict[str, int] = {}  # as ref_depth, for targets ``allOf`` merges in place
         self.any_cache: dict[int, Node] = {}
         self.minus_cache: dict[tuple[object, ...], Node] = {}
         self.memo: dict[tuple[object, ...], Node] = {}
@@ -117,6 +119,9 @@ class Converter:
         self.negated_refs: dict[str, int] = {}  # $ref targets being negated on this path
         self.resolved_refs: list[str] = []  # $ref targets the last complement resolved
         self.rewrites: dict[tuple[int, str], Any] = {}
+        # property names, in order, that the objects of this instance location lay out first:
+        # set while the parts of an intersection are converted (see ``convert_all_of``)
+        self.key_order: tuple[str, ...] = ()
 
     # ------------------------------------------------------------------ helpers
 
@@ -165,6 +170,13 @@ class Converter:
         return {"Draft3Validator": 3, "Draft4Validator": 4, "Draft6Validator": 6, "Draft7Validator": 7,
                 "Draft201909Validator": 2019}.get(name, 2020)  # fmt: skip
 
+    def checked_formats(self) -> frozenset[str]:
+        """The ``format`` values the root draft's ``jsonschema`` format checker checks (the
+        others pass every value)."""
+        if self._validator_cls is None:
+            self.validator(True)
+        return frozenset(self._validator_cls.FORMAT_CHECKER.checkers)
+
     def draft_keywords(self) -> frozenset[str]:
         """The keywords the root's draft evaluates (``then`` / ``else`` / ``minContains`` …
         are read by ``if`` / ``contains``)."""
@@ -208,13 +220,16 @@ class Converter:
 
     def convert(self, schema: Any, ptr: str) -> Node:
         """IR of ``schema`` (memoized: the result depends only on the schema object, the
-        recursion depths of the ``$ref``s being unrolled, and the options)."""
+        recursion depths of the ``$ref``s being unrolled or merged, the options and the key
+        order)."""
         self.calls += 1
         if self.check is not None and not self.calls & 255:
             self.check()
         if not isinstance(schema, dict):
             return self._convert(schema, ptr)
-        key = (id(schema), frozenset(kv for kv in self.ref_depth.items() if kv[1]), self.opt)
+        depths = frozenset(kv for kv in self.ref_depth.items() if kv[1])
+        inlined = frozenset(kv for kv in self.inline_depth.items() if kv[1])
+        key = (id(schema), depths, inlined, self.opt, self.key_order)
         got = self.memo.get(key)
         if got is None:
             got = self._convert(schema, ptr)
@@ -250,6 +265,22 @@ class Converter:
         if "not" in schema:
             return convert_not(self, schema, ptr)
         return convert_types(self, schema, ptr)
+
+    @contextlib.contextmanager
+    def unrolling(self, targets: list[str], ptr: str) -> Iterator[None]:
+        """Count one more in-place merge of each ``$ref`` target in ``targets`` while the body
+        runs (``allOf`` merging); raises :class:`RecursionLimit` past ``max_recursion_depth``.
+        Kept apart from ``ref_depth``: a target merged in place is not being negated inside
+        itself when a sibling ``not`` looks through it."""
+        saved = {t: self.inline_depth.get(t, 0) for t in targets}
+        if any(d > self.opt.max_recursion_depth for d in saved.values()):
+            raise RecursionLimit(ptr)
+        for t in saved:
+            self.inline_depth[t] = saved[t] + 1
+        try:
+            yield
+        finally:
+            self.inline_depth.update(saved)
 
     def convert_ref(self, schema: dict[str, Any], ptr: str) -> Node:
         target, target_ptr = self.resolve_ref(schema["$ref"], ptr + "/$ref", schema)

@@ -11,7 +11,8 @@ from .charset import CharSet
 from .errors import RegexError, SchemaError, UnsupportedSchemaError
 from .formats import STANDARD_FORMATS, format_ir
 from .ir import EPSILON, NOTHING, Alt, And, Chars, Join, Lit, Minus, Node, Rep, Seq, alt, lit, rep, seq
-from .regex import parse_regex, resolve_anchors
+from .regex import parse_regex
+from .regex_assertions import resolve_anchors
 
 if TYPE_CHECKING:
     from .json_schema import Converter

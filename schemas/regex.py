@@ -4,8 +4,9 @@
 parser picks the reading that is a subset of both (``\\d`` is ``[0-9]``; ``[^\\d]`` excludes
 every Unicode digit), so what we generate is accepted by both ``re.search`` (which
 ``jsonschema`` uses) and JavaScript validators.  Constructs that are not regular or whose
-meaning differs between dialects (look-around, back-references, ``\\b``, inline flags,
-possessive quantifiers, ``{,n}``) raise :class:`RegexError` with the position.
+meaning differs between dialects (look-behind, back-references, ``\\b``, inline flags,
+possessive quantifiers, ``{,n}``) raise :class:`RegexError` with the position.  Anchors and look-aheads stay in the parsed IR
+(:class:`~.ir.Anchor`, :class:`~.ir.Look`) for :mod:`.regex_assertions` to resolve.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import re
 
 from .charset import MAX_CODE_POINT, CharSet
 from .errors import RegexError
-from .ir import EPSILON, Alt, Anchor, And, Chars, Join, Members, Minus, Node, Rep, Seq, opt, seq
+from .ir import Alt, Anchor, Chars, Look, Node, Rep, Seq
 
 # ----------------------------------------------------------------------------- classes
 
@@ -128,8 +129,8 @@ class _Parser:
                 lo, hi = q
             else:
                 return atom
-            if isinstance(atom, Anchor):
-                raise self.error("nothing to repeat: quantifier after an anchor", qpos)
+            if isinstance(atom, (Anchor, Look)):
+                raise self.error("nothing to repeat: quantifier after an assertion", qpos)
             if self.peek() == "?":
                 self.i += 1  # lazy: same language
             elif self.peek() == "+":
@@ -193,8 +194,16 @@ class _Parser:
             rest = self.p[self.i + 1 : self.i + 4]
             if rest.startswith(":"):
                 self.i += 2
-            elif rest.startswith(("=", "!", "<=", "<!")):
-                raise self.error("look-around assertions are not supported (not regular in general)", open_pos)
+            elif rest.startswith(("=", "!")):
+                self.i += 2
+                start = self.i
+                body = self.alternation()
+                if self.peek() != ")":
+                    raise self.error("missing ')', unterminated look-ahead", open_pos)
+                self.i += 1
+                return Look(rest.startswith("!"), body, start, open_pos)
+            elif rest.startswith(("<=", "<!")):
+                raise self.error("look-behind assertions are not supported", open_pos)
             elif rest.startswith(("<", "P<")):
                 end = self.p.find(">", self.i)
                 if end < 0:
@@ -338,70 +347,9 @@ def parse_regex(pattern: str, *, wide: bool = False) -> Node:
     return _Parser(pattern, wide).parse()
 
 
-def _strip_edge(node: Node, start: bool) -> tuple[Node, bool]:
-    """Remove a leading (``start``) / trailing anchor from ``node``; report whether found."""
-    if isinstance(node, Anchor) and node.start == start:
-        return EPSILON, True
-    if isinstance(node, Seq) and node.items:
-        items = list(node.items)
-        k = 0 if start else len(items) - 1
-        inner, found = _strip_edge(items[k], start)
-        if found:
-            items[k] = inner
-            return Seq(tuple(items)), True
-    if isinstance(node, Alt) and node.items:
-        stripped = [_strip_edge(b, start) for b in node.items]
-        if all(f for _, f in stripped):
-            return Alt(tuple(n for n, _ in stripped)), True
-    return node, False
-
-
-def _check_no_anchor(node: Node, pattern: str) -> None:
-    if isinstance(node, Anchor):
-        raise RegexError("anchor in an unsupported position (only at the start or end)", pattern, node.pos)
-    for child in _children(node):
-        _check_no_anchor(child, pattern)
-
-
-def _children(node: Node) -> tuple[Node, ...]:
-    if isinstance(node, (Seq, Alt, And)):
-        return node.items
-    if isinstance(node, Rep):
-        return (node.item,)
-    if isinstance(node, Minus):
-        return (node.left, node.right)
-    if isinstance(node, Join):
-        return (node.item, node.sep)
-    if isinstance(node, Members):
-        kids = [n for n, _ in node.items] + [node.sep]
-        return tuple(kids + ([node.extra] if node.extra is not None else []))
-    return ()
-
-
-def resolve_anchors(node: Node, pattern: str, *, search: bool, wide: bool = False) -> Node:
-    """Turn a parsed regex into an anchor-free IR node.
-
-    ``search=False`` (fullmatch, for user regexes): leading ``^`` / trailing ``$`` are dropped.
-    ``search=True`` (JSON Schema ``pattern``, which is unanchored): each top-level branch is
-    padded with "any characters" on a side that has no anchor.  ``wide`` widens ``$`` to
-    Python's reading (end, or before a final newline) for patterns used negatively.  Anchors anywhere else raise
-    :class:`RegexError`.
-    """
-    branches = node.items if isinstance(node, Alt) else (node,)
-    out: list[Node] = []
-    anything = Rep(Chars(CharSet.any()), 0, None)
-    for b in branches:
-        b, has_start = _strip_edge(b, True)
-        b, has_end = _strip_edge(b, False)
-        _check_no_anchor(b, pattern)
-        if search:
-            # wide reading of `$`: Python's also matches before one trailing newline
-            end: Node = (opt(Chars(CharSet.of_chars("\n"))) if wide else EPSILON) if has_end else anything
-            b = seq(EPSILON if has_start else anything, b, end)
-        out.append(b)
-    return out[0] if len(out) == 1 else Alt(tuple(out))
-
-
-def regex_to_ir(pattern: str) -> Node:
-    """A user regex (fullmatch semantics) as anchor-free IR."""
-    return resolve_anchors(parse_regex(pattern), pattern, search=False)
+def parse_alternation_at(pattern: str, start: int, *, wide: bool) -> Node:
+    """Parse the alternation of ``pattern`` that begins at ``start`` up to its closing ``)``
+    (a group's body, e.g. a look-ahead's), read as :func:`parse_regex` reads it."""
+    parser = _Parser(pattern, wide)
+    parser.i = start
+    return parser.alternation()

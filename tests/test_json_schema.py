@@ -289,9 +289,9 @@ def test_whitespace_policies(ws: str, text: str, ok: bool) -> None:
     [
         ({"type": "array", "uniqueItems": True}, "uniqueItems", "#"),
         ({"properties": {"a": {"type": "integer", "if": {"minimum": 0}, "then": {"multipleOf": HUGE}}}}, "multipleOf", "#/properties/a/if"),
-        ({"not": {"type": "string", "format": "email"}}, "not", "#/not/format"),
+        ({"not": {"type": "string", "format": "regex"}}, "not", "#/not/format"),
         ({"$ref": "https://example.com/s.json"}, "$ref", "#/$ref"),
-        ({"oneOf": [{"type": "string"}, {"format": "email"}]}, "oneOf", "#"),
+        ({"oneOf": [{"type": "string"}, {"format": "regex"}]}, "oneOf", "#"),
         ({"type": "string", "format": "uri-template"}, "format", "#"),
         ({"type": "integer", "multipleOf": HUGE}, "multipleOf", "#"),
         (
@@ -511,6 +511,17 @@ REF_CASES: list[tuple[Any, list[Any], list[Any]]] = [
         },
         [1],
         ["a"],
+    ),
+    # draft 7: schema and property-list dependencies side by side, beside a $ref
+    (
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "definitions": {"n": {"type": "integer"}},
+            "properties": {"a": {"$ref": "#/definitions/n"}, "b": {}, "c": {}},
+            "dependencies": {"a": {"required": ["b"]}, "c": ["a"]},
+        },
+        [{"a": 1, "b": 2}, {"b": 2}, {"a": 1, "b": 2, "c": 3}],
+        [{"a": 1}, {"c": 3}, {"a": "x", "b": 2}],
     ),
 ]
 

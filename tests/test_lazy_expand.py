@@ -12,7 +12,7 @@ from structgen.fsm import lazy_dfa
 from structgen.fsm.lazy_dfa import LazyDFA, compile_lazy
 from structgen.schemas.ir import Node
 from structgen.schemas.json_schema import schema_to_ir
-from structgen.schemas.regex import regex_to_ir
+from structgen.schemas.regex_assertions import regex_to_ir
 
 from .test_regex import _regex
 

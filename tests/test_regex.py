@@ -9,7 +9,8 @@ from structgen.fsm.lazy_dfa import compile_lazy
 from structgen.fsm.nfa import compile_dfa
 from structgen.schemas.charset import CharSet, utf8_sequences
 from structgen.schemas.errors import RegexError
-from structgen.schemas.regex import parse_regex, regex_to_ir, resolve_anchors
+from structgen.schemas.regex import parse_regex
+from structgen.schemas.regex_assertions import regex_to_ir, resolve_anchors
 
 
 def test_charset_normalises_and_complements() -> None:
@@ -42,7 +43,10 @@ def test_utf8_sequences_cover_exactly(lo: int, hi: int) -> None:
 @pytest.mark.parametrize(
     "pattern,pos,fragment",
     [
-        ("ab(?=c)", 2, "look-around"),
+        ("(?<=a)b", 0, "look-behind"),
+        ("(?:a(?=b))*", 4, "look-ahead inside a repetition"),
+        ("x(?=^a)", 1, "'^' inside a look-ahead"),
+        ("(?:(?=a).)*", 3, "look-ahead inside a repetition"),
         ("(a)\\1", 3, "back-references"),
         ("a\\bb", 1, "word-boundary"),
         ("(?i)abc", 0, "inline flags"),
@@ -63,10 +67,31 @@ def test_regex_errors_name_position(pattern: str, pos: int, fragment: str) -> No
     assert fragment in str(ei.value)
 
 
-def test_anchor_in_middle_is_an_error() -> None:
+def test_anchor_inside_a_repetition_is_an_error() -> None:
     with pytest.raises(RegexError) as ei:
-        regex_to_ir("a^b")
-    assert ei.value.position == 1
+        regex_to_ir("(?:a^)*")
+    assert ei.value.position == 4
+    with pytest.raises(RegexError, match="expand past"):
+        regex_to_ir("(?:^|a)" * 7)
+
+
+def test_anchors_in_the_middle_pin_the_match() -> None:
+    for pattern, yes, no in [
+        ("/^[0-9]{4}$/", [], ["/2024/", "2024", "x/2024/"]),  # nothing can precede ^
+        ("^$[a-z]*$", [""], ["a", "ab"]),  # only the empty input
+        ("(?:^|/)ab", ["ab", "x/ab", "abc"], ["xab", "a/b"]),
+        ("ab(?:$|/)", ["ab", "xab/", "ab/c"], ["abc", "ab c"]),
+        ("^(/?(\\.{2}|[a-z]*)($|/))*$", ["", "a/b", "/a/../b/", "a"], ["a//b!", "A"]),  # `$` inside a repetition
+        ("^([^,]+(,|$)){3,}$", ["a,b,c", "a,b,c,"], ["a,b", "a,,b,c"]),
+        ("^((?!mode)(?!Mode).)*$", ["", "mod", "xmodx"], ["mode", "a Mode b"]),  # no "mode" from here on
+        ("^(?!^lucene\\.|builtin\\.).*", ["lucen.x", "x"], ["lucene.x", "builtin.y"]),
+        ("^@([a-z](?:(?!.*--)[a-z-]*[a-z])?)$", ["@a", "@a-b", "@ab"], ["@a--b", "@-a"]),
+    ]:
+        dfa = compile_lazy(resolve_anchors(parse_regex(pattern), pattern, search=True))
+        for s in yes:
+            assert dfa.accepts(s.encode()) and re.search(pattern, s), (pattern, s)
+        for s in no:
+            assert not dfa.accepts(s.encode()) and not re.search(pattern, s), (pattern, s)
 
 
 def test_search_semantics_for_schema_patterns() -> None:
@@ -117,6 +142,43 @@ def test_automata_agree_with_python_re(pattern: str, samples: list[str]) -> None
         expected = rx.fullmatch(s) is not None
         assert eager.accepts(s.encode()) == expected, (pattern, s)
         assert lazy.accepts(s.encode()) == expected, (pattern, s)
+
+
+_assertions = st.sampled_from(
+    ["^", "$", "(?=a)", "(?!b)", "(?=[ab]c)", "(?!.*c)", "(?=.{0,2}$)", "(?!a|c$)", "(?:a(?!b))?", "(?:a|b$)*", "(?:(?!ab).)*$"]
+)
+
+
+@st.composite
+def _asserting_regex(draw: st.DrawFn) -> str:
+    def sequence() -> str:
+        items = draw(st.lists(st.one_of(_regex(max_depth=1), _assertions), min_size=1, max_size=5))
+        return "".join(items)
+
+    branches = draw(st.lists(st.builds(lambda: None).map(lambda _: sequence()), min_size=1, max_size=2))
+    inner = "|".join(branches)
+    return inner if draw(st.booleans()) else f"x?(?:{inner})" + draw(st.sampled_from(["", "c", "$", "(?!a)"]))
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(_asserting_regex(), st.lists(st.text(alphabet="abcx1\n", max_size=6), min_size=1, max_size=12))
+def test_anchors_and_look_aheads_match_as_python_re_searches(pattern: str, samples: list[str]) -> None:
+    """Search semantics (JSON Schema ``pattern``): the narrow reading accepts a subset of
+    ``re.search`` (its ``$`` is ECMA's: the end only), the wide reading a superset, and both
+    agree with it exactly on inputs without a newline."""
+    try:
+        narrow = compile_lazy(resolve_anchors(parse_regex(pattern), pattern, search=True))
+        wide = compile_lazy(resolve_anchors(parse_regex(pattern, wide=True), pattern, search=True, wide=True))
+    except RegexError as e:  # the forms left out are refused by name
+        assert "inside a repetition" in str(e) or "inside a look-ahead" in str(e), (pattern, str(e))
+        return
+    rx = re.compile(pattern)
+    for s in samples:
+        py = rx.search(s) is not None
+        n, w = narrow.accepts(s.encode()), wide.accepts(s.encode())
+        assert (not n or py) and (not py or w), (pattern, s, n, py, w)
+        if "\n" not in s:
+            assert n == py == w, (pattern, s, n, py, w)
 
 
 # interegular's FSM product explodes on deeply nested repeats (minutes for ((a*){2}){0,2}-like

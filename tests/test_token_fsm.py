@@ -14,7 +14,7 @@ from structgen.fsm.nfa import compile_dfa
 from structgen.fsm.token_fsm import TokenFSM
 from structgen.fsm.vocab import Vocabulary
 from structgen.schemas.json_schema import SchemaOptions, schema_to_ir
-from structgen.schemas.regex import regex_to_ir
+from structgen.schemas.regex_assertions import regex_to_ir
 
 
 def fsm_for_regex(pattern: str, vocab: Vocabulary) -> TokenFSM:

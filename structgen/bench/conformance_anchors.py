@@ -63,7 +63,9 @@ class Anchor:
 
             self._xgr = xgr
             info = xgr.TokenizerInfo.from_huggingface(self.hf)
-            self.compiler = xgr.GrammarCompiler(info, cache_enabled=False)
+            # one compile thread per worker, as structgen and llguidance use: the workers are
+            # the parallelism (xgrammar's default of 8 threads each oversubscribes the cores)
+            self.compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
             self.bitmask = xgr.allocate_token_bitmask(1, info.vocab_size)
             self._torch = torch
 
