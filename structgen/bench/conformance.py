@@ -134,8 +134,9 @@ def _init_worker(
     )
 
 
-class _HardTimeout(Exception):
-    pass
+class _HardTimeout(BaseException):
+    """The per-schema alarm: a BaseException, so no engine's ``except Exception`` (an anchor's
+    refusal handler) can record it as a refusal."""
 
 
 def _alarm(_sig: int, _frame: Any) -> None:
