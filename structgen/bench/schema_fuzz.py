@@ -41,6 +41,13 @@ def _value(rng: random.Random, depth: int) -> Any:
     return {rng.choice("abc"): _value(rng, depth - 1) for _ in range(rng.randint(0, 2))}
 
 
+# patterns: anchors in the middle and inside a repetition, look-aheads (also at the start of an
+# optional group, after `^`, inside `((?!x).)*$`), besides plain ones
+PATTERNS = ("^a", "b$", "^[a-c]*$", "x|y", "^\\d+$", "(^|b)a", "a($|,)", "^(a(,|$))*$", "^(?!ab)", "^(?!^b|c)[a-c]*", "(?=.{0,2}$)a",
+            "^((?!bc).)*$", "^a(?:(?!.*bb)[ab]*)?$", "/^a$/")  # fmt: skip
+FORMATS = ("date", "date-time", "email", "hostname", "ipv4", "ipv6", "uri", "uri-reference", "uuid", "duration")
+
+
 def _typed(rng: random.Random, depth: int, defs: dict[str, Any]) -> dict[str, Any]:
     """A ``type`` schema with bounds of that type."""
     t = rng.choice(TYPES)
@@ -51,7 +58,9 @@ def _typed(rng: random.Random, depth: int, defs: dict[str, Any]) -> dict[str, An
         if rng.random() < 0.3:
             s["minLength"] = rng.randint(0, 3)
         if rng.random() < 0.3:
-            s["pattern"] = rng.choice(["^a", "b$", "^[a-c]*$", "x|y", "^\\d+$"])
+            s["pattern"] = rng.choice(PATTERNS)
+        if rng.random() < 0.1:
+            s["format"] = rng.choice(FORMATS)
     elif t in ("integer", "number"):
         if rng.random() < 0.5:
             s[rng.choice(["minimum", "exclusiveMinimum"])] = rng.choice([-5, 0, 1, 2.5, 10])
@@ -162,7 +171,9 @@ def _schema(rng: random.Random, depth: int, defs: dict[str, Any]) -> dict[str, A
         return {"oneOf": [_schema(rng, depth - 1, defs) for _ in range(rng.randint(1, 3))]}
     if r < 0.84:
         base = _schema(rng, depth - 1, defs)
-        neg = rng.choice([{"type": rng.choice(TYPES)}, {"const": rng.choice(SCALARS)}, {"enum": [rng.choice(SCALARS)]}])
+        neg = rng.choice(
+            [{"type": rng.choice(TYPES)}, {"const": rng.choice(SCALARS)}, {"enum": [rng.choice(SCALARS)]}, {"format": rng.choice(FORMATS)}]
+        )
         if rng.random() < 0.5:
             neg = _schema(rng, depth - 1, defs)  # any schema: the general complement
         return {"allOf": [base, {"not": neg}]} if rng.random() < 0.5 else {**base, "not": neg}
