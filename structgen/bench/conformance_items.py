@@ -192,7 +192,8 @@ class KeyOrderer:
 def exact_validator(schema: Any) -> Any:
     """A ``jsonschema`` validator (format checking on) whose ``multipleOf`` uses exact decimal
     arithmetic, as the JSON Schema spec defines it; stock ``jsonschema`` divides floats and
-    rejects e.g. 0.073 as a multiple of 0.0001 (0.073 / 0.0001 = 729.9999999999999)."""
+    rejects e.g. 0.073 as a multiple of 0.0001 (0.073 / 0.0001 = 729.9999999999999).  It also
+    takes ``Decimal`` instances (numbers parsed exactly), integral ones as integers."""
     import jsonschema
 
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
@@ -207,5 +208,13 @@ def exact_validator(schema: Any) -> Any:
         if q != q.to_integral_value():
             yield jsonschema.ValidationError(f"{instance!r} is not a multiple of {m!r}")
 
-    exact = jsonschema.validators.extend(cls, {"multipleOf": multiple_of})
+    base = cls.TYPE_CHECKER
+
+    def integer(_checker: Any, instance: Any) -> bool:
+        if isinstance(instance, Decimal):  # a number parsed exactly: integral as the draft reads 1.0
+            return bool(instance.is_finite() and instance == instance.to_integral_value() and base.is_type(1.0, "integer"))
+        return bool(base.is_type(instance, "integer"))
+
+    types = base.redefine("integer", integer)
+    exact = jsonschema.validators.extend(cls, {"multipleOf": multiple_of}, type_checker=types)
     return exact(schema, format_checker=cls.FORMAT_CHECKER)
