@@ -25,6 +25,13 @@ def _has_assertion(node: Node) -> bool:
     return any(_has_assertion(c) for c in _children(node))
 
 
+def _first_assertion(node: Node) -> int:
+    """The pattern position of the first anchor or look-ahead in ``node`` (0 when none)."""
+    if isinstance(node, (Anchor, Look)):
+        return node.pos
+    return next((p for p in (_first_assertion(c) for c in _children(node)) if p), 0)
+
+
 def _check_no_assertion(node: Node, pattern: str) -> None:
     if isinstance(node, Anchor):
         raise RegexError("anchor inside a repetition is not supported", pattern, node.pos)
@@ -43,7 +50,8 @@ def _sequences(node: Node, pattern: str) -> list[tuple[Node, ...]]:
             parts = _sequences(item, pattern)
             out = [a + b for a in out for b in parts]
             if len(out) > MAX_ASSERTION_BRANCHES:
-                raise RegexError(f"anchors or look-aheads in alternations expand past {MAX_ASSERTION_BRANCHES} alternatives", pattern, 0)
+                why = f"anchors or look-aheads in alternations expand past {MAX_ASSERTION_BRANCHES} alternatives"
+                raise RegexError(why, pattern, _first_assertion(node))
         return out
     if isinstance(node, Alt) and _has_assertion(node):
         return [s for item in node.items for s in _sequences(item, pattern)]
@@ -119,12 +127,13 @@ def _repetition(item: Node, rest: Node, pattern: str, wide: bool) -> Node:
         lo, hi = item.lo, item.hi
         ended = [_resolve_sequence(s, pattern, EPSILON, rest, wide) for s in ending]  # the last iteration reaches `$`
         return alt(seq(Rep(once, lo, hi), rest), seq(Rep(once, max(lo - 1, 0), None if hi is None else hi - 1), alt(*ended)))
-    if len(body) == 1 and isinstance(body[0][-1], Chars) and all(isinstance(x, Look) and x.negate for x in body[0][:-1]):
+    looks = [x for x in body[0][:-1] if isinstance(x, Look) and x.negate] if len(body) == 1 else []
+    if looks and len(looks) == len(body[0]) - 1 and isinstance(body[0][-1], Chars):
         char = body[0][-1]
         if wide:  # a superset: the look-aheads dropped
             return seq(Rep(char, item.lo, item.hi), rest)
         if rest is EPSILON:  # right before the end: no match of a look-ahead starts in the run
-            looked = Alt(tuple(_look_prefix(x, pattern, True, False) for x in body[0][:-1]))  # type: ignore[arg-type]
+            looked = Alt(tuple(_look_prefix(x, pattern, True, False) for x in looks))
             run = Minus(Rep(char, max(item.lo, 1), item.hi), seq(_ANYTHING, looked))
             return alt(EPSILON, run) if item.lo == 0 else run
     _check_no_assertion(item, pattern)

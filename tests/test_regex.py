@@ -71,8 +71,9 @@ def test_anchor_inside_a_repetition_is_an_error() -> None:
     with pytest.raises(RegexError) as ei:
         regex_to_ir("(?:a^)*")
     assert ei.value.position == 4
-    with pytest.raises(RegexError, match="expand past"):
+    with pytest.raises(RegexError, match="expand past") as ei:
         regex_to_ir("(?:^|a)" * 7)
+    assert ei.value.position == 3
 
 
 def test_anchors_in_the_middle_pin_the_match() -> None:
