@@ -26,8 +26,7 @@ from structgen.fsm.compiler import FRAGMENT_BUDGET_S, FRAGMENT_MAX_NFA_STATES, G
 from structgen.schemas.errors import ConstraintError
 
 from structgen.bench.common import percentile
-from structgen.bench.peers import distinct_schemas
-from structgen.bench.workloads import BenchRequest, build_workload
+from structgen.bench.workloads import BenchRequest, build_workload, distinct_schemas
 
 
 def ship(compiler: GrammarCompiler, vocab: Vocabulary, req: BenchRequest) -> tuple[float, int, float, str]:

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 import httpx
 import jsonschema
-from _pyspy import PySpy, render
+from _pyspy import PySpy, descendants, proc_stat, render
 
 from structgen.bench.common import percentile
 
@@ -212,7 +212,7 @@ class LoadGenerator:
         self.processes = processes
         self.pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
         list(self.pool.map(abs, range(processes)))  # started before any level is timed
-        self.pids = _descendants(os.getpid())  # the pool's processes (no server is running yet)
+        self.pids = descendants(os.getpid())  # the pool's processes (no server is running yet)
 
     def run(self, url: str, jobs: list[Job], concurrency: int) -> tuple[list[Record], float]:
         k = max(1, min(self.processes, concurrency))
@@ -270,35 +270,10 @@ def summarize(records: list[Record], wall_s: float) -> dict[str, Any]:
     }
 
 
-def _stat(pid: int | str) -> list[str] | None:
-    """The fields of ``/proc/PID/stat`` after the command name (state first), or None once the
-    process is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-
-
 def _proc_cpu_s(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` (all its threads) so far; 0 once it is gone."""
-    fields = _stat(pid)
+    fields = proc_stat(pid)
     return 0.0 if fields is None else (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _descendants(pid: int) -> list[int]:
-    """``pid``'s child processes, their children, ... (read from /proc)."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        fields = _stat(entry) if entry.isdigit() else None
-        if fields is not None:
-            parents.setdefault(int(fields[1]), []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
 
 
 class CpuMeter:
@@ -310,7 +285,7 @@ class CpuMeter:
         self.client_pids, self.front_pid, self.engine_pid = client_pids, front_pid, engine_pid
 
     def read(self) -> tuple[float, float, float]:
-        engine_tree = ([] if self.engine_pid == self.front_pid else [self.engine_pid]) + _descendants(self.engine_pid)
+        engine_tree = ([] if self.engine_pid == self.front_pid else [self.engine_pid]) + descendants(self.engine_pid)
         client = sum(_proc_cpu_s(p) for p in self.client_pids)
         return client, _proc_cpu_s(self.front_pid), sum(_proc_cpu_s(p) for p in set(engine_tree))
 

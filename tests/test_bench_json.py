@@ -239,6 +239,32 @@ def test_cli_reads_maskbench_from_the_given_folder(tmp_path: Path) -> None:
     assert main([*argv, "--concurrency", "2", "--device", "cpu", "--out", str(out), "--no-progress"]) == 0
     rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines() if '"meta"' not in x]
     assert len(rows) == 1 and rows[0]["requests"] == 2 and rows[0]["validity"] == 1.0
+    assert not (out / "requests-maskbench.jsonl").exists()
+    distinct = tmp_path / "distinct"
+    assert (
+        main(
+            [
+                *argv,
+                "--distinct-schemas",
+                "--save-requests",
+                "--concurrency",
+                "2",
+                "--device",
+                "cpu",
+                "--out",
+                str(distinct),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    saved = [json.loads(x) for x in (distinct / "requests-maskbench.jsonl").read_text().splitlines()]
+    schemas = [json.loads(r["text"]) for r in saved]
+    assert [r["kind"] for r in saved] == ["json_schema"] * 2 and all(r["max_tokens"] >= 1 for r in saved)
+    assert [sorted(s["properties"]) for s in schemas] == [["k", "ref_0_0"], ["k", "ref_0_1"]]  # one new optional name each
+    assert all(s["required"] == ["k"] for s in schemas)
+    rows = [json.loads(x) for x in (distinct / "results.jsonl").read_text().splitlines() if '"meta"' not in x]
+    assert rows[0]["validity"] == 1.0
     empty = tmp_path / "empty"
     empty.mkdir()
     assert main([*argv[:5], str(empty), *argv[6:], "--concurrency", "1", "--device", "cpu", "--out", str(out), "--no-progress"]) == 0

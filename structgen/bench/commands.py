@@ -44,6 +44,12 @@ def add_bench(sub: Any) -> None:
     bj.add_argument("--out", default="benchmarks/results/bench-json-cpu")
     bj.add_argument("--no-progress", action="store_true")
     bj.add_argument(
+        "--distinct-schemas",
+        action="store_true",
+        help="make every object schema unique per request (an optional property named after it), as bench peers does",
+    )
+    bj.add_argument("--save-requests", action="store_true", help="write each workload's requests to OUT/requests-WORKLOAD.jsonl")
+    bj.add_argument(
         "--profile",
         action="store_true",
         help="time each engine step's phases (device synced after every forward) into profile.md; profiled runs are a little slower",
@@ -158,6 +164,8 @@ def _bench_json_command(args: argparse.Namespace, argv: list[str]) -> int:
             warm_grammars=args.warm_grammars,
             profile=args.profile,
             model_label=label,
+            distinct_schemas=args.distinct_schemas,
+            save_requests=args.save_requests,
         )
         compiler = CompilerConfig(**worker_processes(args.compile_processes, args.row_processes, args.device))
         rows = bench_json(model, config, EngineConfig(device=args.device, dtype=args.dtype, random_weights_seed=seed, compiler=compiler))

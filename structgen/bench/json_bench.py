@@ -26,7 +26,7 @@ from typing import Any
 from structgen.bench.common import run_meta
 from structgen.bench.report import Record, summarize, valid_output, write_reports
 from structgen.bench.step_profile import StepProfiler, profile_markdown
-from structgen.bench.workloads import WORKLOADS, BenchRequest, bound_max_tokens, build_workload
+from structgen.bench.workloads import WORKLOADS, BenchRequest, bound_max_tokens, build_workload, distinct_schemas, save_requests
 from structgen.engine.engine import Engine, EngineConfig
 from structgen.engine.request import GenerateRequest, RequestError, SamplingParams
 from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler, TokenFSM, Vocabulary
@@ -112,7 +112,12 @@ class BenchConfig:
     TTFT (cold start).  ``profile``: time each engine step's phases
     (:class:`~structgen.bench.step_profile.StepProfiler`; it synchronises the device after every
     forward, so profiled runs are a little slower) into ``profile.md``.  ``model_label``: what
-    the results call the model (default: its folder, relative to the checkout when inside it)."""
+    the results call the model (default: its folder, relative to the checkout when inside it).
+    ``distinct_schemas``: every object schema made unique per request
+    (:func:`~structgen.bench.workloads.distinct_schemas`, as ``structgen bench peers`` sends them),
+    so no request hits a grammar compiled for another.  ``save_requests``: write each
+    workload's requests to ``requests-<workload>.jsonl`` (prompt, constraint kind and text,
+    ``max_tokens``), so another engine can run exactly them."""
 
     workloads: tuple[str, ...] = ("character", "extraction")
     modes: tuple[str, ...] = ("default",)
@@ -131,6 +136,8 @@ class BenchConfig:
     warm_grammars: bool = False
     profile: bool = False
     model_label: str | None = None
+    distinct_schemas: bool = False
+    save_requests: bool = False
 
     def __post_init__(self) -> None:
         from structgen.bench.baselines import BASELINES
@@ -170,7 +177,11 @@ class _Workloads:
             cfg = self.config
             self.check = check = _CompileCheck(vocab, compiler)
             reqs = build_workload(w, cfg.num_requests, cfg.seed, check, shots=cfg.shots, maskbench_dir=cfg.maskbench_dir)
+            if cfg.distinct_schemas:
+                reqs = distinct_schemas(reqs, str(cfg.seed))
             self.reqs[w] = bound_max_tokens(reqs, check.max_length, min_length=check.min_length)
+            if cfg.save_requests:
+                save_requests(Path(cfg.out_dir) / f"requests-{w}.jsonl", self.reqs[w])
         return self.reqs[w]
 
     def why_empty(self) -> str:

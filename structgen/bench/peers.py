@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from structgen.bench.common import percentile
-from structgen.bench.workloads import BenchRequest, build_workload
+from structgen.bench.workloads import BenchRequest, build_workload, distinct_schemas
 
 FLAVORS = ("structgen", "vllm", "sglang")
 
@@ -259,21 +259,6 @@ def run_load(endpoint: Endpoint, reqs: Sequence[BenchRequest], concurrency: int)
         "max_tokens_cuts": sum(o.finish == "length" for _r, o in ok),
         "peak_gpu_mib": gpu.peak_mib,
     }
-
-
-def distinct_schemas(reqs: Sequence[BenchRequest], tag: str) -> list[BenchRequest]:
-    """``reqs`` with every object schema made unique: an optional string property named after
-    the request (``ref_<tag>_<i>``, at most 12 characters) joins its ``properties``, so no
-    schema repeats within a run and each one is new to the server when it arrives (the
-    workloads draw from a few dozen schema shapes).  Regexes and other schemas are unchanged."""
-    out = []
-    for i, r in enumerate(reqs):
-        schema = json.loads(r.constraint.text) if r.constraint.kind == "json_schema" else None
-        if isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
-            schema["properties"][f"ref_{tag}_{i}"] = {"type": "string", "maxLength": 12}
-            r = r._replace(constraint=type(r.constraint).json_schema(schema, r.constraint.options))
-        out.append(r)
-    return out
 
 
 def wait_ready(endpoint: Endpoint, timeout_s: float = 900.0) -> float:

@@ -169,3 +169,28 @@ def build_workload(
     if name == "maskbench":
         return maskbench_requests(n, seed, Path(maskbench_dir) if maskbench_dir else None, check=check)
     raise ValueError(f"unknown workload {name!r}; choose from {', '.join(WORKLOADS)}")
+
+
+def distinct_schemas(reqs: Sequence[BenchRequest], tag: str) -> list[BenchRequest]:
+    """``reqs`` with every object schema made unique: an optional string property named after
+    the request (``ref_<tag>_<i>``, at most 12 characters) joins its ``properties``, so no
+    schema repeats within a run and each one is new to the server when it arrives (the
+    workloads draw from a few dozen schema shapes).  Regexes and other schemas are unchanged."""
+    out = []
+    for i, r in enumerate(reqs):
+        schema = json.loads(r.constraint.text) if r.constraint.kind == "json_schema" else None
+        if isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
+            schema["properties"][f"ref_{tag}_{i}"] = {"type": "string", "maxLength": 12}
+            r = r._replace(constraint=type(r.constraint).json_schema(schema, r.constraint.options))
+        out.append(r)
+    return out
+
+
+def save_requests(path: Path, reqs: Sequence[BenchRequest]) -> None:
+    """Write ``reqs`` to ``path`` as JSON lines ``{"prompt", "kind", "text", "max_tokens"}``
+    (``kind``: ``json_schema`` or ``regex``; ``text``: the schema's JSON text or the regex), the
+    form another engine's driver reads (``benchmarks/vllm_offline.py``)."""
+    with open(path, "w") as f:
+        for r in reqs:
+            row = {"prompt": r.prompt, "kind": r.constraint.kind, "text": r.constraint.text, "max_tokens": r.max_tokens}
+            f.write(json.dumps(row) + "\n")
