@@ -25,38 +25,52 @@ import time
 import numpy as np
 from _gpu_common import HERE, run_meta, write_results
 from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler, TokenFSM, Vocabulary
-from structgen.fsm.compiler import FRAGMENT_BUDGET_S, FRAGMENT_MAX_NFA_STATES
+from structgen.fsm.compiler import COMPLETE_BUDGET_S, COMPLETE_MAX_ENTRIES, FRAGMENT_BUDGET_S, FRAGMENT_MAX_NFA_STATES
 
 from structgen.demo.data import generate_examples
 
 MAX_STEPS = 200  # the workload's max_tokens
 
 
-def _shipped(fsm: TokenFSM, vocab: Vocabulary, fragments: bool) -> tuple[bytes, TokenFSM, TokenFSM]:
-    if fragments:
+SHIPPING = {"lazy": "lazy", "fragments": "fragments built", "complete": "fragments built, automaton expanded whole"}
+
+
+def _shipped(fsm: TokenFSM, vocab: Vocabulary, shipping: str) -> tuple[bytes, TokenFSM, TokenFSM, float]:
+    """What a compile process ships (``shipping``: a key of SHIPPING) and its two loads (the
+    engine's copy, the row worker's); the engine load's seconds."""
+    if shipping != "lazy":
         fsm.build_fragments(time.perf_counter() + FRAGMENT_BUDGET_S, FRAGMENT_MAX_NFA_STATES)
+    if shipping == "complete":
+        fsm.complete_dfa(time.perf_counter() + COMPLETE_BUDGET_S, COMPLETE_MAX_ENTRIES)
     state = fsm.__getstate__()
     state.pop("vocab")
     blob = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
     copies = []
+    load = 0.0
     for _ in range(2):
+        t0 = time.perf_counter()
         copy = TokenFSM.__new__(TokenFSM)
         copy.__setstate__({**pickle.loads(blob), "vocab": vocab})
+        load = load or time.perf_counter() - t0
         copies.append(copy)
-    return blob, copies[0], copies[1]
+    return blob, copies[0], copies[1], load
 
 
-def measure(vocab: Vocabulary, schemas: list, fragments: bool, c_expand: bool, seed: int) -> list:
+def measure(vocab: Vocabulary, schemas: list, shipping: str, c_expand: bool, seed: int) -> list:
     compiler = GrammarCompiler(vocab, CompilerConfig(cache_size=0))
     per_request: list[float] = []
     ship_ms: list[float] = []
     sizes: list[int] = []
+    loads: list[float] = []
+    complete = 0
     tokens = 0
     for k, schema in enumerate(schemas):
         t0 = time.perf_counter()
-        blob, engine, worker = _shipped(compiler.compile(Constraint.json_schema(schema)), vocab, fragments)
+        blob, engine, worker, load = _shipped(compiler.compile(Constraint.json_schema(schema)), vocab, shipping)
         ship_ms.append((time.perf_counter() - t0) * 1e3)
         sizes.append(len(blob))
+        loads.append(load * 1e3)
+        complete += engine.dfa.complete
         engine.dfa.use_compiled = worker.dfa.use_compiled = c_expand
         gc.freeze()
         rng = random.Random(seed + k)
@@ -81,14 +95,16 @@ def measure(vocab: Vocabulary, schemas: list, fragments: bool, c_expand: bool, s
             tokens += 1
         per_request.append(spent * 1e3)
     return [
-        "built before shipping" if fragments else "lazy",
+        SHIPPING[shipping],
         "C" if c_expand else "Python",
+        complete,
         len(schemas),
         tokens,
         round(statistics.fmean(per_request), 2),
         round(sum(per_request) * 1e3 / tokens, 1),
         round(statistics.fmean(ship_ms), 2),
         round(statistics.fmean(sizes) / 1e3, 1),
+        round(statistics.median(loads), 3),
     ]
 
 
@@ -104,22 +120,27 @@ def main() -> None:
     vocab = Vocabulary.from_tokenizer(args.tokenizer)
     vocab.prepare()
     schemas = [e.schema for e in generate_examples(args.num_requests, "heldout", args.seed)]
-    rows = [measure(vocab, schemas, fragments, c_expand, args.seed) for fragments in (False, True) for c_expand in (False, True)]
+    variants = [("lazy", False), ("lazy", True), ("fragments", False), ("fragments", True), ("complete", True)]
+    rows = [measure(vocab, schemas, shipping, c_expand, args.seed) for shipping, c_expand in variants]
     header = [
-        "NFA fragments",
+        "shipped",
         "expansion",
+        "shipped whole",
         "requests",
         "sampled tokens",
         "engine ms per request",
         "engine µs per token",
         "compile + ship ms",
         "shipped KB",
+        "engine load ms (p50)",
     ]
     meta = {**run_meta(), "workload": f"extraction, held-out, seed {args.seed}", "vocabulary": f"{vocab.size} tokens"}
     notes = [
         "*engine ms per request*: advance + jump-forward budget check + plan on the engine's copy, summed over a",
         "request's walk (tokens drawn at random from the allowed set, seeded); mask rows come from the worker's copy, untimed.",
-        "*compile + ship ms*: compile, fragments (when built; at most the compile processes' budget), pickle and two loads.",
+        "*compile + ship ms*: compile, fragments (when built; at most the compile processes' budget), the whole",
+        "expansion (when asked; within the compile processes' budget), pickle and two loads; *shipped whole*: schemas",
+        "whose automaton was complete when shipped (no NFA); *engine load ms*: unpickling the engine's copy.",
     ]
     write_results(
         args.out, "cold-host-cpu", "Engine-side host work on cold grammars shipped from a compile process", meta, header, rows, notes

@@ -580,6 +580,10 @@ FRAGMENT_BUDGET_S = 0.05  # NFA fragments a compile process builds before shippi
 # ... up to this many NFA states: past it the pickle (which every copy of the grammar loads, the
 # engine's on its serving process) costs more than the fragments the copies would build
 FRAGMENT_MAX_NFA_STATES = 16_384
+# a compile process then expands the whole automaton within this time and table size, so the
+# engine and the row worker expand nothing (a complete table also ships without its NFA)
+COMPLETE_BUDGET_S = 0.03
+COMPLETE_MAX_ENTRIES = 1 << 20  # transitions (states × byte classes): 4 MB of int32
 
 
 def _worker_compile(constraint: Constraint) -> tuple[bytes | BaseException, float]:
@@ -595,6 +599,7 @@ def _worker_compile(constraint: Constraint) -> tuple[bytes | BaseException, floa
             fsm = _WORKER.compile(constraint)
             # so the engine and its row worker need not build them
             fsm.build_fragments(time.perf_counter() + FRAGMENT_BUDGET_S, FRAGMENT_MAX_NFA_STATES)
+            fsm.complete_dfa(time.perf_counter() + COMPLETE_BUDGET_S, COMPLETE_MAX_ENTRIES)
             state = _state_without_vocab(fsm)
             out: bytes | BaseException = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
         except (ConstraintError, GrammarCompileError) as e:

@@ -409,3 +409,35 @@ def shortest_dfa(dfa: ByteDFA) -> int:
         frontier = nxt
         depth += 1
     return NO_PATH
+
+
+def distances_to_accept(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
+    """Bytes in the shortest accepted continuation from each state of a complete transition
+    table: ``table`` ``int32 [n, C]`` (every row expanded, state 0 dead), ``accepting`` ``bool
+    [n]``.  Returns ``int64 [n]``: 0 for accepting states, ``NO_PATH`` for states that reach no
+    accepting one (the dead state).  A breadth-first search backwards from the accepting states
+    over the distinct (state, successor) pairs.  Raises ``ValueError`` for shapes that disagree
+    or a row not expanded (negative)."""
+    n = table.shape[0]
+    if table.ndim != 2 or accepting.shape != (n,):
+        raise ValueError(f"table [n, C] and accepting [n] must agree, got {list(table.shape)} and {list(accepting.shape)}")
+    if n and int(table.min()) < 0:
+        raise ValueError("every row of the table must be expanded (no negative targets)")
+    src = np.repeat(np.arange(n, dtype=np.int64), table.shape[1])  # [n*C]
+    dst = table.reshape(-1).astype(np.int64)  # [n*C]
+    pairs = np.unique(dst * n + src)  # distinct (successor, state) pairs, sorted by successor
+    succ, pred = np.divmod(pairs, n)
+    starts = np.searchsorted(succ, np.arange(n + 1))  # [n + 1] where each successor's predecessors begin
+    dist = np.full(n, NO_PATH, dtype=np.int64)
+    frontier = np.flatnonzero(accepting)
+    dist[frontier] = 0
+    d = 0
+    while frontier.size:
+        d += 1
+        preds = np.concatenate([pred[starts[t] : starts[t + 1]] for t in frontier.tolist()]) if frontier.size else frontier
+        preds = np.unique(preds)
+        new = preds[dist[preds] == NO_PATH]
+        new = new[new != DEAD]
+        dist[new] = d
+        frontier = new
+    return dist

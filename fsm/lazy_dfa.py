@@ -9,12 +9,12 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
-from structgen.schemas.charset import utf8_sequences
-from structgen.schemas.ir import NOTHING, Alt, Anchor, And, Automaton, Chars, Join, Lit, Look, Members, Minus, Node, Rep, Seq
+from structgen.schemas.ir import NOTHING, Alt, Node
 
-from .dfa import DEAD, NO_PATH, Budget
+from .dfa import DEAD, NO_PATH, Budget, distances_to_accept
 from .errors import GrammarCompileError
 from .nfa import NFABuilder, byte_ranges
+from .prune import prune
 
 _c_expand_state: Any
 try:  # the compiled expansion step (fsm/_lazy_expand.c); optional, see setup.py
@@ -23,70 +23,6 @@ except ImportError:  # pragma: no cover - exercised when no C compiler was avail
     _c_expand_state = None
 
 # ----------------------------------------------------------------------------- lazy determinization
-
-
-def prune(node: Node, builder: NFABuilder, memo: dict[int, Node]) -> Node:
-    """Rewrite ``node`` without empty sub-languages (``NOTHING`` if the whole is empty).
-
-    After pruning every NFA state the builder makes can reach the final state, which is what
-    lets :class:`LazyDFA` discover states without a trimming pass: every non-empty state set
-    is live.  ``And`` / ``Minus`` are compiled here (eagerly, trimmed) and memoized.
-    """
-    got = memo.get(id(node))
-    if got is not None:
-        return got
-    out: Node
-    if isinstance(node, Lit):
-        out = node
-    elif isinstance(node, Chars):
-        out = node if utf8_sequences(node.cs) else NOTHING
-    elif isinstance(node, Seq):
-        items = [prune(i, builder, memo) for i in node.items]
-        out = NOTHING if any(i is NOTHING for i in items) else Seq(tuple(items))
-    elif isinstance(node, Alt):
-        items = [i for i in (prune(b, builder, memo) for b in node.items) if i is not NOTHING]
-        out = NOTHING if not items else items[0] if len(items) == 1 else Alt(tuple(items))
-    elif isinstance(node, Rep):
-        item = prune(node.item, builder, memo)
-        if item is NOTHING:
-            out = Seq(()) if node.lo == 0 else NOTHING
-        else:
-            out = Rep(item, node.lo, node.hi)
-    elif isinstance(node, Join):
-        item = prune(node.item, builder, memo)
-        sep = prune(node.sep, builder, memo)
-        if item is NOTHING:
-            out = NOTHING
-        elif sep is NOTHING:
-            out = item if node.lo <= 1 else NOTHING
-        else:
-            out = Join(item, sep, node.lo, node.hi)
-    elif isinstance(node, Members):
-        kept: list[tuple[Node, bool]] = []
-        out = NOTHING
-        dead = False
-        for member, required in node.items:
-            m = prune(member, builder, memo)
-            if m is NOTHING:
-                if required:
-                    dead = True
-                    break
-                continue
-            kept.append((m, required))
-        if not dead:
-            sep = prune(node.sep, builder, memo)
-            extra = prune(node.extra, builder, memo) if node.extra is not None else None
-            if sep is NOTHING:
-                raise GrammarCompileError("object member separator matches nothing")
-            out = Members(tuple(kept), sep, None if extra is NOTHING else extra)
-    elif isinstance(node, (And, Minus, Automaton)):
-        out = NOTHING if builder.product(node).is_empty() else node
-    elif isinstance(node, (Anchor, Look)):
-        raise GrammarCompileError("regex IR still contains an anchor; resolve anchors before compiling")
-    else:
-        raise TypeError(f"not a regex IR node: {node!r}")
-    memo[id(node)] = out
-    return out
 
 
 SMALL_CLOSURE = 64  # closures up to this many NFA states skip the memoizing SCC search
@@ -138,12 +74,13 @@ class LazyDFA:
         self.length_bound: int | None = None  # ≥ the longest accepted string's bytes; None: unbounded
         self._closures: dict[int, tuple[frozenset[int], bool]] = {}  # NFA state -> its closure
         self.use_compiled = True  # expand in C where fsm/_lazy_expand.c is built (tests compare both)
+        self.complete = False  # every reachable state expanded and the NFA dropped (complete_ahead)
         self.initial = self._state_of(self._closure([start]))
 
     @property
     def num_states(self) -> int:
         """States discovered so far (including the dead state 0)."""
-        return len(self.sets)
+        return self.table.shape[0] if self.complete else len(self.sets)
 
     def is_empty(self) -> bool:
         return self.initial == DEAD
@@ -248,6 +185,8 @@ class LazyDFA:
         so does every copy of this automaton shipped to another process (an engine and a row
         worker would otherwise each build them again).  Same language, same DFA states.
         Returns the fragments built; callers serialize it with expansions."""
+        if self.complete:
+            return 0
         pending = self.builder.pending
         cap = self.builder.budget.max_nfa_states // 4 if max_nfa_states is None else max_nfa_states
         built = 0
@@ -255,6 +194,32 @@ class LazyDFA:
             self._expand_stub(next(iter(pending)))
             built += 1
         return built
+
+    def complete_ahead(self, deadline: float, max_states: int) -> bool:
+        """Expand every state reachable from the initial one now, in discovery order (e.g. on a
+        compile process before the automaton is shipped), until all are (True),
+        ``time.perf_counter()`` passes ``deadline`` or the states discovered could pass
+        ``max_states`` (False; what was expanded stays).  Once all are, every state's distance
+        to acceptance is computed from the table and the NFA is dropped (``complete``): queries
+        read the table alone, nothing is expanded again, and a pickled copy carries no NFA
+        state sets to rebuild.  Same language, same state ids.  Callers serialize it with
+        expansions."""
+        if self.complete:
+            return True
+        s = 1
+        while s < len(self.sets):
+            if time.perf_counter() > deadline or len(self.sets) + self.num_classes > max_states:
+                return False
+            self.expand(s)
+            s += 1
+        n = len(self.sets)
+        self.table = np.ascontiguousarray(self.table[:n])
+        dist = distances_to_accept(self.table, np.array(self.acc, dtype=bool))
+        self._dfa_dist = dict(enumerate(dist.tolist()))
+        self.complete = True
+        self.builder = self.sets = self.index = self.edges = self.eps = self.has_edges = None  # type: ignore[assignment]
+        self._closures, self._nfa_dist, self._nfa_dist_n = {}, [], 0
+        return True
 
     def _expand_stub(self, q: int) -> None:
         """Build the pending fragment at NFA state ``q`` and note which new states have byte edges."""
@@ -445,8 +410,8 @@ class LazyDFA:
         it later never changes a known distance.  Memoized; updating the NFA distances costs
         O(states and edges added since the last call).  Callers serialize it with expansions.
         Raises ``ValueError`` for a state the automaton has not discovered."""
-        if not 0 <= state < len(self.sets):
-            raise ValueError(f"state {state} is not a discovered automaton state (0..{len(self.sets) - 1})")
+        if not 0 <= state < self.num_states:
+            raise ValueError(f"state {state} is not a discovered automaton state (0..{self.num_states - 1})")
         if self.acc[state]:
             return 0
         got = self._dfa_dist.get(state)
@@ -462,7 +427,7 @@ class LazyDFA:
     def prepare_distances(self) -> None:
         """Bring the NFA distances behind :meth:`distance_to_accept` up to date now (e.g. after an
         eager expansion, so later queries cost a lookup).  Callers serialize it with expansions."""
-        if self._nfa_dist_n != len(self.eps):
+        if not self.complete and self._nfa_dist_n != len(self.eps):
             self._extend_nfa_dist()
 
     def _extend_nfa_dist(self) -> None:
@@ -522,7 +487,10 @@ class LazyDFA:
             state.update(_nfa_dist=[], _nfa_dist_n=0, _dfa_dist={})
         state.setdefault("distance_bound", None)  # unknown: budgets then always check successors
         state.setdefault("length_bound", None)
+        state.setdefault("complete", False)
         self.__dict__.update(state)
+        if self.complete:
+            return
         self.builder.__dict__.setdefault("_shortest", {})
         self.builder.__dict__.setdefault("_worst", {})
         self.builder.__dict__.setdefault("_longest", {})

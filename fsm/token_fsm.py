@@ -403,6 +403,15 @@ class TokenFSM:
             raise RuntimeError(f"more than max_states={max_states} token-reachable states")
         return done
 
+    def complete_dfa(self, deadline: float, max_entries: int) -> bool:
+        """Expand the whole automaton now, within ``deadline`` (``time.perf_counter()``
+        seconds) and a table of at most ``max_entries`` transitions (:meth:`LazyDFA.complete_ahead`:
+        when it all fits, the NFA is dropped and nothing is expanded again), e.g. on a compile
+        process before this FSM is shipped, so neither the engine nor a row worker expands
+        states while serving.  Returns whether it completed."""
+        with self._lock:
+            return self.dfa.complete_ahead(deadline, max_entries // max(1, self.dfa.num_classes))
+
     def build_fragments(self, deadline: float, max_nfa_states: int | None = None) -> int:
         """Build the automaton's pending NFA fragments now (:meth:`LazyDFA.build_fragments`),
         e.g. on a compile process before this FSM is shipped.  Returns the fragments built."""

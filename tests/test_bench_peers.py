@@ -103,8 +103,7 @@ def test_load_generator_reads_streams_and_scores_outputs(fake_server: str, tmp_p
 def test_every_object_schema_is_made_unique() -> None:
     """The extraction workload draws from a few dozen schema shapes; the race makes each
     request's schema distinct so that every one is cold on arrival, for every engine."""
-    from structgen.bench.workloads import distinct_schemas
-    from structgen.bench.workloads import build_workload
+    from structgen.bench.workloads import build_workload, distinct_schemas
 
     reqs = build_workload("extraction", 64, 0)
     assert len({r.constraint.text for r in reqs}) < 64

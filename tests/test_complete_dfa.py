@@ -1,0 +1,120 @@
+"""A lazy automaton expanded whole before shipping (``LazyDFA.complete_ahead``, what a compile
+process does): the same language, rows, forced strings and distances as the lazy one, no NFA
+left, nothing expanded while serving; an expansion cut by its limits stays lazy and correct."""
+
+from __future__ import annotations
+
+import pickle
+import random
+
+import numpy as np
+import pytest
+from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler
+from structgen.fsm.dfa import NO_PATH, distances_to_accept
+from structgen.fsm.lazy_dfa import compile_lazy
+from structgen.fsm.token_fsm import TokenFSM
+from structgen.fsm.vocab import Vocabulary
+from structgen.schemas.json_schema import SchemaOptions, schema_to_ir
+from structgen.schemas.regex_assertions import regex_to_ir
+
+CASES = [
+    {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 12},
+            "age": {"type": "integer", "minimum": 0, "maximum": 150},
+            "tags": {"type": "array", "items": {"enum": ["a", "bc"]}, "maxItems": 3},
+        },
+        "required": ["name"],
+    },
+    {"type": "array", "items": {"type": "number"}, "minItems": 1, "maxItems": 2},
+    r"(ab|a[0-9]{2,4})+x?",
+]
+
+
+def _fsm(case: object, vocab: Vocabulary) -> TokenFSM:
+    node = regex_to_ir(case) if isinstance(case, str) else schema_to_ir(case, SchemaOptions())[0]
+    return TokenFSM(compile_lazy(node), vocab)
+
+
+def _copy(fsm: TokenFSM, vocab: Vocabulary) -> TokenFSM:
+    state = fsm.__getstate__()
+    state.pop("vocab")
+    out = TokenFSM.__new__(TokenFSM)
+    out.__setstate__({**pickle.loads(pickle.dumps(state)), "vocab": vocab})
+    return out
+
+
+@pytest.mark.parametrize("case", CASES, ids=["object", "array", "regex"])
+def test_a_complete_table_serves_what_the_lazy_automaton_serves(case: object, gpt2_vocab: Vocabulary) -> None:
+    """Token by token along random allowed paths, the shipped complete copy gives the lazy
+    copy's rows, acceptance, forced bytes and distances; its distances equal the NFA's exact
+    ones state by state; it holds no NFA and expands nothing while serving."""
+    lazy = _fsm(case, gpt2_vocab)
+    full = _copy(lazy, gpt2_vocab)
+    ref = _copy(lazy, gpt2_vocab)
+    assert full.complete_dfa(float("inf"), 1 << 24)
+    dfa = full.dfa
+    assert dfa.complete and dfa.sets is None and dfa.builder is None
+    n = dfa.num_states
+    assert dfa.table.shape[0] == n and int(dfa.table.min()) >= 0
+    for s in range(1, n):  # the same expansion order numbers the same states
+        ref.dfa.expand(s)
+    assert ref.dfa.num_states == n
+    assert all(ref.dfa.distance_to_accept(s) == dfa.distance_to_accept(s) for s in range(n))
+    shipped = _copy(full, gpt2_vocab)
+    assert shipped.dfa.complete and np.array_equal(shipped.dfa.table, dfa.table)
+    rng = random.Random(0)
+    for _ in range(8):
+        a, b = lazy.cursor(), shipped.cursor()
+        for _step in range(40):
+            ra, rb = lazy.mask_row(a.state), shipped.mask_row(b.state)
+            assert np.array_equal(ra, rb)
+            assert lazy.is_accepting(a.state) == shipped.is_accepting(b.state)
+            assert lazy.forced_bytes(a.state) == shipped.forced_bytes(b.state)
+            assert lazy.distance(a.state) == shipped.distance(b.state)
+            allowed = [t for t in lazy.allowed_token_ids(a.state).tolist() if t not in gpt2_vocab.special_ids]
+            if not allowed:
+                break
+            t = rng.choice(allowed)
+            a.advance(t)
+            b.advance(t)
+    assert shipped.dfa.num_states == n and shipped.build_fragments(float("inf")) == 0
+
+
+def test_an_expansion_cut_by_its_limits_stays_lazy(gpt2_vocab: Vocabulary) -> None:
+    """Past the deadline or the state limit the automaton keeps its NFA and what it expanded,
+    and serves the same language."""
+    lazy = _fsm(CASES[0], gpt2_vocab)
+    for deadline, most in ((0.0, 1 << 24), (float("inf"), 64 * 4)):
+        cut = _copy(lazy, gpt2_vocab)
+        assert not cut.complete_dfa(deadline, most)
+        assert not cut.dfa.complete and cut.dfa.sets is not None
+        for text in (b'{"name": "Ada", "age": 36, "tags": ["bc"]}', b'{"name": ""}'):
+            assert cut.dfa.accepts(text) and lazy.dfa.accepts(text)
+        assert not cut.dfa.accepts(b'{"age": 3}')
+
+
+def test_distances_of_a_table() -> None:
+    """Backward breadth-first distances on a hand-made table; bad tables are named."""
+    table = np.array([[0, 0], [2, 0], [3, 1], [3, 3]], dtype=np.int32)
+    acc = np.array([False, False, False, True])
+    assert distances_to_accept(table, acc).tolist() == [NO_PATH, 2, 1, 0]
+    with pytest.raises(ValueError, match="expanded"):
+        distances_to_accept(np.array([[0, 0], [-1, 1]], dtype=np.int32), np.array([False, True]))
+    with pytest.raises(ValueError, match="agree"):
+        distances_to_accept(table, acc[:2])
+
+
+def test_a_compile_process_ships_a_complete_automaton(gpt2_vocab: Vocabulary) -> None:
+    """A small schema compiled on a compile process arrives whole: no NFA, nothing to expand."""
+    comp = GrammarCompiler(gpt2_vocab, CompilerConfig(processes=1))
+    try:
+        fsm = comp.submit(Constraint.json_schema({"type": "object", "properties": {"k": {"type": "integer"}}})).result(timeout=120)
+    finally:
+        comp.close()
+    assert fsm.dfa.complete and fsm.dfa.sets is None
+    cur = fsm.cursor()
+    for t in gpt2_vocab.encode_bytes(b'{"k": 12}') or []:
+        cur.advance(t)
+    assert cur.is_accepting()
