@@ -125,8 +125,8 @@ def render(meta: dict[str, Any], vrows: list[dict[str, Any]], srows: list[dict[s
         md += [f"- structgen: `{smeta.get('command', '')}` (commit {smeta.get('commit', '?')}, {smeta.get('machine', '')})"]
     md += [f"- vLLM {meta['vllm']}, structured outputs backend `{meta['backend']}` with `disable_any_whitespace`: `{meta['command']}`", ""]
     for w in dict.fromkeys(r["workload"] for r in vrows):
-        md += [f"## {w}", "", "| concurrency | engine | req/s | out tok/s | mean out tokens | valid | max_tokens cuts | structgen ÷ vLLM (req/s) |",
-               "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        md += [f"## {w}", "", "| concurrency | engine | req/s | out tok/s | mean out tokens | valid | max_tokens cuts | refused | structgen ÷ vLLM (req/s) |",
+               "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for v in (r for r in vrows if r["workload"] == w):
             s = next((r for r in srows if r.get("workload") == w and r.get("concurrency") == v["concurrency"]), None)
             if s is not None:
@@ -134,13 +134,15 @@ def render(meta: dict[str, Any], vrows: list[dict[str, Any]], srows: list[dict[s
                 mean_out = s["out_tok_per_s"] * s["wall_s"] / s["requests"] if s["requests"] else 0.0
                 cuts = round(s["length_share"] * s["requests"])
                 md.append(f"| {v['concurrency']} | structgen | {s['req_per_s']:.2f} | {s['out_tok_per_s']:.0f} | "
-                          f"{mean_out:.1f} | {100 * s['validity']:.1f}% | {cuts} | {ratio:.2f}× |")  # fmt: skip
+                          f"{mean_out:.1f} | {100 * s['validity']:.1f}% | {cuts} | 0 | {ratio:.2f}× |")  # fmt: skip
             md.append(f"| {v['concurrency']} | vLLM + {meta['backend']} | {v['req_per_s']:.2f} | {v['out_tok_per_s']:.0f} | "
-                      f"{v['mean_out_tokens']:.1f} | {100 * v['valid']:.1f}% | {v['max_tokens_cuts']} | |")  # fmt: skip
+                      f"{v['mean_out_tokens']:.1f} | {100 * v['valid']:.1f}% | {v['max_tokens_cuts']} | {v.get('failed', 0)} | |")  # fmt: skip
         md.append("")
     md += ["Both engines get the same requests (the file bench json saved), greedy, the same `max_tokens`, the same "
            "checkpoint; every schema is new to the engine that runs it (a fresh engine per level).  structgen keeps at most "
-           "*concurrency* requests in its engine; vLLM gets all at once with `max_num_seqs` = *concurrency*.", ""]  # fmt: skip
+           "*concurrency* requests in its engine; vLLM gets all at once with `max_num_seqs` = *concurrency*.  The requests are "
+           "those bench json keeps (a schema structgen's compiler refuses is left out of its workload); *refused*: requests "
+           "vLLM rejected on arrival (its backend's schema check), counted in *valid* as failures.", ""]  # fmt: skip
     return "\n".join(md)
 
 
