@@ -744,6 +744,139 @@ static PyObject *permute_bits(PyObject *self, PyObject *args) {
     return finish_bufs3(bufs, bad, "permute_bits: inconsistent buffers");
 }
 
+/* walk_bytes(table, num_classes, class_of_byte, state, data) -> int
+ *
+ * table:         int32 [S * C]  next state per (state, byte class); 0 dead; -1 not expanded
+ * num_classes:   C
+ * class_of_byte: int32 [256]    classes in 0..C-1
+ * state:         the automaton state to start from
+ * data:          the bytes to walk (a token's spelling)
+ *
+ * Returns the state after `data`, 0 when it dies on the way, or -1 - s when it meets the
+ * unexpanded state s (the caller expands s and walks the rest itself).  Raises ValueError on
+ * out-of-range data.  The per-token step of a cursor's advance over a complete automaton.
+ */
+static PyObject *walk_bytes(PyObject *self, PyObject *args) {
+    PyObject *o_table, *o_cob;
+    long num_classes, state;
+    Py_buffer b_data;
+    if (!PyArg_ParseTuple(args, "OlOly*", &o_table, &num_classes, &o_cob, &state, &b_data)) return NULL;
+    PyObject *objs[2] = {o_table, o_cob};
+    static const Py_ssize_t itemsizes[2] = {4, 4};
+    static const int writable[2] = {0, 0};
+    static const char *const names[2] = {"table", "class_of_byte"};
+    Py_buffer bufs[2];
+    if (get_bufs(objs, bufs, itemsizes, writable, names, 2) < 0) {
+        PyBuffer_Release(&b_data);
+        return NULL;
+    }
+    const int32_t *table = (const int32_t *)bufs[0].buf, *cob = (const int32_t *)bufs[1].buf;
+    const Py_ssize_t cells = bufs[0].len / 4;
+    int bad = bufs[1].len != 256 * 4 || num_classes < 1;
+    for (int b = 0; b < 256 && !bad; b++) {
+        if (cob[b] < 0 || cob[b] >= num_classes) bad = 1;
+    }
+    const unsigned char *data = (const unsigned char *)b_data.buf;
+    long cur = state;
+    for (Py_ssize_t i = 0; i < b_data.len && !bad; i++) {
+        const Py_ssize_t at = (Py_ssize_t)cur * num_classes + cob[data[i]];
+        if (cur < 0 || at >= cells) {
+            bad = 1;
+            break;
+        }
+        const int32_t next = table[at];
+        if (next < 0) {
+            cur = -1 - cur;
+            break;
+        }
+        cur = next;
+        if (cur == 0) break;
+    }
+    release_bufs(bufs, 2);
+    PyBuffer_Release(&b_data);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "walk_bytes: a state or class outside the table");
+        return NULL;
+    }
+    return PyLong_FromLong(cur);
+}
+
+/* any_live(table, num_classes, class_of_byte, state, skip, flat, offsets, lo, hi) -> int
+ *
+ * table, num_classes, class_of_byte: as walk_bytes
+ * state:   the automaton state after the first `skip` bytes, which strings lo..hi-1 share
+ * flat:    uint8 [B]      byte strings in sorted order, concatenated
+ * offsets: int64 [K + 1]  string i is flat[offsets[i]:offsets[i + 1]]
+ *
+ * Returns 1 when some string of lo..hi-1 walks from byte `skip` to its end without reaching
+ * the dead state, 0 when none does, -1 - s at an unexpanded state s (the caller falls back).
+ * A string that dies at byte k takes with it the strings after it that share its first k + 1
+ * bytes (sorted order keeps them together).  Jump-forward's back-off question (does a token
+ * extending the last forced one stay live?) over a complete automaton.  Raises ValueError on
+ * out-of-range data.
+ */
+static PyObject *any_live(PyObject *self, PyObject *args) {
+    PyObject *o_table, *o_cob, *o_flat, *o_off;
+    long num_classes, state;
+    Py_ssize_t skip, lo, hi;
+    if (!PyArg_ParseTuple(args, "OlOlnOOnn", &o_table, &num_classes, &o_cob, &state, &skip, &o_flat, &o_off, &lo, &hi)) return NULL;
+    PyObject *objs[4] = {o_table, o_cob, o_flat, o_off};
+    static const Py_ssize_t itemsizes[4] = {4, 4, 1, 8};
+    static const int writable[4] = {0, 0, 0, 0};
+    static const char *const names[4] = {"table", "class_of_byte", "flat", "offsets"};
+    Py_buffer bufs[4];
+    if (get_bufs(objs, bufs, itemsizes, writable, names, 4) < 0) return NULL;
+    const int32_t *table = (const int32_t *)bufs[0].buf, *cob = (const int32_t *)bufs[1].buf;
+    const unsigned char *flat = (const unsigned char *)bufs[2].buf;
+    const int64_t *off = (const int64_t *)bufs[3].buf;
+    const Py_ssize_t cells = bufs[0].len / 4, nstr = bufs[3].len / 8 - 1;
+    int bad = bufs[1].len != 256 * 4 || num_classes < 1 || state < 0 || skip < 0 || lo < 0 || hi > nstr || lo > hi;
+    for (int b = 0; b < 256 && !bad; b++) {
+        if (cob[b] < 0 || cob[b] >= num_classes) bad = 1;
+    }
+    long result = 0;
+    Py_ssize_t i = lo;
+    while (i < hi && !bad && result == 0) {
+        const int64_t a = off[i], e = off[i + 1];
+        if (a < 0 || e < a || e > bufs[2].len || e - a < skip) {
+            bad = 1;
+            break;
+        }
+        long cur = state;
+        int64_t k = a + skip;
+        for (; k < e; k++) {
+            const Py_ssize_t at = (Py_ssize_t)cur * num_classes + cob[flat[k]];
+            if (at >= cells) {
+                bad = 1;
+                break;
+            }
+            const int32_t next = table[at];
+            if (next < 0) {
+                result = -1 - cur;
+                break;
+            }
+            cur = next;
+            if (cur == 0) break;
+        }
+        if (bad || result) break;
+        if (k == e) {
+            result = 1; /* walked to the end, live */
+            break;
+        }
+        const int64_t died = k - a; /* index of the byte it died on */
+        i++;
+        while (i < hi && off[i + 1] - off[i] > died && memcmp(flat + off[i] + skip, flat + a + skip, (size_t)(died + 1 - skip)) == 0) {
+            i++;
+        }
+    }
+    release_bufs(bufs, 4);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "any_live: a state, class or string outside its buffer");
+        return NULL;
+    }
+    return PyLong_FromLong(result);
+}
+
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS, "Preorder trie walk from one automaton state (see _trie_walk.c)."},
     {"walk_bits", walk_bits, METH_VARARGS, "Preorder trie walk into a bitmask only, over packed nodes (see _trie_walk.c)."},
@@ -753,6 +886,8 @@ static PyMethodDef methods[] = {
     {"subtree_bytes", subtree_bytes, METH_VARARGS, "Per preorder node, the set of edge bytes in its subtree."},
     {"copy_ranges", copy_ranges, METH_VARARGS, "Replace bit ranges of one bitmask by another's."},
     {"permute_bits", permute_bits, METH_VARARGS, "Scatter the set bits of a bitmask to new positions."},
+    {"walk_bytes", walk_bytes, METH_VARARGS, "The state after a byte string, through an automaton's table."},
+    {"any_live", any_live, METH_VARARGS, "Whether some string of a sorted run stays live through an automaton's table."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -31,6 +31,14 @@ from .lazy_dfa import LazyDFA
 from .shared_tails import SharedTails
 from .vocab import Vocabulary
 
+_c_walk_bytes: Any
+_c_any_live: Any
+try:  # a token's bytes, and a sorted run of them, through a complete table (fsm/_trie_walk.c); optional
+    from ._trie_walk import any_live as _c_any_live
+    from ._trie_walk import walk_bytes as _c_walk_bytes
+except ImportError:  # pragma: no cover - exercised when no C compiler was available at install
+    _c_walk_bytes = _c_any_live = None
+
 _FSM_UIDS = itertools.count(1)
 # eager rows stop before the automaton holds this share of its state cap: the rest stays for
 # the states requests reach lazily (a precompute that filled the cap would leave them none)
@@ -140,15 +148,21 @@ class TokenFSM:
         data = self.vocab.token_bytes[token_id]
         if not data:
             return -1
-        rows = self._byte_rows
         origin = state
-        for b in data:
-            row = rows.get(state)
-            if row is None:
-                row = self._byte_row(state)
-            state = row[b]
+        dfa = self.dfa
+        if dfa.complete and _c_walk_bytes is not None:  # every row is in the table: one compiled walk
+            state = _c_walk_bytes(dfa.table, dfa.num_classes, dfa.class_of_byte, state, data)
             if state == DEAD:
                 return -1
+        else:
+            rows = self._byte_rows
+            for b in data:
+                row = rows.get(state)
+                if row is None:
+                    row = self._byte_row(state)
+                state = row[b]
+                if state == DEAD:
+                    return -1
         witness = self._witness
         if witness is not None and state not in witness:
             witness[state] = (origin, token_id)
@@ -161,6 +175,12 @@ class TokenFSM:
         that strictly extend the last forced token.  Walks only the live part of that
         range, a dead byte skipping every string that shares the prefix up to it, so it costs
         far less than the mask row of the state before the prefix.  Pure query."""
+        dfa = self.dfa
+        if dfa.complete and _c_any_live is not None and sorted_bytes is self.vocab.sorted_order[1]:
+            flat, offsets = self.vocab.sorted_flat
+            got = _c_any_live(dfa.table, dfa.num_classes, dfa.class_of_byte, state, skip, flat, offsets, lo, hi)
+            if got >= 0:  # (an unexpanded state, impossible in a complete table, falls to the walk below)
+                return bool(got)
         i = lo
         while i < hi:
             data = sorted_bytes[i]

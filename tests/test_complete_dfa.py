@@ -4,6 +4,7 @@ left, nothing expanded while serving; an expansion cut by its limits stays lazy 
 
 from __future__ import annotations
 
+import bisect
 import pickle
 import random
 
@@ -118,3 +119,47 @@ def test_a_compile_process_ships_a_complete_automaton(gpt2_vocab: Vocabulary) ->
     for t in gpt2_vocab.encode_bytes(b'{"k": 12}') or []:
         cur.advance(t)
     assert cur.is_accepting()
+
+
+def test_compiled_byte_walk_of_a_table() -> None:
+    """walk_bytes: the state after the bytes, 0 once dead, -1 - s at an unexpanded state s,
+    a ValueError for a table that does not fit its classes."""
+    walk_bytes = pytest.importorskip("structgen.fsm._trie_walk").walk_bytes
+    table = np.array([[0, 0], [2, 0], [3, 1], [-1, -1]], dtype=np.int32)  # [S, C]
+    cob = np.zeros(256, dtype=np.int32)
+    cob[ord("b")] = 1
+    assert walk_bytes(table, 2, cob, 1, b"ab") == 1
+    assert walk_bytes(table, 2, cob, 1, b"aa") == 3
+    assert walk_bytes(table, 2, cob, 1, b"b") == 0 and walk_bytes(table, 2, cob, 1, b"bab") == 0
+    assert walk_bytes(table, 2, cob, 1, b"aaa") == -4
+    assert walk_bytes(table, 2, cob, 2, b"") == 2
+    with pytest.raises(ValueError, match="outside the table"):
+        walk_bytes(table, 2, cob, 9, b"a")
+    with pytest.raises(ValueError, match="outside the table"):
+        walk_bytes(table, 1, cob, 1, b"a")
+
+
+@pytest.mark.parametrize("case", CASES, ids=["object", "array", "regex"])
+def test_compiled_back_off_question_matches_the_walk(case: object, gpt2_vocab: Vocabulary) -> None:
+    """extension_allowed over a complete table (one compiled scan of the sorted run) answers as
+    the byte-by-byte walk does, for every state and every token-prefix run of one and two bytes."""
+    full = _fsm(case, gpt2_vocab)
+    assert full.complete_dfa(float("inf"), 1 << 24)
+    sorted_bytes = gpt2_vocab.sorted_order[1]
+    walk = list(sorted_bytes)  # another list: the compiled scan answers only for the vocabulary's own
+    prefixes = sorted({b[:n] for b in sorted_bytes for n in (1, 2) if len(b) > n})
+    rng = random.Random(1)
+    states = list(range(1, full.dfa.num_states))
+    checked = 0
+    for prefix in rng.sample(prefixes, 300):
+        lo = bisect.bisect_right(sorted_bytes, prefix)
+        hi = bisect.bisect_left(sorted_bytes, prefix + b"\xff\xff\xff\xff")
+        for s in rng.sample(states, min(6, len(states))):
+            after = full.dfa.walk(s, prefix)
+            if after == 0:
+                continue
+            assert full.extension_allowed(after, len(prefix), sorted_bytes, lo, hi) == full.extension_allowed(
+                after, len(prefix), walk, lo, hi
+            )
+            checked += 1
+    assert checked > 20
