@@ -744,6 +744,35 @@ static PyObject *permute_bits(PyObject *self, PyObject *args) {
     return finish_bufs3(bufs, bad, "permute_bits: inconsistent buffers");
 }
 
+/* The bytes data[0..n) from `state` through a table of `cells` entries, `num_classes` wide:
+ * the state reached (0 once dead, the walk stopping there), or -1 - s at the unexpanded state s;
+ * *at_byte: the index of the byte it stopped on (n when every byte was walked and it is live);
+ * *bad set on a state or class outside the table. */
+static long walk_table(const int32_t *table, Py_ssize_t cells, long num_classes, const int32_t *cob, long state,
+                       const unsigned char *data, Py_ssize_t n, Py_ssize_t *at_byte, int *bad) {
+    long cur = state;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const Py_ssize_t at = (Py_ssize_t)cur * num_classes + cob[data[i]];
+        if (cur < 0 || at >= cells) {
+            *bad = 1;
+            *at_byte = i;
+            return 0;
+        }
+        const int32_t next = table[at];
+        if (next < 0) {
+            *at_byte = i;
+            return -1 - cur;
+        }
+        cur = next;
+        if (cur == 0) {
+            *at_byte = i;
+            return 0;
+        }
+    }
+    *at_byte = n;
+    return cur;
+}
+
 /* walk_bytes(table, num_classes, class_of_byte, state, data) -> int
  *
  * table:         int32 [S * C]  next state per (state, byte class); 0 dead; -1 not expanded
@@ -776,21 +805,10 @@ static PyObject *walk_bytes(PyObject *self, PyObject *args) {
     for (int b = 0; b < 256 && !bad; b++) {
         if (cob[b] < 0 || cob[b] >= num_classes) bad = 1;
     }
-    const unsigned char *data = (const unsigned char *)b_data.buf;
-    long cur = state;
-    for (Py_ssize_t i = 0; i < b_data.len && !bad; i++) {
-        const Py_ssize_t at = (Py_ssize_t)cur * num_classes + cob[data[i]];
-        if (cur < 0 || at >= cells) {
-            bad = 1;
-            break;
-        }
-        const int32_t next = table[at];
-        if (next < 0) {
-            cur = -1 - cur;
-            break;
-        }
-        cur = next;
-        if (cur == 0) break;
+    long cur = 0;
+    if (!bad) {
+        Py_ssize_t stop;
+        cur = walk_table(table, cells, num_classes, cob, state, (const unsigned char *)b_data.buf, b_data.len, &stop, &bad);
     }
     release_bufs(bufs, 2);
     PyBuffer_Release(&b_data);
@@ -842,27 +860,18 @@ static PyObject *any_live(PyObject *self, PyObject *args) {
             bad = 1;
             break;
         }
-        long cur = state;
-        int64_t k = a + skip;
-        for (; k < e; k++) {
-            const Py_ssize_t at = (Py_ssize_t)cur * num_classes + cob[flat[k]];
-            if (at >= cells) {
-                bad = 1;
-                break;
-            }
-            const int32_t next = table[at];
-            if (next < 0) {
-                result = -1 - cur;
-                break;
-            }
-            cur = next;
-            if (cur == 0) break;
+        Py_ssize_t stop;
+        const long cur = walk_table(table, cells, num_classes, cob, state, flat + a + skip, (Py_ssize_t)(e - a - skip), &stop, &bad);
+        if (bad) break;
+        if (cur < 0) {
+            result = cur;
+            break;
         }
-        if (bad || result) break;
-        if (k == e) {
+        if (cur > 0) {
             result = 1; /* walked to the end, live */
             break;
         }
+        const int64_t k = a + skip + stop;
         const int64_t died = k - a; /* index of the byte it died on */
         i++;
         while (i < hi && off[i + 1] - off[i] > died && memcmp(flat + off[i] + skip, flat + a + skip, (size_t)(died + 1 - skip)) == 0) {
