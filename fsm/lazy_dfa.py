@@ -75,6 +75,7 @@ class LazyDFA:
         self._closures: dict[int, tuple[frozenset[int], bool]] = {}  # NFA state -> its closure
         self.use_compiled = True  # expand in C where fsm/_lazy_expand.c is built (tests compare both)
         self.complete = False  # every reachable state expanded and the NFA dropped (complete_ahead)
+        self._single: list[int] | None = None  # complete: per state its one forced byte, else -1
         self.initial = self._state_of(self._closure([start]))
 
     @property
@@ -214,8 +215,13 @@ class LazyDFA:
             s += 1
         n = len(self.sets)
         self.table = np.ascontiguousarray(self.table[:n])
-        dist = distances_to_accept(self.table, np.array(self.acc, dtype=bool))
+        acc = np.array(self.acc, dtype=bool)
+        dist = distances_to_accept(self.table, acc)
         self._dfa_dist = dict(enumerate(dist.tolist()))
+        live = self.table != DEAD  # [n, C]
+        first = live.argmax(axis=1)  # [n] the first live class
+        one = (live.sum(axis=1) == 1) & (self.class_size[first] == 1) & ~acc  # [n] one byte leads on
+        self._single = np.where(one, self.class_first_byte[first], -1).tolist()
         self.complete = True
         self.builder = self.sets = self.index = self.edges = self.eps = self.has_edges = None  # type: ignore[assignment]
         self._closures, self._nfa_dist, self._nfa_dist_n = {}, [], 0
@@ -354,8 +360,16 @@ class LazyDFA:
         chain: list[tuple[int, int]] = []
         cur = state
         seen = set()
+        single = self._single
         while cur not in self._forced and not self.acc[cur] and cur not in seen:
             seen.add(cur)
+            if single is not None:  # a complete table: each state's one forced byte is known
+                b = single[cur]
+                if b < 0:
+                    break
+                chain.append((cur, b))
+                cur = int(self.table[cur, self._cob[b]])
+                continue
             row = self.expand(cur)
             live = np.flatnonzero(row != DEAD)
             if len(live) != 1 or self.class_size[live[0]] != 1:
@@ -488,6 +502,7 @@ class LazyDFA:
         state.setdefault("distance_bound", None)  # unknown: budgets then always check successors
         state.setdefault("length_bound", None)
         state.setdefault("complete", False)
+        state.setdefault("_single", None)
         self.__dict__.update(state)
         if self.complete:
             return

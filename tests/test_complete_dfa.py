@@ -49,8 +49,8 @@ def _copy(fsm: TokenFSM, vocab: Vocabulary) -> TokenFSM:
 @pytest.mark.parametrize("case", CASES, ids=["object", "array", "regex"])
 def test_a_complete_table_serves_what_the_lazy_automaton_serves(case: object, gpt2_vocab: Vocabulary) -> None:
     """Token by token along random allowed paths, the shipped complete copy gives the lazy
-    copy's rows, acceptance, forced bytes and distances; its distances equal the NFA's exact
-    ones state by state; it holds no NFA and expands nothing while serving."""
+    copy's rows, acceptance, forced bytes and distances; its distances and forced strings equal
+    the NFA's state by state; it holds no NFA and expands nothing while serving."""
     lazy = _fsm(case, gpt2_vocab)
     full = _copy(lazy, gpt2_vocab)
     ref = _copy(lazy, gpt2_vocab)
@@ -63,6 +63,7 @@ def test_a_complete_table_serves_what_the_lazy_automaton_serves(case: object, gp
         ref.dfa.expand(s)
     assert ref.dfa.num_states == n
     assert all(ref.dfa.distance_to_accept(s) == dfa.distance_to_accept(s) for s in range(n))
+    assert all(ref.dfa.forced(s) == dfa.forced(s) for s in range(n))  # the table's own forced bytes
     shipped = _copy(full, gpt2_vocab)
     assert shipped.dfa.complete and np.array_equal(shipped.dfa.table, dfa.table)
     rng = random.Random(0)
