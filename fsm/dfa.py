@@ -434,8 +434,7 @@ def distances_to_accept(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     d = 0
     while frontier.size:
         d += 1
-        preds = np.concatenate([pred[starts[t] : starts[t + 1]] for t in frontier.tolist()]) if frontier.size else frontier
-        preds = np.unique(preds)
+        preds = np.unique(np.concatenate([pred[starts[t] : starts[t + 1]] for t in frontier.tolist()]))
         new = preds[dist[preds] == NO_PATH]
         new = new[new != DEAD]
         dist[new] = d

@@ -200,16 +200,18 @@ class LazyDFA:
         """Expand every state reachable from the initial one now, in discovery order (e.g. on a
         compile process before the automaton is shipped), until all are (True),
         ``time.perf_counter()`` passes ``deadline`` or the states discovered could pass
-        ``max_states`` (False; what was expanded stays).  Once all are, every state's distance
+        ``max_states`` or half the automaton's own cap (False; what was expanded stays, and the
+        cap is never reached here: the rest is left to the states requests reach).  Once all are, every state's distance
         to acceptance is computed from the table and the NFA is dropped (``complete``): queries
         read the table alone, nothing is expanded again, and a pickled copy carries no NFA
         state sets to rebuild.  Same language, same state ids.  Callers serialize it with
         expansions."""
         if self.complete:
             return True
+        limit = min(max_states, self.max_states // 2)
         s = 1
         while s < len(self.sets):
-            if time.perf_counter() > deadline or len(self.sets) + self.num_classes > max_states:
+            if time.perf_counter() > deadline or len(self.sets) + self.num_classes > limit:
                 return False
             self.expand(s)
             s += 1

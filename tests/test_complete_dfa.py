@@ -97,6 +97,17 @@ def test_an_expansion_cut_by_its_limits_stays_lazy(gpt2_vocab: Vocabulary) -> No
         assert not cut.dfa.accepts(b'{"age": 3}')
 
 
+def test_the_whole_expansion_stops_short_of_the_state_cap() -> None:
+    """An automaton larger than half its own state cap is left lazy, never refused: the
+    expansion ahead stops before the cap, and serving still reaches the states it needs."""
+    from structgen.fsm.dfa import Budget
+
+    dfa = compile_lazy(regex_to_ir("[ab]*a[ab]{9}"), Budget(max_states=300))  # 2^10 states in all
+    assert not dfa.complete_ahead(float("inf"), 1 << 30)
+    assert not dfa.complete and 1 < dfa.num_states <= 150
+    assert dfa.accepts(b"ba" + b"b" * 9) and dfa.accepts(b"a" * 10) and not dfa.accepts(b"b" * 11)
+
+
 def test_distances_of_a_table() -> None:
     """Backward breadth-first distances on a hand-made table; bad tables are named."""
     table = np.array([[0, 0], [2, 0], [3, 1], [3, 3]], dtype=np.int32)
