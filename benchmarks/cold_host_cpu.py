@@ -1,6 +1,6 @@
-"""Engine-side host work per cold grammar shipped from a compile process, with and without its
-NFA fragments built before shipping, and with the automaton expanded in C
-(``fsm/_lazy_expand.c``) or in Python.
+"""Engine-side host work per cold grammar shipped from a compile process: shipped lazy, with its
+NFA fragments built, or with the whole automaton expanded (what compile processes ship), and
+with the automaton expanded in C (``fsm/_lazy_expand.c``) or in Python.
 
 For each request of the ``extraction`` workload (the demo generator's held-out schemas) the
 schema is compiled as a compile process does, its state pickled without the vocabulary and
