@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _pyspy import RATE, PySpy, descendants, summarize
+from _pyspy import RATE, PySpy, descendants, proc_stat, summarize
 
 from structgen.bench.common import run_meta
 from structgen.bench.peers import Endpoint, race, run_load, wait_ready
@@ -64,8 +64,6 @@ def _cmdline(pid: int) -> bytes:
 
 
 def _parent(pid: int) -> int:
-    from _pyspy import proc_stat
-
     fields = proc_stat(pid)
     return int(fields[1]) if fields else -1
 
@@ -118,6 +116,8 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=8100)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
+    if args.num_requests < 1 or min(args.concurrency) < 1 or args.level_offset < 0:
+        ap.error("--num-requests and every --concurrency must be >= 1, --level-offset >= 0")
     if not PySpy().available:
         ap.error("py-spy is not on PATH (pip install py-spy)")
     out = Path(args.out)

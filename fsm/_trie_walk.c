@@ -744,6 +744,16 @@ static PyObject *permute_bits(PyObject *self, PyObject *args) {
     return finish_bufs3(bufs, bad, "permute_bits: inconsistent buffers");
 }
 
+/* Whether a class_of_byte buffer is not 256 classes in 0..num_classes-1. */
+static int bad_classes(const Py_buffer *cob, long num_classes) {
+    if (cob->len != 256 * 4 || num_classes < 1) return 1;
+    const int32_t *c = (const int32_t *)cob->buf;
+    for (int b = 0; b < 256; b++) {
+        if (c[b] < 0 || c[b] >= num_classes) return 1;
+    }
+    return 0;
+}
+
 /* The bytes data[0..n) from `state` through a table of `cells` entries, `num_classes` wide:
  * the state reached (0 once dead, the walk stopping there), or -1 - s at the unexpanded state s;
  * *at_byte: the index of the byte it stopped on (n when every byte was walked and it is live);
@@ -801,10 +811,7 @@ static PyObject *walk_bytes(PyObject *self, PyObject *args) {
     }
     const int32_t *table = (const int32_t *)bufs[0].buf, *cob = (const int32_t *)bufs[1].buf;
     const Py_ssize_t cells = bufs[0].len / 4;
-    int bad = bufs[1].len != 256 * 4 || num_classes < 1;
-    for (int b = 0; b < 256 && !bad; b++) {
-        if (cob[b] < 0 || cob[b] >= num_classes) bad = 1;
-    }
+    int bad = state < 0 || bad_classes(&bufs[1], num_classes);
     long cur = 0;
     if (!bad) {
         Py_ssize_t stop;
@@ -848,10 +855,7 @@ static PyObject *any_live(PyObject *self, PyObject *args) {
     const unsigned char *flat = (const unsigned char *)bufs[2].buf;
     const int64_t *off = (const int64_t *)bufs[3].buf;
     const Py_ssize_t cells = bufs[0].len / 4, nstr = bufs[3].len / 8 - 1;
-    int bad = bufs[1].len != 256 * 4 || num_classes < 1 || state < 0 || skip < 0 || lo < 0 || hi > nstr || lo > hi;
-    for (int b = 0; b < 256 && !bad; b++) {
-        if (cob[b] < 0 || cob[b] >= num_classes) bad = 1;
-    }
+    int bad = state < 0 || skip < 0 || lo < 0 || hi > nstr || lo > hi || bad_classes(&bufs[1], num_classes);
     long result = 0;
     Py_ssize_t i = lo;
     while (i < hi && !bad && result == 0) {
@@ -871,8 +875,7 @@ static PyObject *any_live(PyObject *self, PyObject *args) {
             result = 1; /* walked to the end, live */
             break;
         }
-        const int64_t k = a + skip + stop;
-        const int64_t died = k - a; /* index of the byte it died on */
+        const int64_t died = skip + stop; /* index of the byte it died on */
         i++;
         while (i < hi && off[i + 1] - off[i] > died && memcmp(flat + off[i] + skip, flat + a + skip, (size_t)(died + 1 - skip)) == 0) {
             i++;

@@ -249,7 +249,7 @@ class Cursor:
                 cand = order[lo:hi]
                 if not ((row[cand >> 5] >> (cand & 31)) & 1).any():
                     break
-            elif not fsm.extension_allowed(states[len(kept)], len(last), sorted_bytes, lo, hi):
+            elif not fsm.extension_allowed(states[len(kept)], len(last), lo, hi):
                 break
             kept = kept[:-1]
             states = states[: len(kept) + 1]

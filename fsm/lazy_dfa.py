@@ -75,7 +75,7 @@ class LazyDFA:
         self._closures: dict[int, tuple[frozenset[int], bool]] = {}  # NFA state -> its closure
         self.use_compiled = True  # expand in C where fsm/_lazy_expand.c is built (tests compare both)
         self.complete = False  # every reachable state expanded and the NFA dropped (complete_ahead)
-        self._single: list[int] | None = None  # complete: per state its one forced byte, else -1
+        self._single: list[int] = []  # once complete: per state its one forced byte, else -1
         self.initial = self._state_of(self._closure([start]))
 
     @property
@@ -201,11 +201,11 @@ class LazyDFA:
         compile process before the automaton is shipped), until all are (True),
         ``time.perf_counter()`` passes ``deadline`` or the states discovered could pass
         ``max_states`` or half the automaton's own cap (False; what was expanded stays, and the
-        cap is never reached here: the rest is left to the states requests reach).  Once all are, every state's distance
-        to acceptance is computed from the table and the NFA is dropped (``complete``): queries
-        read the table alone, nothing is expanded again, and a pickled copy carries no NFA
-        state sets to rebuild.  Same language, same state ids.  Callers serialize it with
-        expansions."""
+        cap is never reached here: the rest is left to the states requests reach).  Once all
+        are, each state's distance to acceptance and single forced byte are read off the table
+        and the NFA is dropped (``complete``): queries read the table alone, nothing is
+        expanded again, and a pickled copy carries no NFA state sets to rebuild.  Same
+        language, same state ids.  Callers serialize it with expansions."""
         if self.complete:
             return True
         limit = min(max_states, self.max_states // 2)
@@ -362,11 +362,10 @@ class LazyDFA:
         chain: list[tuple[int, int]] = []
         cur = state
         seen = set()
-        single = self._single
         while cur not in self._forced and not self.acc[cur] and cur not in seen:
             seen.add(cur)
-            if single is not None:  # a complete table: each state's one forced byte is known
-                b = single[cur]
+            if self.complete:  # each state's one forced byte is known
+                b = self._single[cur]
                 if b < 0:
                     break
                 chain.append((cur, b))
@@ -504,7 +503,7 @@ class LazyDFA:
         state.setdefault("distance_bound", None)  # unknown: budgets then always check successors
         state.setdefault("length_bound", None)
         state.setdefault("complete", False)
-        state.setdefault("_single", None)
+        state.setdefault("_single", [])
         self.__dict__.update(state)
         if self.complete:
             return

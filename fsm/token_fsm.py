@@ -20,7 +20,6 @@ import itertools
 import threading
 import time
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -168,19 +167,21 @@ class TokenFSM:
             witness[state] = (origin, token_id)
         return state
 
-    def extension_allowed(self, state: int, skip: int, sorted_bytes: Sequence[bytes], lo: int, hi: int) -> bool:
-        """Whether some token of ``sorted_bytes[lo:hi]`` (byte strings in sorted order, all
-        sharing one prefix of ``skip`` bytes, none equal to it) continues live from ``state``,
+    def extension_allowed(self, state: int, skip: int, lo: int, hi: int) -> bool:
+        """Whether some token of ``vocab.sorted_order[1][lo:hi]`` (byte strings in sorted order,
+        all sharing one prefix of ``skip`` bytes, none equal to it) continues live from ``state``,
         the state after that prefix: the question jump-forward's back-off asks of the tokens
         that strictly extend the last forced token.  Walks only the live part of that
         range, a dead byte skipping every string that shares the prefix up to it, so it costs
-        far less than the mask row of the state before the prefix.  Pure query."""
+        far less than the mask row of the state before the prefix; over a complete table, one
+        compiled scan of the run.  Pure query."""
         dfa = self.dfa
-        if dfa.complete and _c_any_live is not None and sorted_bytes is self.vocab.sorted_order[1]:
+        if dfa.complete and _c_any_live is not None:
             flat, offsets = self.vocab.sorted_flat
             got = _c_any_live(dfa.table, dfa.num_classes, dfa.class_of_byte, state, skip, flat, offsets, lo, hi)
-            if got >= 0:  # (an unexpanded state, impossible in a complete table, falls to the walk below)
-                return bool(got)
+            assert got >= 0, "a complete table has no unexpanded state"
+            return bool(got)
+        sorted_bytes = self.vocab.sorted_order[1]
         i = lo
         while i < hi:
             data = sorted_bytes[i]
@@ -428,7 +429,10 @@ class TokenFSM:
         seconds) and a table of at most ``max_entries`` transitions (:meth:`LazyDFA.complete_ahead`:
         when it all fits, the NFA is dropped and nothing is expanded again), e.g. on a compile
         process before this FSM is shipped, so neither the engine nor a row worker expands
-        states while serving.  Returns whether it completed."""
+        states while serving.  Returns whether it completed.  Raises ``ValueError`` for a
+        negative ``max_entries``."""
+        if max_entries < 0:
+            raise ValueError(f"max_entries must be >= 0, got {max_entries}")
         with self._lock:
             return self.dfa.complete_ahead(deadline, max_entries // max(1, self.dfa.num_classes))
 
