@@ -117,7 +117,7 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     if args.num_requests < 1 or min(args.concurrency) < 1 or args.level_offset < 0:
-        ap.error("--num-requests and every --concurrency must be >= 1, --level-offset >= 0")
+        ap.error("--num-requests and every --concurrency must be ≥ 1, --level-offset ≥ 0")
     if not PySpy().available:
         ap.error("py-spy is not on PATH (pip install py-spy)")
     out = Path(args.out)

@@ -157,7 +157,7 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     if min(args.concurrency) < 1:
-        ap.error("every --concurrency must be >= 1")
+        ap.error("every --concurrency must be ≥ 1")
     import vllm
 
     folder = Path(args.requests)

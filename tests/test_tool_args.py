@@ -26,6 +26,12 @@ CASES = [
     (["benchmarks/decode_roofline.py", "--gemv", "qkvx=fma:16:512:4:3"], "unknown projection 'qkvx'"),
     (["benchmarks/engine_decode_mbu.py", "--gemv", "qkv=fma:16:x:4:3"], "is not NAME=kind:block_n"),
     (["benchmarks/engine_decode_mbu.py", "--gemv", "o=mma:16:512:4:3"], "is not NAME=kind:block_n"),
+    (["benchmarks/peer_profile.py", "--model", "x", "--concurrency", "64", "0", "--out", "x"], "every --concurrency must be ≥ 1"),
+    (["benchmarks/peer_profile.py", "--model", "x", "--level-offset", "-1", "--out", "x"], "--level-offset ≥ 0"),
+    (
+        ["benchmarks/vllm_offline.py", "--model", "x", "--requests", "x", "--concurrency", "0", "--out", "x"],
+        "every --concurrency must be ≥ 1",
+    ),
 ]
 
 
