@@ -204,68 +204,65 @@ static PyObject *closure_key(const long *targets, Py_ssize_t n, PyObject *eps, P
     return Py_BuildValue("(NO)", members, fin ? Py_True : Py_False);
 }
 
-/* expand_state(state, sets, acc, index, table, edges, class_of_byte, num_classes, eps, has_edges,
- *              pending, final, memo, small_limit, max_states) -> None | int | False
- *
- * Writes the transition row of DFA state `state` into `table` (int32 [capacity, C], a row of
- * -1 until expanded), numbering new target states as LazyDFA._state_of does: `index` maps a
- * (frozenset, final reached) key to its state, `sets` / `acc` get the new state's members and
- * acceptance appended.  The caller leaves room in `table` for num_classes more states.
- * edges: list of lists of (lo, hi, target) byte ranges per NFA state; class_of_byte: int32
- * [256]; eps: list of lists of epsilon targets; has_edges: list of bools; pending: dict of stub
- * states; final: the accepting NFA state; memo: dict NFA state -> (frozenset, bool) closures.
- * Returns None when the row is written; an int s >= 0: the pending stub met (build it, call
- * again); -(s + 1): a closure past small_limit (compute it, call again); False: a new state
- * would pass max_states (the row is not written).  Raises ValueError for malformed structures.
- */
-static PyObject *expand_state(PyObject *self, PyObject *args) {
-    PyObject *sets, *acc, *index_map, *o_table, *edges, *o_cob, *eps, *has_edges, *pending, *memo;
-    Py_ssize_t state, num_classes, small_limit, max_states;
+typedef struct {
+    PyObject *sets, *acc, *index_map, *edges, *eps, *has_edges, *pending, *memo;
+    int32_t *table;
+    const int32_t *cob;
+    Py_ssize_t capacity, num_classes, small_limit, max_states;
     long final;
-    if (!PyArg_ParseTuple(args, "nO!O!O!OO!OnO!O!O!lO!nn", &state, &PyList_Type, &sets, &PyList_Type, &acc, &PyDict_Type, &index_map,
-                          &o_table, &PyList_Type, &edges, &o_cob, &num_classes, &PyList_Type, &eps, &PyList_Type, &has_edges,
-                          &PyDict_Type, &pending, &final, &PyDict_Type, &memo, &small_limit, &max_states)) {
-        return NULL;
+} expand_args;
+
+/* The buffers of `o_table` / `o_cob`, checked (0), or -1 with an exception set. */
+static int get_buffers(PyObject *o_table, PyObject *o_cob, Py_buffer *table_buf, Py_buffer *cob_buf, expand_args *a) {
+    if (a->num_classes < 1 || a->num_classes > 256 || a->small_limit < 1) {
+        PyErr_SetString(PyExc_ValueError, "expand_state: num_classes must be 1..256, small_limit at least 1");
+        return -1;
     }
-    if (num_classes < 1 || num_classes > 256 || small_limit < 1 || state < 0 || state >= PyList_GET_SIZE(sets)) {
-        PyErr_SetString(PyExc_ValueError, "expand_state: num_classes must be 1..256, small_limit at least 1, state discovered");
-        return NULL;
+    if (PyObject_GetBuffer(o_table, table_buf, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) return -1;
+    a->capacity = table_buf->itemsize == 4 ? table_buf->len / 4 / a->num_classes : 0;
+    if (table_buf->itemsize != 4 || table_buf->len != a->capacity * a->num_classes * 4) {
+        PyBuffer_Release(table_buf);
+        PyErr_SetString(PyExc_ValueError, "expand_state: table must be int32 [capacity, num_classes]");
+        return -1;
     }
-    PyObject *members = PyList_GET_ITEM(sets, state);
-    Py_buffer table_buf;
-    if (PyObject_GetBuffer(o_table, &table_buf, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) return NULL;
-    const Py_ssize_t capacity = table_buf.itemsize == 4 ? table_buf.len / 4 / num_classes : 0;
-    if (table_buf.itemsize != 4 || table_buf.len != capacity * num_classes * 4 ||
-        capacity < PyList_GET_SIZE(sets) + num_classes) {
-        PyBuffer_Release(&table_buf);
-        PyErr_SetString(PyExc_ValueError, "expand_state: table must be int32 [capacity, num_classes] with room for num_classes more states");
-        return NULL;
+    if (PyObject_GetBuffer(o_cob, cob_buf, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyBuffer_Release(table_buf);
+        return -1;
     }
-    int32_t *table = (int32_t *)table_buf.buf;
-    Py_buffer cob_buf;
-    if (PyObject_GetBuffer(o_cob, &cob_buf, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        PyBuffer_Release(&table_buf);
-        return NULL;
-    }
-    if (cob_buf.itemsize != 4 || cob_buf.len != 256 * 4) {
-        PyBuffer_Release(&cob_buf);
-        PyBuffer_Release(&table_buf);
+    if (cob_buf->itemsize != 4 || cob_buf->len != 256 * 4) {
+        PyBuffer_Release(cob_buf);
+        PyBuffer_Release(table_buf);
         PyErr_SetString(PyExc_ValueError, "expand_state: class_of_byte must be int32 [256]");
-        return NULL;
+        return -1;
     }
-    const int32_t *cob = (const int32_t *)cob_buf.buf;
+    a->table = (int32_t *)table_buf->buf;
+    a->cob = (const int32_t *)cob_buf->buf;
+    for (int b = 0; b < 256; b++) {
+        if (a->cob[b] < 0 || a->cob[b] >= a->num_classes) {
+            PyBuffer_Release(cob_buf);
+            PyBuffer_Release(table_buf);
+            PyErr_SetString(PyExc_ValueError, "expand_state: class_of_byte out of range");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* One state's row (see expand_state below for the results); the table has room checked. */
+static PyObject *expand_one(Py_ssize_t state, const expand_args *A) {
+    PyObject *sets = A->sets, *acc = A->acc, *index_map = A->index_map, *edges = A->edges, *eps = A->eps;
+    PyObject *has_edges = A->has_edges, *pending = A->pending, *memo = A->memo;
+    const int32_t *cob = A->cob;
+    int32_t *table = A->table;
+    const Py_ssize_t num_classes = A->num_classes, small_limit = A->small_limit, max_states = A->max_states, capacity = A->capacity;
+    const long final = A->final;
+    PyObject *members = PyList_GET_ITEM(sets, state);
     PyObject *result = NULL, *it = NULL, *m = NULL;
     int32_t group_id[256]; /* the DFA state of each group of classes */
     longvec pc = {0}, pt = {0};  /* (class, target) pairs */
     long order[256];              /* classes in first-touch order */
     Py_ssize_t n_order = 0;
     char touched[256] = {0};
-    for (int b = 0; b < 256; b++) {
-        if (cob[b] < 0 || cob[b] >= num_classes) {
-            PyErr_SetString(PyExc_ValueError, "expand_state: class_of_byte out of range");
-            goto done;
-        }
-    }
     it = PyObject_GetIter(members);
     if (!it) goto done;
     while ((m = PyIter_Next(it))) {
@@ -394,13 +391,189 @@ done:
     Py_XDECREF(it);
     free(pc.v);
     free(pt.v);
+    return result;
+}
+
+/* expand_state(state, sets, acc, index, table, edges, class_of_byte, num_classes, eps, has_edges,
+ *              pending, final, memo, small_limit, max_states) -> None | int | False
+ *
+ * Writes the transition row of DFA state `state` into `table` (int32 [capacity, C], a row of
+ * -1 until expanded), numbering new target states as LazyDFA._state_of does: `index` maps a
+ * (frozenset, final reached) key to its state, `sets` / `acc` get the new state's members and
+ * acceptance appended.  The caller leaves room in `table` for num_classes more states.
+ * edges: list of lists of (lo, hi, target) byte ranges per NFA state; class_of_byte: int32
+ * [256]; eps: list of lists of epsilon targets; has_edges: list of bools; pending: dict of stub
+ * states; final: the accepting NFA state; memo: dict NFA state -> (frozenset, bool) closures.
+ * Returns None when the row is written; an int s >= 0: the pending stub met (build it, call
+ * again); -(s + 1): a closure past small_limit (compute it, call again); False: a new state
+ * would pass max_states (the row is not written).  Raises ValueError for malformed structures.
+ */
+static PyObject *expand_state(PyObject *self, PyObject *args) {
+    expand_args a;
+    PyObject *o_table, *o_cob;
+    Py_ssize_t state;
+    if (!PyArg_ParseTuple(args, "nO!O!O!OO!OnO!O!O!lO!nn", &state, &PyList_Type, &a.sets, &PyList_Type, &a.acc, &PyDict_Type,
+                          &a.index_map, &o_table, &PyList_Type, &a.edges, &o_cob, &a.num_classes, &PyList_Type, &a.eps, &PyList_Type,
+                          &a.has_edges, &PyDict_Type, &a.pending, &a.final, &PyDict_Type, &a.memo, &a.small_limit, &a.max_states)) {
+        return NULL;
+    }
+    if (state < 0 || state >= PyList_GET_SIZE(a.sets)) {
+        PyErr_SetString(PyExc_ValueError, "expand_state: state not discovered");
+        return NULL;
+    }
+    Py_buffer table_buf, cob_buf;
+    if (get_buffers(o_table, o_cob, &table_buf, &cob_buf, &a) < 0) return NULL;
+    PyObject *result;
+    if (a.capacity < PyList_GET_SIZE(a.sets) + a.num_classes) {
+        PyErr_SetString(PyExc_ValueError, "expand_state: the table must have room for num_classes more states");
+        result = NULL;
+    } else {
+        result = expand_one(state, &a);
+    }
     PyBuffer_Release(&cob_buf);
     PyBuffer_Release(&table_buf);
     return result;
 }
 
+/* expand_ahead(first, count, limit, sets, acc, index, table, edges, class_of_byte, num_classes,
+ *              eps, has_edges, pending, final, memo, small_limit, max_states) -> (int, object)
+ *
+ * expand_state over the discovered states first, first + 1, ... in discovery order (those
+ * already expanded are skipped), for at most `count` states, stopping before a state when
+ * len(sets) + num_classes passes `limit` or the table has no room for num_classes more states.
+ * Returns (s, got): s the first state not expanded; got None when it stopped for one of those
+ * reasons or ran out of discovered states, else what expand_state returned for s (a stub to
+ * build, a large closure to search, False for the state cap).  The caller's loop in
+ * LazyDFA.complete_ahead, one call per batch instead of one per state.
+ */
+static PyObject *expand_ahead(PyObject *self, PyObject *args) {
+    expand_args a;
+    PyObject *o_table, *o_cob;
+    Py_ssize_t first, count, limit;
+    if (!PyArg_ParseTuple(args, "nnnO!O!O!OO!OnO!O!O!lO!nn", &first, &count, &limit, &PyList_Type, &a.sets, &PyList_Type, &a.acc,
+                          &PyDict_Type, &a.index_map, &o_table, &PyList_Type, &a.edges, &o_cob, &a.num_classes, &PyList_Type,
+                          &a.eps, &PyList_Type, &a.has_edges, &PyDict_Type, &a.pending, &a.final, &PyDict_Type, &a.memo,
+                          &a.small_limit, &a.max_states)) {
+        return NULL;
+    }
+    if (first < 0 || count < 0) {
+        PyErr_SetString(PyExc_ValueError, "expand_ahead: first and count must not be negative");
+        return NULL;
+    }
+    Py_buffer table_buf, cob_buf;
+    if (get_buffers(o_table, o_cob, &table_buf, &cob_buf, &a) < 0) return NULL;
+    Py_ssize_t s = first;
+    PyObject *got = Py_None;
+    Py_INCREF(got);
+    for (Py_ssize_t done = 0; done < count && s < PyList_GET_SIZE(a.sets); s++) {
+        Py_ssize_t n = PyList_GET_SIZE(a.sets);
+        if (n + a.num_classes > limit || a.capacity < n + a.num_classes) break;
+        if (a.table[s * a.num_classes] >= 0) continue; /* expanded when a request reached it */
+        Py_DECREF(got);
+        got = expand_one(s, &a);
+        if (!got) break;
+        if (got != Py_None) break;
+        done++;
+    }
+    PyBuffer_Release(&cob_buf);
+    PyBuffer_Release(&table_buf);
+    if (!got) return NULL;
+    return Py_BuildValue("(nN)", s, got);
+}
+
+/* distances_to_accept(table, accepting, out) -> None
+ *
+ * Bytes in the shortest accepted continuation from each state of a complete transition table:
+ * table int32 [n, C] (every row expanded), accepting uint8/bool [n], out int64 [n] (written;
+ * states that reach no accepting one keep the value it holds).  A breadth-first search
+ * backwards from the accepting states over the reverse edges, grouped by target with a counting
+ * sort: O(n * C).  Raises ValueError for shapes that disagree or a target out of range.
+ */
+static PyObject *distances_to_accept(PyObject *self, PyObject *args) {
+    PyObject *o_table, *o_acc, *o_out;
+    Py_ssize_t n, C;
+    if (!PyArg_ParseTuple(args, "OnnOO", &o_table, &n, &C, &o_acc, &o_out)) return NULL;
+    Py_buffer tb, ab, ob;
+    if (PyObject_GetBuffer(o_table, &tb, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
+    if (PyObject_GetBuffer(o_acc, &ab, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&tb);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(o_out, &ob, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&ab);
+        PyBuffer_Release(&tb);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    int32_t *from = NULL, *start = NULL, *queue = NULL;
+    if (n < 0 || C < 1 || tb.itemsize != 4 || tb.len != n * C * 4 || ab.itemsize != 1 || ab.len != n || ob.itemsize != 8 ||
+        ob.len != n * 8) {
+        PyErr_SetString(PyExc_ValueError, "distances_to_accept: table int32 [n, C], accepting bool [n], out int64 [n]");
+        goto done;
+    }
+    const int32_t *table = (const int32_t *)tb.buf;
+    const uint8_t *acc = (const uint8_t *)ab.buf;
+    int64_t *dist = (int64_t *)ob.buf;
+    const Py_ssize_t m = n * C;
+    from = (int32_t *)malloc((size_t)(m ? m : 1) * sizeof(int32_t));
+    start = (int32_t *)calloc((size_t)n + 2, sizeof(int32_t));
+    queue = (int32_t *)malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    if (!from || !start || !queue) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        int32_t t = table[i];
+        if (t < 0 || t >= n) {
+            PyErr_SetString(PyExc_ValueError, "distances_to_accept: a target outside 0..n-1 (a row not expanded?)");
+            goto done;
+        }
+        start[t + 2]++;
+    }
+    for (Py_ssize_t t = 0; t < n; t++) start[t + 2] += start[t + 1];
+    for (Py_ssize_t i = 0; i < m; i++) from[start[table[i] + 1]++] = (int32_t)(i / C); /* start[t + 1] ends as t's end */
+    Py_ssize_t head = 0, tail = 0;
+    for (Py_ssize_t q = 0; q < n; q++) {
+        if (acc[q]) {
+            dist[q] = 0;
+            queue[tail++] = (int32_t)q;
+        }
+    }
+    char *seen = (char *)calloc((size_t)(n ? n : 1), 1);
+    if (!seen) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < tail; k++) seen[queue[k]] = 1;
+    if (n) seen[0] = 1; /* the dead state: never on a path */
+    while (head < tail) {
+        int32_t t = queue[head++];
+        for (int32_t j = start[t]; j < start[t + 1]; j++) {
+            int32_t p = from[j];
+            if (!seen[p]) {
+                seen[p] = 1;
+                dist[p] = dist[t] + 1;
+                queue[tail++] = p;
+            }
+        }
+    }
+    free(seen);
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    free(from);
+    free(start);
+    free(queue);
+    PyBuffer_Release(&ob);
+    PyBuffer_Release(&ab);
+    PyBuffer_Release(&tb);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"expand_state", expand_state, METH_VARARGS, "One lazy subset-construction step (see _lazy_expand.c)."},
+    {"expand_ahead", expand_ahead, METH_VARARGS, "expand_state over discovered states in order (see _lazy_expand.c)."},
+    {"distances_to_accept", distances_to_accept, METH_VARARGS, "Shortest accepted continuation per state (see _lazy_expand.c)."},
     {NULL, NULL, 0, NULL},
 };
 

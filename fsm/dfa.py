@@ -11,11 +11,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .errors import GrammarCompileError, GrammarTimeoutError
+
+_c_distances: Any
+try:  # the compiled breadth-first search (fsm/_lazy_expand.c); optional, see setup.py
+    from ._lazy_expand import distances_to_accept as _c_distances
+except ImportError:  # pragma: no cover - exercised when no C compiler was available at install
+    _c_distances = None
 
 if TYPE_CHECKING:
     from .nfa import NFA
@@ -411,18 +417,25 @@ def shortest_dfa(dfa: ByteDFA) -> int:
     return NO_PATH
 
 
-def distances_to_accept(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
+def distances_to_accept(table: np.ndarray, accepting: np.ndarray, *, use_compiled: bool = True) -> np.ndarray:
     """Bytes in the shortest accepted continuation from each state of a complete transition
     table: ``table`` ``int32 [n, C]`` (every row expanded, state 0 dead), ``accepting`` ``bool
     [n]``.  Returns ``int64 [n]``: 0 for accepting states, ``NO_PATH`` for states that reach no
-    accepting one (the dead state).  A breadth-first search backwards from the accepting states
-    over the distinct (state, successor) pairs.  Raises ``ValueError`` for shapes that disagree
-    or a row not expanded (negative)."""
+    accepting one (the dead state).  A breadth-first search backwards from the accepting states:
+    in C over the reverse edges grouped by a counting sort (``fsm/_lazy_expand.c``) where it is
+    built and ``use_compiled``, else in numpy over the distinct (state, successor) pairs; the
+    same result.  Raises ``ValueError`` for shapes that disagree or a row not expanded
+    (negative)."""
     n = table.shape[0]
     if table.ndim != 2 or accepting.shape != (n,):
         raise ValueError(f"table [n, C] and accepting [n] must agree, got {list(table.shape)} and {list(accepting.shape)}")
     if n and int(table.min()) < 0:
         raise ValueError("every row of the table must be expanded (no negative targets)")
+    if use_compiled and _c_distances is not None and n:
+        dist = np.full(n, NO_PATH, dtype=np.int64)
+        flat = np.ascontiguousarray(table, dtype=np.int32)  # [n, C]
+        _c_distances(flat, n, table.shape[1], np.ascontiguousarray(accepting, dtype=bool), dist)
+        return dist
     src = np.repeat(np.arange(n, dtype=np.int64), table.shape[1])  # [n*C]
     dst = table.reshape(-1).astype(np.int64)  # [n*C]
     pairs = np.unique(dst * n + src)  # distinct (successor, state) pairs, sorted by successor

@@ -17,10 +17,12 @@ from .nfa import NFABuilder, byte_ranges
 from .prune import prune
 
 _c_expand_state: Any
+_c_expand_ahead: Any
 try:  # the compiled expansion step (fsm/_lazy_expand.c); optional, see setup.py
+    from ._lazy_expand import expand_ahead as _c_expand_ahead
     from ._lazy_expand import expand_state as _c_expand_state
 except ImportError:  # pragma: no cover - exercised when no C compiler was available at install
-    _c_expand_state = None
+    _c_expand_state = _c_expand_ahead = None
 
 # ----------------------------------------------------------------------------- lazy determinization
 
@@ -29,6 +31,7 @@ SMALL_CLOSURE = 64  # closures up to this many NFA states skip the memoizing SCC
 # ... in the compiled step, up to this many: a depth-first search in C costs less than the
 # Python SCC search, which still takes the longer chains (each of their exits memoized at once)
 C_CLOSURE = 512
+AHEAD_BATCH = 64  # states per compiled call of complete_ahead between deadline checks
 
 
 class LazyDFA:
@@ -213,8 +216,11 @@ class LazyDFA:
         while s < len(self.sets):
             if time.perf_counter() > deadline or len(self.sets) + self.num_classes > limit:
                 return False
-            self.expand(s)
-            s += 1
+            if self.use_compiled and _c_expand_ahead is not None:
+                s = self._expand_batch(s, limit)
+            else:
+                self.expand(s)
+                s += 1
         n = len(self.sets)
         self.table = np.ascontiguousarray(self.table[:n])
         acc = np.array(self.acc, dtype=bool)
@@ -229,10 +235,30 @@ class LazyDFA:
         self._closures, self._nfa_dist, self._nfa_dist_n = {}, [], 0
         return True
 
+    def _expand_batch(self, first: int, limit: int) -> int:
+        """Expand up to :data:`AHEAD_BATCH` states from ``first`` on in one compiled call (the
+        fragments and large closures it meets built here in between, as :meth:`expand` does);
+        returns the first state not expanded."""
+        if self.table.shape[0] < len(self.sets) + self.num_classes:
+            self._grow(len(self.sets) + self.num_classes)
+        s, got = _c_expand_ahead(
+            first, AHEAD_BATCH, limit, self.sets, self.acc, self.index, self.table, self.edges, self.class_of_byte,
+            self.num_classes, self.eps, self.has_edges, self.builder.pending, self.final, self._closures, C_CLOSURE,
+            self.max_states,
+        )  # fmt: skip
+        if got is False:
+            raise GrammarCompileError(f"automaton exceeds max_states={self.max_states} DFA states")
+        if got is not None:
+            if got >= 0:
+                self._expand_stub(got)  # a fragment the closures reach: build it, go on in C
+            else:
+                self._closure_one(-got - 1)  # a large closure: the memoizing SCC search, go on in C
+        return s
+
     def _expand_stub(self, q: int) -> None:
         """Build the pending fragment at NFA state ``q`` and note which new states have byte edges."""
         self.builder.expand_stub(q)
-        self.has_edges.extend(bool(e) for e in self.edges[len(self.has_edges) :])
+        self.has_edges.extend(map(bool, self.edges[len(self.has_edges) :]))
 
     def _closure_small(self, seed: int) -> tuple[frozenset[int], bool] | None:
         """Closure of ``seed`` by a plain depth-first search (memoizing only ``seed``), or None

@@ -43,6 +43,19 @@ class NFA:
             self.budget.check_time()
         return n - 1
 
+    def new_block(self, k: int) -> int:
+        """``k`` new states at once (what ``k`` calls of :meth:`new` make, with the same checks);
+        returns the first one's id."""
+        first = len(self.eps)
+        self.eps.extend([[] for _ in range(k)])
+        self.edges.extend([[] for _ in range(k)])
+        n = first + k
+        if first >> 12 != n >> 12:
+            if n > self.budget.max_nfa_states:
+                raise GrammarCompileError(f"automaton exceeds max_nfa_states={self.budget.max_nfa_states} NFA states")
+            self.budget.check_time()
+        return first
+
 
 class NFABuilder:
     def __init__(self, budget: Budget, lazy: bool = False) -> None:
@@ -59,6 +72,7 @@ class NFABuilder:
         self._shortest: dict[int, int] = {}  # structural id -> shortest string's bytes
         self._worst: dict[int, int] = {}  # structural id -> worst_distance
         self._longest: dict[int, int] = {}  # structural id -> longest bound
+        self._chars: dict[Any, tuple[int, list[tuple[int, int, int, int]]]] = {}  # class ranges -> fragment
 
     def nullable(self, node: Node) -> bool:
         """Whether ``node`` matches the empty string (memoized by identity)."""
@@ -234,25 +248,12 @@ class NFABuilder:
                 cur = nxt
             return s, cur
         if isinstance(node, Chars):
-            # UTF-8 sequences with shared suffixes: one state per distinct remaining tail
-            # ("two continuation bytes left", ...) instead of a chain per sequence, as in RE2's
-            # and Rust regex-automata's UTF-8 suffix caches; fewer NFA states and fewer DFA
-            # states, same language
-            s, e = nfa.new(), nfa.new()
-            tails: dict[tuple[tuple[int, int], ...], int] = {}
-
-            def tail_state(rest: tuple[tuple[int, int], ...]) -> int:
-                q = tails.get(rest)
-                if q is None:
-                    q = nfa.new()
-                    nfa.edge(q, rest[0][0], rest[0][1], e if len(rest) == 1 else tail_state(rest[1:]))
-                    tails[rest] = q
-                return q
-
-            for sq in utf8_sequences(node.cs):
-                nfa.edge(s, sq[0][0], sq[0][1], e if len(sq) == 1 else tail_state(tuple(sq[1:])))
-            del tail_state  # it calls itself through its cell: a reference cycle left to the collector otherwise
-            return s, e
+            k, local = self._chars_fragment(node.cs)
+            s = nfa.new_block(k)
+            edges = nfa.edges
+            for a, lo, hi, b in local:
+                edges[s + a].append((lo, hi, s + b))
+            return s, s + 1
         if isinstance(node, Seq):
             if not node.items:
                 s = nfa.new()
@@ -286,6 +287,35 @@ class NFABuilder:
         if isinstance(node, (Anchor, Look)):
             raise GrammarCompileError("regex IR still contains an anchor; resolve anchors before compiling")
         raise TypeError(f"not a regex IR node: {node!r}")
+
+    def _chars_fragment(self, cs: CharSet) -> tuple[int, list[tuple[int, int, int, int]]]:
+        """The fragment of a character class in local state ids (0 enters, 1 exits): (states,
+        edges ``(from, lo, hi, to)``), made once per class and copied by :meth:`build`.  UTF-8
+        sequences with shared suffixes: one state per distinct remaining tail ("two
+        continuation bytes left", ...) instead of a chain per sequence, as in RE2's and Rust
+        regex-automata's UTF-8 suffix caches; fewer NFA and DFA states, same language."""
+        got = self._chars.get(cs.ranges)
+        if got is not None:
+            return got
+        local: list[tuple[int, int, int, int]] = []
+        tails: dict[tuple[tuple[int, int], ...], int] = {}  # remaining byte ranges -> their state
+        count = 2
+        for sq in utf8_sequences(cs):
+            target = 1
+            for i in range(len(sq) - 1, 0, -1):  # the continuation tails, innermost first
+                rest = tuple(sq[i:])
+                q = tails.get(rest)
+                if q is None:
+                    q = tails[rest] = count
+                    count += 1
+                    local.append((q, sq[i][0], sq[i][1], target))
+                target = q
+            local.append((0, sq[0][0], sq[0][1], target))
+        for _a, lo, hi, _b in local:
+            self.nfa.bounds.add(lo)
+            self.nfa.bounds.add(hi + 1)
+        got = self._chars[cs.ranges] = (count, local)
+        return got
 
     def build_members(self, node: Members) -> tuple[int, int]:
         """Junction construction: J(i, F) / J(i, T) = before member i with nothing / something

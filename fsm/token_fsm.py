@@ -127,7 +127,11 @@ class TokenFSM:
     def can_continue(self, state: int) -> bool:
         """Whether some non-empty byte string leads on from ``state`` (False: only EOS, if
         accepting, is left).  Pure query."""
-        return any(t != DEAD for t in self._byte_row(state))
+        dfa = self.dfa
+        if dfa.complete:
+            return bool((dfa.table[state] != DEAD).any())
+        with self._lock:
+            return bool((dfa.expand(state) != DEAD).any())
 
     def _byte_row(self, state: int) -> list[int]:
         with self._lock:
@@ -149,11 +153,14 @@ class TokenFSM:
             return -1
         origin = state
         dfa = self.dfa
-        if dfa.complete and _c_walk_bytes is not None:  # every row is in the table: one compiled walk
-            state = _c_walk_bytes(dfa.table, dfa.num_classes, dfa.class_of_byte, state, data)
-            if state == DEAD:
+        got = -1
+        if _c_walk_bytes is not None:  # one compiled walk over the table, when it meets no unexpanded state
+            got = _c_walk_bytes(dfa.table, dfa.num_classes, dfa.class_of_byte, state, data)
+            if got == DEAD:
                 return -1
-        else:
+        if got >= 0:
+            state = got
+        else:  # a state on the way is not expanded yet (never in a complete table)
             rows = self._byte_rows
             for b in data:
                 row = rows.get(state)
@@ -176,11 +183,12 @@ class TokenFSM:
         far less than the mask row of the state before the prefix; over a complete table, one
         compiled scan of the run.  Pure query."""
         dfa = self.dfa
-        if dfa.complete and _c_any_live is not None:
+        if _c_any_live is not None:
             flat, offsets = self.vocab.sorted_flat
             got = _c_any_live(dfa.table, dfa.num_classes, dfa.class_of_byte, state, skip, flat, offsets, lo, hi)
-            assert got >= 0, "a complete table has no unexpanded state"
-            return bool(got)
+            if got >= 0:
+                return bool(got)
+            assert not dfa.complete, "a complete table has no unexpanded state"
         sorted_bytes = self.vocab.sorted_order[1]
         i = lo
         while i < hi:

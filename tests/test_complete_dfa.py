@@ -108,15 +108,57 @@ def test_the_whole_expansion_stops_short_of_the_state_cap() -> None:
     assert dfa.accepts(b"ba" + b"b" * 9) and dfa.accepts(b"a" * 10) and not dfa.accepts(b"b" * 11)
 
 
-def test_distances_of_a_table() -> None:
+@pytest.mark.parametrize("use_compiled", [True, False], ids=["compiled", "numpy"])
+def test_distances_of_a_table(use_compiled: bool) -> None:
     """Backward breadth-first distances on a hand-made table; bad tables are named."""
     table = np.array([[0, 0], [2, 0], [3, 1], [3, 3]], dtype=np.int32)
     acc = np.array([False, False, False, True])
-    assert distances_to_accept(table, acc).tolist() == [NO_PATH, 2, 1, 0]
+    assert distances_to_accept(table, acc, use_compiled=use_compiled).tolist() == [NO_PATH, 2, 1, 0]
     with pytest.raises(ValueError, match="expanded"):
-        distances_to_accept(np.array([[0, 0], [-1, 1]], dtype=np.int32), np.array([False, True]))
+        distances_to_accept(np.array([[0, 0], [-1, 1]], dtype=np.int32), np.array([False, True]), use_compiled=use_compiled)
     with pytest.raises(ValueError, match="agree"):
-        distances_to_accept(table, acc[:2])
+        distances_to_accept(table, acc[:2], use_compiled=use_compiled)
+
+
+def test_compiled_distances_equal_the_numpy_search() -> None:
+    """The C search and the numpy one agree on random tables (states that reach no accepting
+    one included) and on a real automaton's table."""
+    rng = np.random.default_rng(0)
+    for n, c in ((1, 1), (2, 3), (50, 4), (400, 17)):
+        table = rng.integers(0, n, size=(n, c), dtype=np.int32)
+        table[0] = 0
+        acc = rng.random(n) < 0.05
+        acc[0] = False
+        assert np.array_equal(distances_to_accept(table, acc), distances_to_accept(table, acc, use_compiled=False))
+    dfa = compile_lazy(schema_to_ir(CASES[0], SchemaOptions())[0])
+    assert dfa.complete_ahead(float("inf"), 1 << 24)
+    acc = np.array(dfa.acc if dfa.acc is not None else [dfa.is_accepting(s) for s in range(dfa.num_states)], dtype=bool)
+    assert np.array_equal(distances_to_accept(dfa.table, acc), distances_to_accept(dfa.table, acc, use_compiled=False))
+
+
+@pytest.mark.parametrize("case", CASES, ids=["object", "array", "regex"])
+def test_the_compiled_whole_expansion_builds_the_python_table(case: object) -> None:
+    """``complete_ahead`` in batches of compiled steps builds the automaton the Python subset
+    construction builds one state at a time: the same states up to numbering (an isomorphism
+    from the initial state, class by class), acceptance and distances."""
+    node = regex_to_ir(case) if isinstance(case, str) else schema_to_ir(case, SchemaOptions())[0]
+    compiled, python = compile_lazy(node), compile_lazy(node)
+    python.use_compiled = False
+    assert compiled.complete_ahead(float("inf"), 1 << 24) and python.complete_ahead(float("inf"), 1 << 24)
+    assert compiled.table.shape == python.table.shape
+    to_python = {0: 0, 1: 1}
+    todo = [1]
+    while todo:
+        s = todo.pop()
+        p = to_python[s]
+        assert compiled.is_accepting(s) == python.is_accepting(p)
+        assert compiled.distance_to_accept(s) == python.distance_to_accept(p)
+        for a, b in zip(compiled.table[s].tolist(), python.table[p].tolist()):
+            if a not in to_python:
+                to_python[a] = b
+                todo.append(a)
+            assert to_python[a] == b
+    assert len(to_python) == compiled.num_states == len(set(to_python.values()))
 
 
 def test_a_negative_table_limit_is_named(gpt2_vocab: Vocabulary) -> None:
@@ -184,3 +226,48 @@ def test_compiled_back_off_question_matches_the_walk(case: object, gpt2_vocab: V
     monkeypatch.setattr(token_fsm, "_c_any_live", None)  # the byte-by-byte walk
     assert compiled == [full.extension_allowed(*a) for a in asks]
     assert len(asks) > 20 and any(compiled) and not all(compiled)
+
+
+@pytest.mark.parametrize("case", CASES, ids=["object", "array", "regex"])
+def test_compiled_walks_over_a_lazy_table_match_the_byte_walk(
+    case: object, gpt2_vocab: Vocabulary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On an automaton still lazy, ``next_state`` and ``extension_allowed`` walk the expanded
+    part of the table in C and fall back to the expanding walk at a state not expanded yet:
+    along random token paths, step by step, they answer as the byte-by-byte walk of a second
+    lazy copy (expanded in the same order, so its state ids agree)."""
+    import structgen.fsm.token_fsm as token_fsm
+
+    if token_fsm._c_walk_bytes is None or token_fsm._c_any_live is None:
+        pytest.skip("the compiled walk is not built")
+    lazy = _fsm(case, gpt2_vocab)
+    ref = _copy(lazy, gpt2_vocab)
+    sorted_bytes = gpt2_vocab.sorted_order[1]
+    rng = random.Random(2)
+
+    def ask(fsm: TokenFSM, state: int, tok: int) -> tuple[int, bool | None]:
+        data = gpt2_vocab.token_bytes[tok]
+        lo = bisect.bisect_right(sorted_bytes, data)
+        hi = bisect.bisect_left(sorted_bytes, data + b"\xff\xff\xff\xff")
+        nxt = fsm.next_state(state, tok)
+        return nxt, fsm.extension_allowed(nxt, len(data), lo, hi) if nxt > 0 else None
+
+    got = []
+    for _ in range(6):
+        state = lazy.initial
+        for _step in range(30):
+            allowed = [t for t in lazy.allowed_token_ids(state).tolist() if t not in gpt2_vocab.special_ids]
+            if not allowed:
+                break
+            assert ref.allowed_token_ids(state).tolist() == lazy.allowed_token_ids(state).tolist()
+            tok = rng.choice(allowed + rng.sample(range(gpt2_vocab.size), 3))  # some tokens the state refuses
+            answer = ask(lazy, state, tok)
+            with monkeypatch.context() as m:  # the byte-by-byte walk
+                m.setattr(token_fsm, "_c_walk_bytes", None)
+                m.setattr(token_fsm, "_c_any_live", None)
+                assert ask(ref, state, tok) == answer
+            got.append(answer)
+            if answer[0] > 0 and tok in allowed:
+                state = answer[0]
+    assert not lazy.dfa.complete
+    assert any(n == -1 for n, _ in got) and any(n > 0 for n, _ in got)

@@ -141,3 +141,45 @@ def test_expand_state_writes_the_row_hands_back_what_it_cannot_do_and_rejects_ba
         call(d, edges=bad_edges)
     with pytest.raises(ValueError, match="outside the automaton"):
         call(d, sets=[*d.sets[:-1], frozenset({len(d.edges) + 5})], state=len(d.sets) - 1)
+
+
+def test_expand_ahead_runs_the_step_over_discovered_states_and_stops_where_told() -> None:
+    """``expand_ahead`` expands discovered states in order, skips those already expanded,
+    stops at ``count``, at ``limit`` and when the table has no room, hands back what
+    ``expand_state`` cannot do with the state it stopped at, and rejects a negative count."""
+    from structgen.fsm._lazy_expand import expand_ahead
+
+    def call(d: LazyDFA, first: int, count: int, limit: int, **over: object) -> object:
+        args = {
+            "first": first, "count": count, "limit": limit, "sets": d.sets, "acc": d.acc, "index": d.index,
+            "table": d.table, "edges": d.edges, "class_of_byte": d.class_of_byte, "num_classes": d.num_classes,
+            "eps": d.eps, "has_edges": d.has_edges, "pending": d.builder.pending, "final": d.final, "memo": d._closures,
+            "small_limit": 64, "max_states": 1000,
+        }  # fmt: skip
+        args.update(over)
+        return expand_ahead(*args.values())
+
+    d = compile_lazy(regex_to_ir("(?:a|bc){0,5}d"))
+    d.build_fragments(time.perf_counter() + 60)
+    d._grow(256)
+    p = compile_lazy(regex_to_ir("(?:a|bc){0,5}d"))
+    p.use_compiled = False
+    assert call(d, 1, 1, 10_000) == (2, None) and int(d.table[1].min()) >= 0  # one state, then the count
+    s, got = call(d, 2, 10_000, 10_000)
+    assert got is None and s == d.num_states  # every discovered state, in order
+    q = 1
+    while q < p.num_states:
+        p.expand(q)
+        q += 1
+    assert d.num_states == p.num_states and all(d.is_accepting(q) == p.is_accepting(q) for q in range(d.num_states))
+    assert call(d, 1, 10_000, 10_000) == (d.num_states, None)  # all expanded: nothing to do
+    fresh = compile_lazy(regex_to_ir("(?:a|bc){0,5}d"))
+    fresh.build_fragments(time.perf_counter() + 60)
+    fresh._grow(256)
+    assert call(fresh, 1, 10_000, 2 + fresh.num_classes - 1) == (1, None)  # past the limit before the first
+    small = compile_lazy(regex_to_ir("(?:a|bc){0,5}d"))
+    small.build_fragments(time.perf_counter() + 60)
+    assert call(small, 1, 10_000, 10_000, table=np.full((2, small.num_classes), -1, dtype=np.int32)) == (1, None)  # no room
+    assert call(fresh, 1, 10_000, 10_000, max_states=2)[1] is False
+    with pytest.raises(ValueError, match="negative"):
+        call(fresh, 1, -1, 10_000)
