@@ -596,15 +596,22 @@ def _worker_compile(constraint: Constraint) -> tuple[bytes | BaseException, floa
     # through all of it (the grammar is dropped by reference counting once shipped)
     with GC_PAUSE.paused() if _WORKER.config.pause_gc else contextlib.nullcontext():
         try:
-            fsm = _WORKER.compile(constraint)
-            # so the engine and its row worker need not build them
-            fsm.build_fragments(time.perf_counter() + FRAGMENT_BUDGET_S, FRAGMENT_MAX_NFA_STATES)
-            fsm.complete_dfa(time.perf_counter() + COMPLETE_BUDGET_S, COMPLETE_MAX_ENTRIES)
-            state = _state_without_vocab(fsm)
-            out: bytes | BaseException = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+            out: bytes | BaseException = ship_blob(_WORKER.compile(constraint))
         except (ConstraintError, GrammarCompileError) as e:
             out = e
     return out, time.perf_counter() - t0
+
+
+def ship_blob(fsm: TokenFSM) -> bytes:
+    """What a compile process sends for a freshly compiled ``fsm``: its NFA fragments built
+    (``FRAGMENT_BUDGET_S``, ``FRAGMENT_MAX_NFA_STATES``) and its automaton expanded whole where
+    that fits (``COMPLETE_BUDGET_S``, ``COMPLETE_MAX_ENTRIES``), so the engine and its row
+    worker expand nothing, then pickled without the vocabulary (the receiver has it).  Mutates
+    ``fsm`` (same language, same state ids).  Raises ``GrammarCompileError`` as a compile
+    does (a state cap met while building fragments)."""
+    fsm.build_fragments(time.perf_counter() + FRAGMENT_BUDGET_S, FRAGMENT_MAX_NFA_STATES)
+    fsm.complete_dfa(time.perf_counter() + COMPLETE_BUDGET_S, COMPLETE_MAX_ENTRIES)
+    return pickle.dumps(_state_without_vocab(fsm), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _worker_ping(seconds: float) -> int:
