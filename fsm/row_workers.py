@@ -26,6 +26,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import pickle
+import queue
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -252,7 +253,8 @@ def _worker_main(conn: Connection) -> None:
     then ``("load", key, blob)`` keeps a grammar; ``("rows", [(key, path,
     states), ...])`` replays each path on the worker's copy (engine state → its own) and
     answers, per item, the rows of ``states`` as bytes (None when the grammar is not held or
-    the walk raised); ``("stop",)`` ends it."""
+    the walk raised); ``("stop",)`` ends it.  A reader thread (:func:`_read_all`) takes every
+    message off the pipe as it arrives."""
     vocab: Vocabulary = pickle.loads(conn.recv_bytes())
     vocab.prepare()
     fsms: OrderedDict[str, tuple[TokenFSM, dict[int, int]]] = OrderedDict()
@@ -262,12 +264,11 @@ def _worker_main(conn: Connection) -> None:
     # and it stays on for the small cycles expansions leave behind (see fsm.compiler.GcPause)
     gc.collect()
     gc.freeze()
+    inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    threading.Thread(target=_read_all, args=(conn, inbox), daemon=True).start()
     conn.send("ready")
     while True:
-        try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            return
+        msg = inbox.get()
         if msg[0] == "stop":
             return
         if msg[0] == "load":
@@ -282,6 +283,23 @@ def _worker_main(conn: Connection) -> None:
             gc.freeze()
             continue
         conn.send([_rows(fsms, key, path, states) for key, path, states in msg[1]])
+
+
+def _read_all(conn: Connection, inbox: queue.SimpleQueue[Any]) -> None:
+    """A row worker's reader thread: every message into ``inbox`` as it arrives (a closed
+    pipe reads as ``("stop",)``), so the engine's sends never wait on this worker's own send.
+    The engine writes new grammars from the thread that collects compile results while its
+    loop thread reads answers only at the sample: a worker that read only between answers
+    could block on sending a large answer while the engine blocks on sending it a grammar,
+    and the loop thread then waits behind that send (a deadlock)."""
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            msg = ("stop",)
+        inbox.put(msg)
+        if msg[0] == "stop":
+            return
 
 
 def _rows(

@@ -189,3 +189,41 @@ def test_rows_asked_early_are_collected_at_fill(compiler: GrammarCompiler, gpt2_
     assert fill_rows([(fsm, states[-1])]) == asked
     for s, ls in zip(states, local_states):
         assert fsm.has_row(s) and np.array_equal(fsm.mask_row(s), local.mask_row(ls))
+
+
+def test_a_grammar_loads_while_a_large_answer_waits_to_be_read(gpt2_vocab: Vocabulary) -> None:
+    """The engine may send a worker a new grammar (hundreds of KB, from the compile results'
+    thread) while that worker's answer to an earlier ask (many rows) waits for the engine
+    thread to read it: the load completes at once and the answer is collected afterwards. A
+    worker that only read between answers deadlocked here (both sides writing a full pipe,
+    the engine thread waiting behind the load for the worker's send lock)."""
+    import threading
+
+    from structgen.fsm.compiler import ship_blob
+    from structgen.fsm.row_workers import RowWorkers
+
+    big = {"type": "object", "properties": {f"field_{i}": {"type": "string", "maxLength": 40} for i in range(12)}}
+    text = json.dumps({f"field_{i}": f"value {i} " + "lorem ipsum dolor sit amet" for i in range(12)})
+    workers = RowWorkers(gpt2_vocab, 1)
+    workers.start()
+    try:
+        comp = GrammarCompiler(gpt2_vocab, CompilerConfig(cache_size=0))
+        first = comp.compile(Constraint.json_schema(big))
+        workers.attach(first, "first", ship_blob(comp.compile(Constraint.json_schema(big))))
+        cur = first.cursor()
+        states = []
+        for tok in _ids(gpt2_vocab, text):
+            cur.advance(tok)
+            states.append(cur.state)
+        assert workers.request([(first, s) for s in states]) >= 100  # an answer of ≥ 100 rows: more than a socket holds
+        second = comp.compile(Constraint.json_schema(big))
+        blob = ship_blob(comp.compile(Constraint.json_schema(big)))
+        assert len(blob) > 1 << 20
+        loader = threading.Thread(target=workers.attach, args=(second, "second", blob), daemon=True)
+        loader.start()
+        loader.join(timeout=20)
+        assert not loader.is_alive(), "the load waited for the engine to read the worker's answer"
+        assert workers.fill([(first, s) for s in states]) >= 100
+        assert all(first.has_row(s) for s in states) and second.row_source is not None
+    finally:
+        workers.close()
