@@ -233,3 +233,28 @@ def test_worker_processes_auto_follows_the_device_and_cores() -> None:
     assert worker_processes("3", "2", "auto") == {"processes": 3, "row_processes": 2}
     with pytest.raises(ValueError, match="--compile-processes 'many'"):
         worker_processes("many", "auto", "cpu")
+
+
+@pytest.mark.parametrize("pause_gc", [True, False])
+def test_a_conformance_worker_freezes_the_heap_as_the_engine_does(pause_gc: bool) -> None:
+    """With the collector handled as the engine handles it (the default), a conformance worker
+    moves its start-up heap (vocabulary, anchors) out of the collector's passes, and again
+    after each compile, so the timed token walks pay no full collection over the vocabulary;
+    with ``--no-pause-gc`` it leaves the collector as Python has it."""
+    import gc
+
+    from structgen.bench import conformance
+    from structgen.bench.conformance_items import Item
+
+    gc.unfreeze()
+    try:
+        conformance._init_worker(GPT2_DIR, 10.0, 50_000, 1, pause_gc=pause_gc)
+        after_start = gc.get_freeze_count()
+        assert (after_start > 0) == pause_gc
+        item = Item("maskbench", "k", {"type": "object", "properties": {"k": {"type": "integer"}}}, [({"k": 1}, True)])
+        res = conformance.run_ours(item)
+        assert res.outcome == "compiled" and res.passing
+        assert (gc.get_freeze_count() > after_start) == pause_gc
+    finally:
+        gc.unfreeze()
+        conformance._STATE.clear()

@@ -80,7 +80,9 @@ def add_bench(sub: Any) -> None:
         "--no-pause-gc",
         dest="pause_gc",
         action="store_false",
-        help="leave the garbage collector on during compiles (CompilerConfig.pause_gc=False; for A/B runs)",
+        help="the garbage collector as Python has it: on during compiles (CompilerConfig.pause_gc=False) and the heap never "
+        "frozen (default: paused during compiles, the heap frozen after start-up and when a grammar starts serving, as the "
+        "engine has it; for A/B runs)",
     )
     conf.add_argument(
         "--anchors",

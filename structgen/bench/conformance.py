@@ -16,6 +16,7 @@ first visit) and on a second walk (warm).
 
 from __future__ import annotations
 
+import gc
 import json
 import multiprocessing as mp
 import os
@@ -131,7 +132,11 @@ def _init_worker(
         ),
         samples=samples,
         timeout_s=timeout_s,
+        gc_freeze=pause_gc,
     )
+    if pause_gc:  # the engine's start-up: the vocabulary and the anchors out of the collector's passes
+        gc.collect()
+        gc.freeze()
 
 
 class _HardTimeout(BaseException):
@@ -220,6 +225,8 @@ def run_ours(item: Item) -> ItemResult:
         res.outcome = "compiled"
         res.states = fsm.num_states
         res.rows_complete = fsm.rows_complete
+        if _STATE["gc_freeze"]:
+            gc.freeze()  # as the engine does when a grammar starts serving (GrammarManager)
         try:
             check(item, fsm, options, res)
         except GrammarCompileError as e:  # a cap reached while walking (lazy expansion)
@@ -309,7 +316,9 @@ def run(
     ``precompute_states``: :class:`~structgen.fsm.compiler.CompilerConfig`'s (rows computed
     in the compile, so within the first-mask time; 0 = lazy rows, computed on the first
     walk); ``precompute_budget_s``: its time limit per compile (s, None: ``timeout_s``);
-    ``pause_gc``: its garbage-collector pause during compiles; ``anchors``: llguidance /
+    ``pause_gc``: its garbage-collector pause during compiles, and the heap frozen out of the
+    collector after a worker's start-up and after each compile, as the engine freezes it (so
+    the token walks pay no full collection over the vocabulary); ``anchors``: llguidance /
     xgrammar run on the same schemas and instances (:mod:`.conformance_anchors`).
     Raises ``ValueError`` for bad limits or an unknown anchor (before any worker starts) and
     ``FileNotFoundError`` when no suite folder holds schemas."""
