@@ -536,6 +536,7 @@ class LazyDFA:
         self.builder.__dict__.setdefault("_shortest", {})
         self.builder.__dict__.setdefault("_worst", {})
         self.builder.__dict__.setdefault("_longest", {})
+        self.builder.__dict__.setdefault("_chars", {})  # pickles from before the class fragment templates
 
 
 def compile_lazy(node: Node, budget: Budget | None = None) -> LazyDFA:

@@ -180,8 +180,9 @@ class TokenFSM:
         the state after that prefix: the question jump-forward's back-off asks of the tokens
         that strictly extend the last forced token.  Walks only the live part of that
         range, a dead byte skipping every string that shares the prefix up to it, so it costs
-        far less than the mask row of the state before the prefix; over a complete table, one
-        compiled scan of the run.  Pure query."""
+        far less than the mask row of the state before the prefix; one compiled scan of the run
+        over the table, walked here instead when it meets a state not expanded yet (never in a
+        complete table).  Pure query."""
         dfa = self.dfa
         if _c_any_live is not None:
             flat, offsets = self.vocab.sorted_flat
