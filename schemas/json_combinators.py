@@ -21,12 +21,20 @@ def convert_all_of(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
     items = schema["allOf"]
     if not isinstance(items, list) or not items:
         raise SchemaError("allOf must be a non-empty array", keyword="allOf", pointer=ptr)
+    # merged once per schema object: the merge builds new schemas, and a schema with one
+    # identity hits the conversion memo wherever the same object is reached again (a ``$ref``
+    # target under many ``oneOf`` branches would otherwise be merged and converted anew each time)
+    merged, residue, inlined = cv.rewritten(schema, "allOf-merged", lambda: _merged(cv, schema, items, ptr))
+    return _intersect(cv, merged, residue, ptr, list(inlined))
+
+
+def _merged(cv: Converter, schema: dict[str, Any], items: list[Any], ptr: str) -> tuple[Any, list[Any], tuple[str, ...]]:
     rest = {k: v for k, v in schema.items() if k != "allOf"}
     parts: list[Any] = [rest] if any(k in CONSTRAINTS for k in rest) else []
     parts.extend(items)
     inlined: list[str] = []
     merged, residue = merge_all(cv, parts, ptr + "/allOf", inlined)
-    return _intersect(cv, merged, residue, ptr, inlined)
+    return merged, residue, tuple(inlined)
 
 
 def _intersect(cv: Converter, merged: Any, residue: list[Any], ptr: str, inlined: list[str]) -> Node:

@@ -98,6 +98,9 @@ class Converter:
         self.any_cache: dict[int, Node] = {}
         self.minus_cache: dict[tuple[object, ...], Node] = {}
         self.memo: dict[tuple[object, ...], Node] = {}
+        self._reach: dict[int, frozenset[str] | None] = {}  # id(schema) -> reachable_refs
+        self._direct: dict[int, frozenset[str] | None] = {}  # id(schema or list) -> its written $ref targets
+        self._targets: dict[str, Any] = {}  # $ref target pointer -> its schema
         self._keep: list[Any] = []  # schema objects whose ids key the memo
         self.check: Callable[[], None] | None = None
         self.calls = 0
@@ -227,8 +230,9 @@ class Converter:
             self.check()
         if not isinstance(schema, dict):
             return self._convert(schema, ptr)
-        depths = frozenset(kv for kv in self.ref_depth.items() if kv[1])
-        inlined = frozenset(kv for kv in self.inline_depth.items() if kv[1])
+        reach = self.reachable_refs(schema)  # the unrolling of other targets cannot change this result
+        depths = frozenset(kv for kv in self.ref_depth.items() if kv[1] and (reach is None or kv[0] in reach))
+        inlined = frozenset(kv for kv in self.inline_depth.items() if kv[1] and (reach is None or kv[0] in reach))
         key = (id(schema), depths, inlined, self.opt, self.key_order)
         got = self.memo.get(key)
         if got is None:
@@ -236,6 +240,58 @@ class Converter:
             self.memo[key] = got
             self._keep.append(schema)
         return got
+
+    def reachable_refs(self, schema: Any) -> frozenset[str] | None:
+        """The pointers of the ``$ref`` targets ``schema`` can reach, following ``$ref``s
+        (memoized per object); None when unknown (a reference that does not resolve, a dynamic
+        one): then every target counts."""
+        got = self._reach.get(id(schema), False)
+        if got is not False:
+            return got  # type: ignore[return-value]
+        direct = self._direct_refs(schema)
+        out: frozenset[str] | None = None
+        if direct is not None:
+            seen, todo = set(direct), list(direct)
+            while todo and out is None:
+                inner = self._direct_refs(self._targets[todo.pop()])
+                if inner is None:
+                    break
+                for t in inner - seen:
+                    seen.add(t)
+                    todo.append(t)
+            else:
+                out = frozenset(seen)
+        self._reach[id(schema)] = out
+        self._keep.append(schema)
+        return out
+
+    def _direct_refs(self, schema: Any) -> frozenset[str] | None:
+        """The ``$ref`` targets written inside ``schema`` (not followed; memoized per object),
+        None when one does not resolve or a dynamic reference is met."""
+        if not isinstance(schema, (dict, list)):
+            return frozenset()
+        got = self._direct.get(id(schema), False)
+        if got is not False:
+            return got  # type: ignore[return-value]
+        found: set[str] | None = set()
+        if isinstance(schema, dict) and ("$dynamicRef" in schema or "$recursiveRef" in schema):
+            found = None
+        elif isinstance(schema, dict) and isinstance(schema.get("$ref"), str):
+            try:
+                target, target_ptr = self.resolve_ref(schema["$ref"], "#", schema)
+                self._targets[target_ptr] = target
+                found = {target_ptr}
+            except SchemaError:
+                found = None
+        for value in schema.values() if isinstance(schema, dict) else schema:
+            if found is None:
+                break
+            inner = self._direct_refs(value)
+            found = None if inner is None else found | inner
+        out = None if found is None else frozenset(found)
+        self._direct[id(schema)] = out
+        self._keep.append(schema)
+        return out
 
     def _convert(self, schema: Any, ptr: str) -> Node:
         if schema is True:
@@ -290,8 +346,8 @@ class Converter:
             raise RecursionLimit(ptr)
         self.ref_depth[target_ptr] = depth + 1
         try:
-            if rest:
-                return self.convert({"allOf": [target, rest]}, ptr)
+            if rest:  # one identity per schema object, so the conversion memo holds for it
+                return self.convert(self.rewritten(schema, "ref-siblings", lambda: {"allOf": [target, rest]}), ptr)
             return self.convert(target, target_ptr)
         finally:
             self.ref_depth[target_ptr] = depth

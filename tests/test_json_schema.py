@@ -618,3 +618,32 @@ def test_unevaluated_that_depends_on_a_branch_is_refused_by_name() -> None:
     draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"a": {}}, "unevaluatedProperties": False}
     wide = SchemaOptions(allow_undeclared_properties=True)
     assert compile_lazy(schema_to_ir(draft7, wide)[0]).accepts(b'{"b": 1}')  # not a draft-7 keyword: nothing to enforce
+
+
+def test_a_ref_target_converts_once_whatever_unrelated_refs_are_being_unrolled() -> None:
+    """The conversion memo ignores the unrolling depth of ``$ref`` targets a schema cannot
+    reach: a leaf reached through two different references is converted once (one IR object),
+    while a recursive target still sees its own depth; ``reachable_refs`` follows ``$ref``s,
+    and a reference that does not resolve makes every target count."""
+    from structgen.schemas.json_schema import ConversionReport, Converter
+
+    root = {
+        "$defs": {
+            "a": {"type": "object", "properties": {"x": {"$ref": "#/$defs/leaf"}}},
+            "b": {"type": "array", "items": {"$ref": "#/$defs/leaf"}, "maxItems": 2},
+            "leaf": {"type": "string", "pattern": "^[a-z]+$"},
+            "tree": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/tree"}}}},
+        },
+        "anyOf": [{"$ref": "#/$defs/a"}, {"$ref": "#/$defs/b"}, {"$ref": "#/$defs/tree"}],
+    }
+    cv = Converter(root, SchemaOptions(), ConversionReport())
+    cv.convert(root, "#")
+    leaf, tree = root["$defs"]["leaf"], root["$defs"]["tree"]
+    assert len([k for k in cv.memo if k[0] == id(leaf)]) == 1
+    assert len([k for k in cv.memo if k[0] == id(tree)]) > 1  # one per unrolling depth of itself
+    assert cv.reachable_refs(root["$defs"]["a"]) == frozenset({"#/$defs/leaf"})
+    assert cv.reachable_refs(tree) == frozenset({"#/$defs/tree"})
+    assert cv.reachable_refs({"$ref": "#/$defs/nowhere"}) is None
+    dfa = compile_lazy(schema_to_ir(root, SchemaOptions())[0])
+    assert dfa.accepts(b'{"x": "ab"}') and dfa.accepts(b'["ab", "cd"]') and dfa.accepts(b'{"kids": [{"kids": []}]}')
+    assert not dfa.accepts(b'["AB"]') and not dfa.accepts(b'["a", "b", "c"]')
