@@ -792,8 +792,8 @@ static long walk_table(const int32_t *table, Py_ssize_t cells, long num_classes,
  * data:          the bytes to walk (a token's spelling)
  *
  * Returns the state after `data`, 0 when it dies on the way, or -1 - s when it meets the
- * unexpanded state s (the caller expands s and walks the rest itself).  Raises ValueError on
- * out-of-range data.  The per-token step of a cursor's advance over a complete automaton.
+ * unexpanded state s (the caller walks the bytes itself, expanding as it goes).  Raises
+ * ValueError on out-of-range data.  The per-token step of a cursor's advance.
  */
 static PyObject *walk_bytes(PyObject *self, PyObject *args) {
     PyObject *o_table, *o_cob;
@@ -837,7 +837,7 @@ static PyObject *walk_bytes(PyObject *self, PyObject *args) {
  * the dead state, 0 when none does, -1 - s at an unexpanded state s (the caller falls back).
  * A string that dies at byte k takes with it the strings after it that share its first k + 1
  * bytes (sorted order keeps them together).  Jump-forward's back-off question (does a token
- * extending the last forced one stay live?) over a complete automaton.  Raises ValueError on
+ * extending the last forced one stay live?).  Raises ValueError on
  * out-of-range data.
  */
 static PyObject *any_live(PyObject *self, PyObject *args) {

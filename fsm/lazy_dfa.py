@@ -239,20 +239,14 @@ class LazyDFA:
         """Expand up to :data:`AHEAD_BATCH` states from ``first`` on in one compiled call (the
         fragments and large closures it meets built here in between, as :meth:`expand` does);
         returns the first state not expanded."""
-        if self.table.shape[0] < len(self.sets) + self.num_classes:
-            self._grow(len(self.sets) + self.num_classes)
+        self._make_room()
         s, got = _c_expand_ahead(
             first, AHEAD_BATCH, limit, self.sets, self.acc, self.index, self.table, self.edges, self.class_of_byte,
             self.num_classes, self.eps, self.has_edges, self.builder.pending, self.final, self._closures, C_CLOSURE,
             self.max_states,
         )  # fmt: skip
-        if got is False:
-            raise GrammarCompileError(f"automaton exceeds max_states={self.max_states} DFA states")
         if got is not None:
-            if got >= 0:
-                self._expand_stub(got)  # a fragment the closures reach: build it, go on in C
-            else:
-                self._closure_one(-got - 1)  # a large closure: the memoizing SCC search, go on in C
+            self._unblock(got)
         return s
 
     def _expand_stub(self, q: int) -> None:
@@ -315,21 +309,31 @@ class LazyDFA:
             return row
         if self.use_compiled and _c_expand_state is not None:
             while True:
-                if self.table.shape[0] < len(self.sets) + self.num_classes:
-                    self._grow(len(self.sets) + self.num_classes)
+                self._make_room()
                 got = _c_expand_state(
                     state, self.sets, self.acc, self.index, self.table, self.edges, self.class_of_byte, self.num_classes,
                     self.eps, self.has_edges, self.builder.pending, self.final, self._closures, C_CLOSURE, self.max_states,
                 )  # fmt: skip
                 if got is None:
                     return self.table[state]
-                if got is False:
-                    raise GrammarCompileError(f"automaton exceeds max_states={self.max_states} DFA states")
-                if got >= 0:
-                    self._expand_stub(got)  # a fragment the closures reach: build it, go on in C
-                else:
-                    self._closure_one(-got - 1)  # a large closure: the memoizing SCC search, go on in C
+                self._unblock(got)
         return self._expand_py(state)
+
+    def _make_room(self) -> None:
+        """Room in ``table`` for the states one compiled step may add (one per byte class)."""
+        if self.table.shape[0] < len(self.sets) + self.num_classes:
+            self._grow(len(self.sets) + self.num_classes)
+
+    def _unblock(self, got: int | bool) -> None:
+        """Do what a compiled step handed back before it can go on: False, the state cap
+        (``GrammarCompileError``); s ≥ 0, build the pending fragment at NFA state s; -(s + 1),
+        the memoizing SCC search for the large closure of s."""
+        if got is False:
+            raise GrammarCompileError(f"automaton exceeds max_states={self.max_states} DFA states")
+        if got >= 0:
+            self._expand_stub(got)
+        else:
+            self._closure_one(-got - 1)
 
     def _expand_py(self, state: int) -> np.ndarray:
         """:meth:`expand` in Python, for a state not expanded yet: the reference, and the path

@@ -252,7 +252,7 @@ class Converter:
         out: frozenset[str] | None = None
         if direct is not None:
             seen, todo = set(direct), list(direct)
-            while todo and out is None:
+            while todo:
                 inner = self._direct_refs(self._targets[todo.pop()])
                 if inner is None:
                     break
