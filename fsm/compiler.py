@@ -608,7 +608,10 @@ def ship_blob(fsm: TokenFSM) -> bytes:
     that fits (``COMPLETE_BUDGET_S``, ``COMPLETE_MAX_ENTRIES``), so the engine and its row
     worker expand nothing, then pickled without the vocabulary (the receiver has it).  Mutates
     ``fsm`` (same language, same state ids).  Raises ``GrammarCompileError`` as a compile
-    does (a state cap met while building fragments)."""
+    does (a state cap met while building fragments), ``TypeError`` for anything but a
+    ``TokenFSM``."""
+    if not isinstance(fsm, TokenFSM):
+        raise TypeError(f"ship_blob takes a TokenFSM, got {type(fsm).__name__}")
     fsm.build_fragments(time.perf_counter() + FRAGMENT_BUDGET_S, FRAGMENT_MAX_NFA_STATES)
     fsm.complete_dfa(time.perf_counter() + COMPLETE_BUDGET_S, COMPLETE_MAX_ENTRIES)
     return pickle.dumps(_state_without_vocab(fsm), protocol=pickle.HIGHEST_PROTOCOL)

@@ -283,3 +283,16 @@ def test_a_lazy_automaton_pickled_before_the_class_templates_still_expands(gpt2_
     for t in gpt2_vocab.encode_bytes(b'{"name": "Ada", "age": 36}') or []:
         cur.advance(t)
     assert cur.is_accepting()
+
+
+def test_ship_blob_ships_a_complete_automaton_and_names_bad_input(gpt2_vocab: Vocabulary) -> None:
+    """What a compile process sends loads as a complete table without an NFA; anything but a
+    TokenFSM is refused by name."""
+    from structgen.fsm.compiler import ship_blob
+
+    blob = ship_blob(_fsm(CASES[1], gpt2_vocab))
+    loaded = TokenFSM.__new__(TokenFSM)
+    loaded.__setstate__({**pickle.loads(blob), "vocab": gpt2_vocab})
+    assert loaded.dfa.complete and loaded.dfa.sets is None and loaded.dfa.accepts(b"[1, 2.5]")
+    with pytest.raises(TypeError, match="ship_blob takes a TokenFSM, got dict"):
+        ship_blob({})  # type: ignore[arg-type]
