@@ -38,7 +38,7 @@ from _gpu_common import HERE, run_meta, write_results
 from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler, Vocabulary, lazy_dfa
 from structgen.fsm import trie as trie_mod
 from structgen.fsm.dfa import Budget
-from structgen.fsm.lazy_dfa import compile_lazy
+from structgen.fsm.lazy_compile import compile_lazy
 from structgen.fsm.token_fsm import TokenFSM
 from structgen.schemas.json_schema import SchemaOptions
 

@@ -10,7 +10,8 @@ from .compiler import CompilerConfig, CompileStats, Constraint, GrammarCompiler,
 from .cursor import Cursor, JumpForward, TokenRejectedError
 from .dfa import Budget, ByteDFA
 from .errors import GrammarCompileError, GrammarTimeoutError
-from .lazy_dfa import LazyDFA, compile_lazy
+from .lazy_compile import compile_lazy
+from .lazy_dfa import LazyDFA
 from .nfa import compile_dfa
 from .row_workers import RowWorkers, fill_rows, request_rows
 from .token_fsm import TokenFSM

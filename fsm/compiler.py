@@ -36,7 +36,7 @@ from structgen.schemas.regex_assertions import regex_to_ir
 
 from .dfa import Budget
 from .errors import GrammarCompileError
-from .lazy_dfa import compile_lazy
+from .lazy_compile import compile_lazy
 from .row_workers import RowWorkers
 from .token_fsm import TokenFSM
 from .vocab import Vocabulary
@@ -566,12 +566,17 @@ class GrammarCompiler:
 
 
 _WORKER: GrammarCompiler | None = None
+# compiled once by each compile process at start-up: it meets what the first compile of a process
+# would otherwise pay for (jsonschema's validators and format checkers, the Unicode classes of
+# \S \W \D), so no request does
+WARM_UP = Constraint.json_schema({"type": "object", "properties": {"a": {"type": "string", "format": "email", "pattern": "^\\S\\W\\D$"}}})
 
 
 def _worker_init(vocab: Vocabulary, config: CompilerConfig) -> None:
     global _WORKER
     vocab.prepare()  # the trie and the walk's tables now, not in the first request's compile
     _WORKER = GrammarCompiler(vocab, config)
+    _WORKER.compile(WARM_UP)  # and the one-time imports and tables a compile meets
     gc.collect()
     gc.freeze()  # the vocabulary lives as long as the process: the collector's passes skip it
 

@@ -18,10 +18,15 @@ import numpy as np
 from .errors import GrammarCompileError, GrammarTimeoutError
 
 _c_distances: Any
+_c_minimize: Any
 try:  # the compiled breadth-first search (fsm/_lazy_expand.c); optional, see setup.py
     from ._lazy_expand import distances_to_accept as _c_distances
 except ImportError:  # pragma: no cover - exercised when no C compiler was available at install
     _c_distances = None
+try:  # Hopcroft's minimization (fsm/_minimize.c); optional, see setup.py
+    from ._minimize import minimize as _c_minimize
+except ImportError:  # pragma: no cover - exercised when no C compiler was available at install
+    _c_minimize = None
 
 if TYPE_CHECKING:
     from .nfa import NFA
@@ -172,9 +177,21 @@ def determinize(nfa: NFA, start: int, final: int, budget: Budget) -> tuple[np.nd
 
 
 def trim_and_minimize(
-    trans: np.ndarray, accepting: np.ndarray, class_of_byte: np.ndarray, initial: int, budget: Budget, minimize: bool
+    trans: np.ndarray,
+    accepting: np.ndarray,
+    class_of_byte: np.ndarray,
+    initial: int,
+    budget: Budget,
+    minimize: bool,
+    *,
+    use_compiled: bool = True,
 ) -> ByteDFA:
-    """Drop states that cannot reach acceptance, optionally minimise, renumber with dead = 0."""
+    """Drop states that cannot reach acceptance, optionally minimise, renumber with dead = 0.
+
+    ``trans``: ``int32 [S, C]`` over ``C`` byte classes, -1 for no transition; ``accepting``:
+    ``bool [S]``; ``class_of_byte``: ``int32 [256]``.  Minimization is Hopcroft's algorithm in C
+    where ``fsm/_minimize.c`` is built and ``use_compiled``, else Moore's refinement in numpy
+    (up to ``_MOORE_MAX_STATES`` states); the same automaton up to state numbering."""
     n, c = trans.shape
     # co-reachability by reverse BFS over a CSR of reversed edges
     src = np.repeat(np.arange(n, dtype=np.int64), c)
@@ -200,10 +217,7 @@ def trim_and_minimize(
     acc_ext = np.concatenate([accepting & live, [False]])
     if not live[initial]:
         return empty_dfa()
-    if minimize and n <= _MOORE_MAX_STATES:
-        part = _moore(full, acc_ext, live_ext, n, budget)
-    else:
-        part = None
+    part = _minimal_partition(full, acc_ext, live_ext, n, budget, use_compiled) if minimize else None
     if part is None:
         # renumber live states only
         part = np.zeros(n + 1, dtype=np.int64)
@@ -219,6 +233,24 @@ def trim_and_minimize(
     table = table_cls[:, class_of_byte]
     init = int(part[initial])
     return ByteDFA(table=np.ascontiguousarray(table), accepting=acc, initial=init, forced=forced_strings(table, acc))
+
+
+def _minimal_partition(
+    full: np.ndarray, acc: np.ndarray, live: np.ndarray, sink: int, budget: Budget, use_compiled: bool
+) -> np.ndarray | None:
+    """Block per state of the minimal automaton (``int64 [M]``, the sink's block 0) for the
+    complete table ``full`` ``[M, C]`` whose dead states all lead to ``sink``; None when Moore's
+    refinement is skipped (too many states) or does not converge."""
+    if use_compiled and _c_minimize is not None:
+        m, c = full.shape
+        labels = np.where(live, np.where(acc, 2, 1), 0).astype(np.int64)  # [M] dead / live / accepting
+        part = np.empty(m, dtype=np.int64)  # [M]
+        _c_minimize(np.ascontiguousarray(full, dtype=np.int32), m, c, labels, part)
+        sink_block = part[sink]
+        return np.where(part == sink_block, 0, part + (part < sink_block))  # the sink's block first
+    if full.shape[0] - 1 > _MOORE_MAX_STATES:
+        return None
+    return _moore(full, acc, live, sink, budget)
 
 
 _MOORE_MAX_STATES = 20_000
@@ -293,14 +325,48 @@ def empty_dfa() -> ByteDFA:
     return ByteDFA(table=np.zeros((1, 256), dtype=np.int32), accepting=np.zeros(1, dtype=bool), initial=DEAD, forced=(b"",))
 
 
+_CLASS_KEYS = np.random.default_rng(0xC1A55).integers(1, 2**63, size=(2, 1 << 16), dtype=np.uint64) | np.uint64(1)
+
+
+def byte_classes(*tables: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes whose columns agree in every table share a class.  ``tables``: integer ``[S_i, 256]``
+    transition tables.  Returns ``(rep_bytes, class_of_byte)``: ``int64 [C]``, each class's first
+    byte, ascending (classes are numbered by it), and ``int32 [256]``.
+
+    Each column is hashed to 128 bits (a random linear combination of its entries, two keys,
+    arithmetic mod 2**64) and bytes are grouped by hash: O(S * 256) instead of a lexicographic
+    sort of the 256 columns.  The grouping is then checked entry by entry, and an exact
+    ``np.unique`` over the columns takes over in the (astronomically unlikely) case of a
+    collision, so the result is always exact."""
+    h = np.zeros((2, 256), dtype=np.uint64)  # [2, 256]
+    with np.errstate(over="ignore"):
+        for t in tables:
+            for lo in range(0, t.shape[0], _CLASS_KEYS.shape[1]):
+                part = t[lo : lo + _CLASS_KEYS.shape[1]].astype(np.uint64)  # [s, 256]
+                h += _CLASS_KEYS[:, : part.shape[0]] @ part  # [2, 256]
+            h = h * np.uint64(0x9E3779B97F4A7C15) + np.uint64(1)  # tables apart: (x, y) and (y, x) differ
+    rep_bytes, class_of_byte = _grouped(h.T)
+    rep_of_byte = rep_bytes[class_of_byte]  # [256]
+    if all(np.array_equal(t[:, rep_of_byte], t) for t in tables):
+        return rep_bytes, class_of_byte
+    return _grouped(np.concatenate(tables, axis=0).T)  # [256, sum S_i]: exact
+
+
+def _grouped(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``keys`` ``[256, K]`` grouped by equality: (each group's first row ``int64 [C]``,
+    ascending; the group of each row ``int32 [256]``, groups numbered by their first row)."""
+    _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)  # [G], [256]
+    order = np.argsort(first)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return first[order].astype(np.int64), rank[inverse.reshape(-1)].astype(np.int32)
+
+
 def product_dfa(a: ByteDFA, b: ByteDFA, budget: Budget, *, minus: bool) -> ByteDFA:
     """Product automaton: intersection, or ``a`` minus ``b`` when ``minus``."""
     if a.is_empty() or (b.is_empty() and not minus):
         return empty_dfa()
-    # joint byte classes
-    columns = np.concatenate([a.table, b.table], axis=0).T  # [256, Sa + Sb]
-    _, rep_bytes, class_of_byte = np.unique(columns, axis=0, return_index=True, return_inverse=True)
-    class_of_byte = class_of_byte.reshape(-1).astype(np.int32)
+    rep_bytes, class_of_byte = byte_classes(a.table, b.table)
     ta = a.table[:, rep_bytes]  # [Sa, C]
     tb = b.table[:, rep_bytes]  # [Sb, C]
     c = len(rep_bytes)

@@ -1,20 +1,21 @@
 """``LazyDFA``: subset construction on demand over a lazily built NFA, so a compile builds only
-the states its requests reach; ``compile_lazy`` prunes empty sub-languages first, so every NFA
-state can reach acceptance."""
+the states its requests reach (``compile_lazy`` in :mod:`.lazy_compile` prunes empty
+sub-languages first, so every NFA state can reach acceptance); and :func:`determinize_built`,
+the same construction run to completion over a built NFA (eager DFAs)."""
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from structgen.schemas.ir import NOTHING, Alt, Node
 
 from .dfa import DEAD, NO_PATH, Budget, distances_to_accept
 from .errors import GrammarCompileError
-from .nfa import NFABuilder, byte_ranges
-from .prune import prune
+
+if TYPE_CHECKING:
+    from .nfa import NFABuilder
 
 _c_expand_state: Any
 _c_expand_ahead: Any
@@ -543,34 +544,27 @@ class LazyDFA:
         self.builder.__dict__.setdefault("_chars", {})  # pickles from before the class fragment templates
 
 
-def compile_lazy(node: Node, budget: Budget | None = None) -> LazyDFA:
-    """Compile an anchor-free IR node into a :class:`LazyDFA` (only the initial state is built).
-    Raises :class:`GrammarCompileError` for an IR nested too deeply to walk, and the budget's
-    errors past its limits.
+def has_compiled_expansion() -> bool:
+    """Whether the compiled expansion steps (``fsm/_lazy_expand.c``) are built."""
+    return _c_expand_ahead is not None and _c_expand_state is not None
 
-    Sub-automata of ``And`` / ``Minus`` are built eagerly under ``budget``; the returned
-    automaton caps its discovered states at ``budget.max_states``.  The empty language gives
-    ``initial == 0``.
-    """
-    budget = budget or Budget()
-    builder = NFABuilder(budget, lazy=True)
-    try:
-        pruned = prune(node, builder, {})
-        if pruned is NOTHING:
-            pruned = Alt(())
-        for lo, hi in byte_ranges(pruned, builder):
-            builder.nfa.bounds.add(lo)
-            builder.nfa.bounds.add(hi + 1)
-        start, end = builder.build(pruned)
+
+def determinize_built(builder: NFABuilder, start: int, final: int, budget: Budget) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Subset construction of a built NFA (no pending fragments) run to completion with the
+    compiled expansion steps of :class:`LazyDFA`, checking ``budget``'s deadline between
+    batches.  Returns ``(trans, accepting, class_of_byte, initial)`` as
+    :func:`~.dfa.determinize` does (``int32 [S, C]`` with -1 = no transition, ``bool [S]``,
+    ``int32 [256]``) plus the initial state; state 0 is an unreachable empty row.  Raises
+    :class:`GrammarCompileError` past ``budget.max_states`` states, ``GrammarTimeoutError`` past
+    the deadline, ``RuntimeError`` without the compiled extension."""
+    if _c_expand_ahead is None:
+        raise RuntimeError("determinize_built needs the compiled extension fsm/_lazy_expand.c")
+    dfa = LazyDFA(builder, start, final, budget.max_states)
+    s = 1
+    while s < len(dfa.sets):
         budget.check_time()
-        dfa = LazyDFA(builder, start, end, budget.max_states)
-        dfa.distance_bound = builder.worst_distance(pruned)
-        longest = builder.longest(pruned)
-    except RecursionError:  # an IR nested deeper than the interpreter's stack (every pass here recurses)
-        raise GrammarCompileError("the constraint is nested too deeply to compile") from None
-    dfa.length_bound = None if longest >= NO_PATH else longest
-    # later expansions happen while serving: the compile deadline no longer applies, the caps do
-    serving = Budget(timeout_s=1e9, max_states=budget.max_states, max_nfa_states=budget.max_nfa_states)
-    builder.budget = serving
-    builder.nfa.budget = serving
-    return dfa
+        s = dfa._expand_batch(s, budget.max_states + dfa.num_classes + 1)  # the state cap raises first
+    n = len(dfa.sets)
+    trans = dfa.table[:n].copy()  # [S, C]
+    trans[trans == DEAD] = -1
+    return trans, np.array(dfa.acc, dtype=bool), dfa.class_of_byte, dfa.initial

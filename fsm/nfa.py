@@ -14,8 +14,21 @@ import numpy as np
 from structgen.schemas.charset import CharSet, utf8_sequences
 from structgen.schemas.ir import Alt, Anchor, And, Automaton, Chars, Join, Lit, Look, Members, Minus, Node, Rep, Seq
 
-from .dfa import DEAD, NO_PATH, Budget, ByteDFA, determinize, longest_dfa, product_dfa, shortest_dfa, trim_and_minimize, worst_dfa
+from .dfa import (
+    DEAD,
+    NO_PATH,
+    Budget,
+    ByteDFA,
+    byte_classes,
+    determinize,
+    longest_dfa,
+    product_dfa,
+    shortest_dfa,
+    trim_and_minimize,
+    worst_dfa,
+)
 from .errors import GrammarCompileError
+from .lazy_dfa import determinize_built, has_compiled_expansion
 
 # ----------------------------------------------------------------------------- NFA
 
@@ -479,14 +492,13 @@ class NFABuilder:
         s_in, s_out = nfa.new(), nfa.new()
         if dfa.is_empty():
             return s_in, s_out
-        ids = {st: nfa.new() for st in range(1, dfa.num_states)}
-        nfa.eps[s_in].append(ids[dfa.initial])
-        for st, q in ids.items():
-            row = dfa.table[st]
-            if dfa.accepting[st]:
-                nfa.eps[q].append(s_out)
-            for lo, hi, tgt in byte_runs(row):
-                nfa.edge(q, lo, hi, ids[tgt])
+        base = nfa.new_block(dfa.num_states - 1) - 1  # DFA state st -> NFA state base + st
+        nfa.eps[s_in].append(base + dfa.initial)
+        for st in np.flatnonzero(dfa.accepting).tolist():
+            nfa.eps[base + st].append(s_out)
+        states, los, his, targets = table_runs(dfa.table[1:])
+        for st, lo, hi, tgt in zip(states.tolist(), los.tolist(), his.tolist(), targets.tolist()):
+            nfa.edge(base + 1 + st, lo, hi, base + tgt)
         return s_in, s_out
 
 
@@ -500,17 +512,24 @@ def explicit_dfa(node: Automaton, budget: Budget) -> ByteDFA:
         for lo, hi, target in out:
             trans[q, lo : hi + 1] = target
     accepting = np.array(node.accepting, dtype=bool)  # [S]
-    _, first, class_of_byte = np.unique(trans.T, axis=0, return_index=True, return_inverse=True)  # bytes with equal columns share a class
+    first, class_of_byte = byte_classes(trans)  # bytes with equal columns share a class
     classes = trans[:, first]  # [S, C]
-    return trim_and_minimize(classes, accepting, class_of_byte.reshape(-1).astype(np.int32), 0, budget, minimize=True)
+    return trim_and_minimize(classes, accepting, class_of_byte, 0, budget, minimize=True)
 
 
-def byte_runs(row: np.ndarray) -> list[tuple[int, int, int]]:
-    """Maximal runs of equal non-dead targets in a 256-entry row: (lo, hi, target)."""
-    change = np.flatnonzero(np.diff(row)) + 1
-    starts = np.concatenate(([0], change))
-    ends = np.concatenate((change - 1, [255]))
-    return [(int(a), int(b), int(row[a])) for a, b in zip(starts, ends) if row[a] != DEAD]
+def table_runs(table: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Maximal runs of equal non-dead targets in each row of ``table`` ``[S, 256]``, all rows at
+    once: ``(row, lo, hi, target)``, each ``int64 [R]``, by row then ``lo``."""
+    s = table.shape[0]
+    starts = np.ones((s, 256), dtype=bool)  # [S, 256] a run starts at this byte
+    starts[:, 1:] = table[:, 1:] != table[:, :-1]
+    rows, los = np.nonzero(starts)  # [R'] row-major: by row, then byte
+    last = np.ones(len(los), dtype=bool)  # [R'] the last run of its row
+    last[:-1] = rows[:-1] != rows[1:]
+    ends = np.where(last, 255, np.append(los[1:], 0) - 1)  # [R'] the next run's start - 1, or 255
+    targets = table[rows, los].astype(np.int64)  # [R']
+    live = targets != DEAD
+    return rows[live], los[live], ends[live], targets[live]
 
 
 def byte_ranges(node: Node, builder: NFABuilder) -> set[tuple[int, int]]:
@@ -530,8 +549,8 @@ def byte_ranges(node: Node, builder: NFABuilder) -> set[tuple[int, int]]:
                 out.update(sq)
         elif isinstance(n, (And, Minus, Automaton)):
             dfa = builder.product(n)  # memoized: built while pruning
-            for st in range(1, dfa.num_states):
-                out.update((lo, hi) for lo, hi, _ in byte_runs(dfa.table[st]))
+            _, los, his, _ = table_runs(dfa.table[1:])
+            out.update(zip(los.tolist(), his.tolist()))
         elif isinstance(n, (Seq, Alt)):
             stack.extend(n.items)
         elif isinstance(n, Rep):
@@ -546,14 +565,21 @@ def byte_ranges(node: Node, builder: NFABuilder) -> set[tuple[int, int]]:
     return out
 
 
-def compile_dfa(node: Node, budget: Budget | None = None, *, minimize: bool = True) -> ByteDFA:
+def compile_dfa(node: Node, budget: Budget | None = None, *, minimize: bool = True, use_compiled: bool = True) -> ByteDFA:
     """Compile an anchor-free regex IR node into a trimmed (and, if small enough, minimal) ByteDFA.
 
+    Subset construction and minimization run in C (``fsm/_lazy_expand.c``,
+    ``fsm/_minimize.c``) where they are built and ``use_compiled``, else in Python and numpy;
+    the same language and state count either way.
     Raises :class:`GrammarTimeoutError` / :class:`GrammarCompileError` when ``budget`` is
     exceeded.  The empty language compiles to a DFA whose ``initial`` is 0.
     """
     budget = budget or Budget()
     builder = NFABuilder(budget)
     start, end = builder.build(node)
-    trans, accepting, class_of_byte = determinize(builder.nfa, start, end, budget)
-    return trim_and_minimize(trans, accepting, class_of_byte, 0, budget, minimize=minimize)
+    if use_compiled and has_compiled_expansion():
+        trans, accepting, class_of_byte, initial = determinize_built(builder, start, end, budget)
+    else:
+        trans, accepting, class_of_byte = determinize(builder.nfa, start, end, budget)
+        initial = 0
+    return trim_and_minimize(trans, accepting, class_of_byte, initial, budget, minimize=minimize, use_compiled=use_compiled)

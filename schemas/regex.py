@@ -32,18 +32,19 @@ PYTHON_DOT = CharSet.of_chars("\n").complement()
 
 @functools.cache
 def _python_class(escape: str) -> CharSet:
-    """The code points Python's ``re`` matches with ``escape`` (``\\d``, ``\\w``, ``\\s``)."""
-    rx = re.compile(escape)
+    """The code points Python's ``re`` matches with ``escape`` (``\\d``, ``\\w``, ``\\s``):
+    the runs ``re`` finds over a string of every code point (surrogates left out)."""
+    rx = re.compile(f"(?:{escape})+")
     out: list[tuple[int, int]] = []
-    start = -1
-    for cp in range(MAX_CODE_POINT + 2):
-        hit = cp <= MAX_CODE_POINT and not (0xD800 <= cp <= 0xDFFF) and rx.match(chr(cp)) is not None
-        if hit and start < 0:
-            start = cp
-        elif not hit and start >= 0:
-            out.append((start, cp - 1))
-            start = -1
+    for lo, text in _code_points():
+        out.extend((lo + m.start(), lo + m.end() - 1) for m in rx.finditer(text))
     return CharSet.of_ranges(out)
+
+
+@functools.cache
+def _code_points() -> tuple[tuple[int, str], ...]:
+    """Every code point as text, in two runs around the surrogates: (first code point, text)."""
+    return tuple((lo, "".join(map(chr, range(lo, hi + 1)))) for lo, hi in ((0, 0xD7FF), (0xE000, MAX_CODE_POINT)))
 
 
 def _narrow_class(letter: str) -> CharSet:

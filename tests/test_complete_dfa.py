@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler
 from structgen.fsm.dfa import NO_PATH, distances_to_accept
-from structgen.fsm.lazy_dfa import compile_lazy
+from structgen.fsm.lazy_compile import compile_lazy
 from structgen.fsm.token_fsm import TokenFSM
 from structgen.fsm.vocab import Vocabulary
 from structgen.schemas.json_schema import SchemaOptions, schema_to_ir

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from structgen.fsm.dfa import Budget
-from structgen.fsm.lazy_dfa import compile_lazy
+from structgen.fsm.lazy_compile import compile_lazy
 from structgen.schemas.errors import SchemaError, UnsupportedSchemaError
 from structgen.schemas.json_schema import schema_to_ir
 

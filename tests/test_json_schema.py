@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
 from pydantic import BaseModel, Field
-from structgen.fsm.lazy_dfa import LazyDFA, compile_lazy
+from structgen.fsm.lazy_compile import compile_lazy
+from structgen.fsm.lazy_dfa import LazyDFA
 from structgen.schemas.errors import SchemaError, UnsupportedSchemaError
 from structgen.schemas.json_schema import SchemaOptions, pydantic_schema, schema_to_ir
 

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import time
-from collections import deque
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from structgen.fsm import lazy_dfa
-from structgen.fsm.lazy_dfa import LazyDFA, compile_lazy
+from structgen.fsm.lazy_compile import compile_lazy
+from structgen.fsm.lazy_dfa import LazyDFA
 from structgen.schemas.ir import Node
 from structgen.schemas.json_schema import schema_to_ir
 from structgen.schemas.regex_assertions import regex_to_ir
 
+from .test_dfa_compiled import paired_walk
 from .test_regex import _regex
 
 pytestmark = pytest.mark.skipif(lazy_dfa._c_expand_state is None, reason="the compiled expansion was not built (no compiler at install)")
@@ -31,24 +32,7 @@ def assert_isomorphic(a: LazyDFA, b: LazyDFA, limit: int = 3000) -> int:
     NFA sets may differ where fragments were built in another order).  Returns the states
     paired."""
     assert a.num_classes == b.num_classes
-    pair = {a.initial: b.initial}
-    back = {b.initial: a.initial}
-    queue = deque([a.initial])
-    while queue and len(pair) < limit:
-        s = queue.popleft()
-        t = pair[s]
-        assert a.acc[s] == b.acc[t]
-        for x, y in zip(a.expand(s).tolist(), b.expand(t).tolist()):
-            assert (x == 0) == (y == 0)
-            if x == 0:
-                continue
-            if x in pair:
-                assert pair[x] == y
-            else:
-                assert y not in back
-                pair[x], back[y] = y, x
-                queue.append(x)
-    return len(pair)
+    return paired_walk(a.initial, b.initial, lambda s: (a.acc[s], a.expand(s).tolist()), lambda s: (b.acc[s], b.expand(s).tolist()), limit)
 
 
 @settings(max_examples=120, deadline=None, derandomize=True)

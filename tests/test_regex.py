@@ -5,7 +5,7 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from structgen.fsm.lazy_dfa import compile_lazy
+from structgen.fsm.lazy_compile import compile_lazy
 from structgen.fsm.nfa import compile_dfa
 from structgen.schemas.charset import CharSet, utf8_sequences
 from structgen.schemas.errors import RegexError

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from structgen.fsm.errors import GrammarCompileError
-from structgen.fsm.lazy_dfa import compile_lazy
+from structgen.fsm.lazy_compile import compile_lazy
 from structgen.fsm.token_fsm import TokenFSM
 from structgen.fsm.vocab import Vocabulary
 from structgen.schemas import SchemaError

@@ -13,7 +13,7 @@ import random
 import jsonschema
 import pytest
 from structgen.fsm.dfa import Budget
-from structgen.fsm.lazy_dfa import compile_lazy
+from structgen.fsm.lazy_compile import compile_lazy
 from structgen.schemas.json_schema import schema_to_ir
 
 from structgen import Constraint, GrammarCompiler, Vocabulary

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from structgen.fsm.cursor import JumpForward, TokenRejectedError
 from structgen.fsm.dfa import DEAD
-from structgen.fsm.lazy_dfa import compile_lazy
+from structgen.fsm.lazy_compile import compile_lazy
 from structgen.fsm.nfa import compile_dfa
 from structgen.fsm.token_fsm import TokenFSM
 from structgen.fsm.vocab import Vocabulary

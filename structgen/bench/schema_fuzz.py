@@ -24,7 +24,7 @@ from structgen.bench.conformance import sample_strings
 from structgen.bench.conformance_items import exact_validator
 from structgen.fsm.dfa import Budget
 from structgen.fsm.errors import GrammarCompileError
-from structgen.fsm.lazy_dfa import compile_lazy
+from structgen.fsm.lazy_compile import compile_lazy
 from structgen.schemas.errors import SchemaError, UnsupportedSchemaError
 from structgen.schemas.json_schema import SchemaOptions, schema_to_ir
 

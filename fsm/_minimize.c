@@ -1,0 +1,217 @@
+/* DFA minimization by partition refinement (structgen.fsm._minimize), the hot path of
+ * trim_and_minimize in fsm/dfa.py.
+ *
+ * minimize(table, n, num_classes, labels, out) -> number of blocks
+ *
+ *   table   int32 [n, C]: a complete transition table (every target in [0, n))
+ *   labels  int64 [n]:    the initial partition; states with equal labels start in one block
+ *                         (e.g. dead / live / live and accepting)
+ *   out     int64 [n]:    written: each state's block in the coarsest refinement of `labels`
+ *                         that the transitions respect (the Myhill-Nerode classes when the
+ *                         labels separate accepting from non-accepting states); blocks are
+ *                         numbered 0, 1, ... in the order of their smallest state
+ *
+ * Raises ValueError for a target out of range or buffers too small, MemoryError.
+ *
+ * Hopcroft's algorithm: J. Hopcroft, "An n log n algorithm for minimizing states in a finite
+ * automaton" (1971), O(C n log n), with the worklist holding blocks (each one a splitter for
+ * every class) and the partition kept as one permuted array of states, each block a range of it
+ * whose marked members are moved to its front (the refinable partition of A. Valmari and
+ * P. Lehtinen, "Efficient minimization of DFAs with partial transition functions", 2008).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int64_t label;
+    int32_t state;
+} labelled;
+
+static int cmp_labelled(const void *a, const void *b) {
+    const labelled *x = (const labelled *)a, *y = (const labelled *)b;
+    if (x->label != y->label) return (x->label > y->label) - (x->label < y->label);
+    return (x->state > y->state) - (x->state < y->state);
+}
+
+typedef struct {
+    int32_t *elems, *loc, *blk, *first, *end, *marked; /* the refinable partition */
+    int32_t *work, *in_work, *touched, *splitter;       /* worklist, blocks met, one splitter's states */
+    int32_t *starts, *preds;                            /* inverse transitions, CSR keyed c * n + t */
+    int32_t n_blocks, n_work;
+} parts;
+
+static void free_parts(parts *P) {
+    free(P->elems), free(P->loc), free(P->blk), free(P->first), free(P->end), free(P->marked);
+    free(P->work), free(P->in_work), free(P->touched), free(P->splitter), free(P->starts), free(P->preds);
+}
+
+static int alloc_parts(parts *P, Py_ssize_t n, Py_ssize_t C) {
+    memset(P, 0, sizeof(*P));
+    size_t sn = (size_t)n, snc = (size_t)n * (size_t)C;
+    P->elems = malloc(sn * 4), P->loc = malloc(sn * 4), P->blk = malloc(sn * 4), P->first = malloc(sn * 4);
+    P->end = malloc(sn * 4), P->marked = calloc(sn, 4), P->work = malloc(sn * 4), P->in_work = calloc(sn, 4);
+    P->touched = malloc(sn * 4), P->splitter = malloc(sn * 4), P->starts = calloc(snc + 1, 4), P->preds = malloc(snc * 4 + 4);
+    if (!P->elems || !P->loc || !P->blk || !P->first || !P->end || !P->marked || !P->work || !P->in_work || !P->touched ||
+        !P->splitter || !P->starts || !P->preds) {
+        free_parts(P);
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static void push_work(parts *P, int32_t b) {
+    if (!P->in_work[b]) {
+        P->in_work[b] = 1;
+        P->work[P->n_work++] = b;
+    }
+}
+
+/* Split every block with marked members into its marked and unmarked parts (the marked part
+ * becomes a new block); the worklist gets the new block if the old one is in it, else the
+ * smaller part. */
+static void split_touched(parts *P, int32_t n_touched) {
+    for (int32_t i = 0; i < n_touched; i++) {
+        int32_t y = P->touched[i], m = P->marked[y];
+        P->marked[y] = 0;
+        if (P->first[y] + m == P->end[y]) continue; /* every member marked: no split */
+        int32_t z = P->n_blocks++;
+        P->first[z] = P->first[y];
+        P->end[z] = P->first[y] + m;
+        P->first[y] = P->end[z];
+        P->marked[z] = 0;
+        for (int32_t j = P->first[z]; j < P->end[z]; j++) P->blk[P->elems[j]] = z;
+        if (P->in_work[y] || m <= P->end[y] - P->first[y]) {
+            push_work(P, z);
+        } else {
+            push_work(P, y);
+        }
+    }
+}
+
+static void refine(parts *P, int32_t n, int32_t C) {
+    while (P->n_work) {
+        int32_t b = P->work[--P->n_work];
+        P->in_work[b] = 0;
+        int32_t size = P->end[b] - P->first[b];
+        memcpy(P->splitter, P->elems + P->first[b], (size_t)size * 4); /* b as it is now, even if split below */
+        for (int32_t c = 0; c < C; c++) {
+            int32_t n_touched = 0;
+            const int32_t *starts = P->starts + (size_t)c * (size_t)n;
+            for (int32_t i = 0; i < size; i++) {
+                int32_t t = P->splitter[i];
+                for (int32_t k = starts[t]; k < starts[t + 1]; k++) {
+                    int32_t p = P->preds[k], y = P->blk[p];
+                    int32_t m = P->first[y] + P->marked[y];
+                    int32_t at = P->loc[p];
+                    if (at < m) continue; /* marked already */
+                    int32_t q = P->elems[m]; /* move p to the end of y's marked front */
+                    P->elems[m] = p, P->loc[p] = m;
+                    P->elems[at] = q, P->loc[q] = at;
+                    if (P->marked[y]++ == 0) P->touched[n_touched++] = y;
+                }
+            }
+            split_touched(P, n_touched);
+        }
+    }
+}
+
+static PyObject *minimize(PyObject *self, PyObject *args) {
+    PyObject *o_table, *o_labels, *o_out;
+    Py_ssize_t n, C;
+    if (!PyArg_ParseTuple(args, "OnnOO", &o_table, &n, &C, &o_labels, &o_out)) return NULL;
+    if (n < 1 || C < 1 || n > INT32_MAX / 2 || (size_t)n * (size_t)C >= (size_t)INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "minimize: n and num_classes must be positive and n * num_classes < 2**31");
+        return NULL;
+    }
+    Py_buffer tb, lb, ob;
+    if (PyObject_GetBuffer(o_table, &tb, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(o_labels, &lb, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&tb);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(o_out, &ob, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&tb), PyBuffer_Release(&lb);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    labelled *order = NULL;
+    parts P;
+    int have_parts = 0;
+    if (tb.len < (Py_ssize_t)(n * C * 4) || lb.len < n * 8 || ob.len < n * 8) {
+        PyErr_SetString(PyExc_ValueError, "minimize: table, labels or out smaller than their shapes");
+        goto done;
+    }
+    const int32_t *table = (const int32_t *)tb.buf;
+    const int64_t *labels = (const int64_t *)lb.buf;
+    int64_t *out = (int64_t *)ob.buf;
+    for (Py_ssize_t i = 0; i < n * C; i++) {
+        if (table[i] < 0 || table[i] >= n) {
+            PyErr_SetString(PyExc_ValueError, "minimize: a target is out of range (the table must be complete)");
+            goto done;
+        }
+    }
+    if (alloc_parts(&P, n, C) < 0) goto done;
+    have_parts = 1;
+    order = (labelled *)malloc((size_t)n * sizeof(labelled));
+    if (!order) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS;
+    /* inverse transitions: a counting sort of the edges by (class, target) */
+    int32_t *starts = P.starts;
+    for (Py_ssize_t s = 0; s < n; s++)
+        for (Py_ssize_t c = 0; c < C; c++) starts[c * n + table[s * C + c] + 1]++;
+    for (Py_ssize_t k = 0; k < n * C; k++) starts[k + 1] += starts[k];
+    for (Py_ssize_t s = n - 1; s >= 0; s--) /* filled from the back: starts[key] ends as the key's start */
+        for (Py_ssize_t c = C - 1; c >= 0; c--) {
+            Py_ssize_t key = c * n + table[s * C + c];
+            P.preds[--starts[key + 1]] = (int32_t)s;
+        }
+    /* preds is filled and starts[key + 1] now holds the start of `key`: shift back by one */
+    memmove(starts, starts + 1, (size_t)(n * C) * 4);
+    starts[n * C] = (int32_t)(n * C);
+    /* the initial blocks: states grouped by label */
+    for (Py_ssize_t s = 0; s < n; s++) order[s].label = labels[s], order[s].state = (int32_t)s;
+    qsort(order, (size_t)n, sizeof(labelled), cmp_labelled);
+    P.n_blocks = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i == 0 || order[i].label != order[i - 1].label) {
+            if (i) P.end[P.n_blocks - 1] = (int32_t)i;
+            P.first[P.n_blocks++] = (int32_t)i;
+        }
+        P.elems[i] = order[i].state, P.loc[order[i].state] = (int32_t)i, P.blk[order[i].state] = P.n_blocks - 1;
+    }
+    P.end[P.n_blocks - 1] = (int32_t)n;
+    for (int32_t b = 0; b < P.n_blocks; b++) push_work(&P, b);
+    refine(&P, (int32_t)n, (int32_t)C);
+    /* number blocks by their smallest state */
+    int32_t *renum = P.in_work; /* free again: the worklist is empty */
+    for (int32_t b = 0; b < P.n_blocks; b++) renum[b] = -1;
+    int32_t next = 0;
+    for (Py_ssize_t s = 0; s < n; s++) {
+        int32_t b = P.blk[s];
+        if (renum[b] < 0) renum[b] = next++;
+        out[s] = renum[b];
+    }
+    Py_END_ALLOW_THREADS;
+    result = PyLong_FromLong(P.n_blocks);
+done:
+    free(order);
+    if (have_parts) free_parts(&P);
+    PyBuffer_Release(&tb), PyBuffer_Release(&lb), PyBuffer_Release(&ob);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"minimize", minimize, METH_VARARGS, "Hopcroft minimization of a complete table: block of every state; see fsm/_minimize.c."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_minimize", "Compiled DFA minimization.", -1, methods};
+
+PyMODINIT_FUNC PyInit__minimize(void) { return PyModule_Create(&module); }
