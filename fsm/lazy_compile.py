@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from structgen.schemas.ir import NOTHING, Alt, Node
 
-from .dfa import NO_PATH, Budget
+from .dfa import Budget
+from .dfa_paths import NO_PATH
 from .errors import GrammarCompileError
 from .lazy_dfa import LazyDFA
 from .nfa import NFABuilder, byte_ranges

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .dfa import DEAD, NO_PATH, Budget, distances_to_accept
+from .dfa import DEAD, Budget
+from .dfa_paths import NO_PATH, distances_to_accept
 from .errors import GrammarCompileError
 
 if TYPE_CHECKING:

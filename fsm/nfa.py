@@ -14,19 +14,8 @@ import numpy as np
 from structgen.schemas.charset import CharSet, utf8_sequences
 from structgen.schemas.ir import Alt, Anchor, And, Automaton, Chars, Join, Lit, Look, Members, Minus, Node, Rep, Seq
 
-from .dfa import (
-    DEAD,
-    NO_PATH,
-    Budget,
-    ByteDFA,
-    byte_classes,
-    determinize,
-    longest_dfa,
-    product_dfa,
-    shortest_dfa,
-    trim_and_minimize,
-    worst_dfa,
-)
+from .dfa import DEAD, Budget, ByteDFA, byte_classes, determinize, product_dfa, trim_and_minimize
+from .dfa_paths import NO_PATH, longest_dfa, shortest_dfa, worst_dfa
 from .errors import GrammarCompileError
 from .lazy_dfa import determinize_built, has_compiled_expansion
 

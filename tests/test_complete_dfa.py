@@ -11,7 +11,7 @@ import random
 import numpy as np
 import pytest
 from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler
-from structgen.fsm.dfa import NO_PATH, distances_to_accept
+from structgen.fsm.dfa_paths import NO_PATH, distances_to_accept
 from structgen.fsm.lazy_compile import compile_lazy
 from structgen.fsm.token_fsm import TokenFSM
 from structgen.fsm.vocab import Vocabulary
