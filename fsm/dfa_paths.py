@@ -23,26 +23,10 @@ NO_PATH = 1 << 40
 
 def worst_dfa(dfa: ByteDFA) -> int:
     """The largest distance to acceptance over the live states of an eager :class:`ByteDFA`
-    (reverse BFS from its accepting states; 0 for the empty language)."""
-    n = dfa.num_states
-    preds: list[set[int]] = [set() for _ in range(n)]
-    for q in range(1, n):
-        for t in np.unique(dfa.table[q]).tolist():
-            if t != DEAD:
-                preds[t].add(q)
-    dist = {q: 0 for q in range(1, n) if dfa.accepting[q]}
-    frontier = list(dist)
-    depth = 0
-    while frontier:
-        depth += 1
-        nxt: list[int] = []
-        for q in frontier:
-            for p in preds[q]:
-                if p not in dist:
-                    dist[p] = depth
-                    nxt.append(p)
-        frontier = nxt
-    return max(dist.values(), default=0)
+    (0 for the empty language): :func:`distances_to_accept` over its table."""
+    if dfa.num_states < 2:
+        return 0
+    return int(distances_to_accept(dfa.table, dfa.accepting)[1:].max())
 
 
 def longest_dfa(dfa: ByteDFA) -> int | None:
@@ -76,24 +60,11 @@ def longest_dfa(dfa: ByteDFA) -> int | None:
 
 
 def shortest_dfa(dfa: ByteDFA) -> int:
-    """Bytes in the shortest string an eager :class:`ByteDFA` accepts (``NO_PATH`` if none): BFS."""
+    """Bytes in the shortest string an eager :class:`ByteDFA` accepts (``NO_PATH`` if none): the
+    initial state's distance to acceptance."""
     if dfa.is_empty():
         return NO_PATH
-    seen = {dfa.initial}
-    frontier = [dfa.initial]
-    depth = 0
-    while frontier:
-        if any(dfa.accepting[q] for q in frontier):
-            return depth
-        nxt: list[int] = []
-        for q in frontier:
-            for t in np.unique(dfa.table[q]).tolist():
-                if t != DEAD and t not in seen:
-                    seen.add(t)
-                    nxt.append(t)
-        frontier = nxt
-        depth += 1
-    return NO_PATH
+    return int(distances_to_accept(dfa.table, dfa.accepting)[dfa.initial])
 
 
 def distances_to_accept(table: np.ndarray, accepting: np.ndarray, *, use_compiled: bool = True) -> np.ndarray:

@@ -5,7 +5,7 @@ import threading
 
 import numpy as np
 import pytest
-from structgen.fsm.compiler import CompilerConfig, Constraint, GcPause, GrammarCompiler
+from structgen.fsm.compiler import WARM_UP, CompilerConfig, Constraint, GcPause, GrammarCompiler
 from structgen.fsm.errors import GrammarCompileError, GrammarTimeoutError
 from structgen.fsm.vocab import Vocabulary
 from structgen.schemas.errors import RegexError, SchemaError, UnsupportedSchemaError
@@ -305,3 +305,10 @@ def test_compile_pauses_the_collector_only_when_configured(tiny_vocab: Vocabular
     with pytest.raises(GrammarCompileError, match="empty language"):  # a failing compile restores it too
         compiler.compile(Constraint.json_schema({"type": "integer", "minimum": 5, "maximum": 1}))
     assert gc.isenabled()
+
+
+def test_the_compile_processes_warm_up_schema_compiles(gpt2_vocab: Vocabulary) -> None:
+    """Every compile process compiles WARM_UP at start-up (a failure there would take the pool
+    down): it compiles, and its language is not empty."""
+    fsm = GrammarCompiler(gpt2_vocab, CompilerConfig(cache_size=0)).compile(WARM_UP)
+    assert fsm.dfa.accepts(b"{}") and not fsm.dfa.accepts(b'{"a": 1}')

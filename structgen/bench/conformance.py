@@ -33,7 +33,7 @@ from structgen.bench.common import run_meta
 from structgen.bench.conformance_anchors import ANCHORS, Anchor, AnchorResult, anchor_version, run_anchor, summarize_anchor
 from structgen.bench.conformance_items import Item, ItemResult, KeyOrderer, exact_validator, load_maskbench, load_test_suite, tally
 from structgen.bench.conformance_report import TIMED_TOKENS, render_markdown, summarize
-from structgen.fsm.compiler import CompilerConfig, Constraint, GrammarCompiler
+from structgen.fsm.compiler import WARM_UP, CompilerConfig, Constraint, GrammarCompiler
 from structgen.fsm.cursor import TokenRejectedError
 from structgen.fsm.dfa import DEAD
 from structgen.fsm.errors import GrammarCompileError, GrammarTimeoutError
@@ -134,6 +134,7 @@ def _init_worker(
         timeout_s=timeout_s,
         gc_freeze=pause_gc,
     )
+    _STATE["compiler"].compile(WARM_UP)  # the one-time tables a compile process meets at its start-up
     if pause_gc:  # the engine's start-up: the vocabulary and the anchors out of the collector's passes
         gc.collect()
         gc.freeze()
