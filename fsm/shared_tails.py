@@ -1,5 +1,6 @@
-"""``SharedTails``: the rows of one precompute pass over a vocabulary that spells every byte,
-with the tails of shared first-byte targets walked once (see the class)."""
+"""``SharedTails``: rows over a vocabulary that spells every byte (one precompute pass, or a
+grammar's first-visit rows), with the tails of shared first-byte targets walked once (see the
+class)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,14 @@ if TYPE_CHECKING:
 # SharedTails walks a target state's tails (about one full trie walk) once the rows
 # leading to it have asked for this many full tries' worth of first-byte subtrees (rent, then buy)
 SHARED_TAIL_AFTER_TRIES = 0.5
+# a row whose live first bytes hold fewer trie nodes than this many full tries' worth is walked
+# at once: no tails to copy could save more than the bookkeeping costs
+SMALL_ROW_TRIES = 0.02
 
 
 class SharedTails:
-    """The rows of one :meth:`TokenFSM.precompute_rows` call for vocabularies that spell every
-    byte, computed with the compiled walk.
+    """Rows for vocabularies that spell every byte, computed with the compiled walk: those of
+    one :meth:`TokenFSM.precompute_rows` call, or a grammar's first-visit rows.
 
     Every byte string is then a token sequence, so the token-reachable states are the
     byte-reachable ones: the search reads a state's successors from its byte-automaton row,
@@ -34,10 +38,12 @@ class SharedTails:
     copied range by range into each row that needs them; the other first bytes are walked.
     A ``q`` gets its tails once the rows sent to it have asked for ``SHARED_TAIL_AFTER_TRIES``
     full tries' worth of first-byte subtrees (pay per use until that adds up to the price of
-    buying).  Rows are deduplicated in trie order and only distinct ones are turned into token
-    order.  A state looping on at least ``LOOP_SKIP_MIN_BYTES`` bytes whose tails are not kept
-    takes its own :meth:`VocabTrie.mask_bits` walk instead, which skips the looping subtrees.
-    Results equal :meth:`TokenFSM._walk_step`'s (tests compare them).
+    buying).  A row that copies no tails is one token-order walk; the others are deduplicated
+    in trie order and only distinct ones are turned into token order.  A state looping on at
+    least ``LOOP_SKIP_MIN_BYTES`` bytes whose tails are not kept takes its own
+    :meth:`VocabTrie.mask_bits` walk instead, which skips the looping subtrees.  Results equal
+    :meth:`TokenFSM._walk_step`'s (tests compare them).  :meth:`TokenFSM.mask_row_index` keeps
+    one per grammar for first-visit rows (:meth:`row_index`), so the tails outlive one call.
     """
 
     def __init__(self, fsm: TokenFSM) -> None:
@@ -46,9 +52,11 @@ class SharedTails:
         self.words = (len(self.trie.trie_order.k_token) + 31) // 32
         with fsm._lock:
             self.ranges, self.nodes = self.trie.class_ranges(np.asarray(fsm.dfa.class_of_byte), fsm.dfa.num_classes)
+        self.class_nodes = np.asarray(self.nodes, dtype=np.int64)  # [C] trie nodes under each class's first bytes
         self.tails: dict[int, np.ndarray] = {}  # q -> trie-order tokens whose tail q accepts
         self.asked: dict[int, int] = {}  # q -> trie nodes under the first bytes rows sent to q so far
         self.buy = SHARED_TAIL_AFTER_TRIES * self.trie.num_nodes
+        self.small = SMALL_ROW_TRIES * self.trie.num_nodes
         self.by_key: dict[bytes, int] = {}  # trie-order row + accepting flag -> row index
 
     def step(self, state: int) -> list[int]:
@@ -59,17 +67,29 @@ class SharedTails:
             fsm._state_to_row[state] = self._row(state, row)
         return [t for t in set(row.tolist()) if t != DEAD]
 
+    def row_index(self, state: int) -> int:
+        """Index of ``state``'s row, computed (and deduplicated) here without touching the
+        FSM's state map: the first-visit path of :meth:`TokenFSM.mask_row_index`, which keeps
+        one of these per grammar so that later rows copy the tails earlier ones bought.
+        Caller holds the FSM's lock."""
+        fsm = self.fsm
+        targets = fsm.dfa.expand(state).tolist()  # [C] in plain Python: most rows are short walks
+        if sum(n for n, q in zip(self.nodes, targets) if q) < self.small:
+            return fsm._store_bits(self.trie.mask_bits(fsm.dfa, state), fsm.dfa.acc[state])
+        return self._row(state, np.array(targets, dtype=np.int32))
+
     def _row(self, state: int, row: np.ndarray) -> int:
         fsm, trie = self.fsm, self.trie
+        live = np.flatnonzero(row)  # [L] classes not leading to the dead state (0)
+        if int(self.class_nodes[live].sum()) < self.small:  # a short walk: nothing worth copying
+            return fsm._store_bits(trie.mask_bits(fsm.dfa, state), fsm.dfa.acc[state])
         if state not in self.tails and int(np.count_nonzero(row[fsm.dfa.class_of_byte] == state)) >= LOOP_SKIP_MIN_BYTES:
             # a state looping on many bytes: its own walk skips their subtrees (pre-set loop tokens)
             return fsm._store_bits(trie.mask_bits(fsm.dfa, state), fsm.dfa.acc[state])
-        bits = np.zeros(self.words, dtype=np.uint32)  # [ceil(K/32)] trie order
-        walk_row = row.copy()
         classes_of: dict[int, list[int]] = {}
-        live = np.flatnonzero(row)  # [L] classes not leading to the dead state (0)
         for c, q in zip(live.tolist(), row[live].tolist()):
             classes_of.setdefault(q, []).append(c)
+        kept: list[tuple[np.ndarray, list[int]]] = []  # (tails, the classes that copy them)
         for q, classes in classes_of.items():
             tail = self.tails.get(q)
             if tail is None:
@@ -79,6 +99,12 @@ class SharedTails:
                 tail = np.zeros(self.words, dtype=np.uint32)
                 trie.walk_trie_order(fsm.dfa, q, tail, np.full(len(row), q, dtype=np.int32))
                 self.tails[q] = tail
+            kept.append((tail, classes))
+        if not kept:  # nothing to copy: one walk in token order (no trie-order round trip)
+            return fsm._store_bits(trie.mask_bits(fsm.dfa, state), fsm.dfa.acc[state])
+        bits = np.zeros(self.words, dtype=np.uint32)  # [ceil(K/32)] trie order
+        walk_row = row.copy()
+        for tail, classes in kept:
             _copy_ranges(bits, tail, np.concatenate([self.ranges[c] for c in classes]))
             walk_row[classes] = DEAD
         if walk_row.any():

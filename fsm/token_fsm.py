@@ -76,6 +76,7 @@ class TokenFSM:
         self._eos = set(self.vocab.eos_token_ids)
         self._special = self.vocab.special_ids
         self._reached: np.ndarray | None = None  # uint8 [max_states] scratch for the trie walk
+        self._tails: SharedTails | None = None  # first-visit rows' shared tails (_first_visit_tails)
         # (state k tokens back, those k tokens) -> jump-forward plan: requests of one grammar
         # meet the same seams again and again, and a plan costs a tokenizer call and mask scans
         self._jump_plans: dict[tuple[int, tuple[int, ...]], JumpForward | None] = {}
@@ -289,11 +290,25 @@ class TokenFSM:
         return out
 
     def _compute_rows(self, states: np.ndarray) -> None:
-        """Compute (and deduplicate) the mask rows of ``states`` (``int64 [K]``) not computed yet."""
+        """Compute (and deduplicate) the mask rows of ``states`` (``int64 [K]``) not computed yet:
+        through this grammar's :class:`SharedTails` where the vocabulary spells every byte and
+        the compiled walk is built (rows whose first bytes lead to a state whose tails an
+        earlier row bought copy them), else one trie walk each."""
         with self._lock:
+            tails = self._first_visit_tails()
             for s in states.tolist():
                 if s not in self._state_to_row:
-                    self._store_row(s, self.vocab.trie.mask_bits(self.dfa, s))
+                    if tails is not None:
+                        self._state_to_row[s] = tails.row_index(s)
+                    else:
+                        self._store_row(s, self.vocab.trie.mask_bits(self.dfa, s))
+
+    def _first_visit_tails(self) -> SharedTails | None:
+        """This grammar's first-visit :class:`SharedTails` (made on first use; not pickled), or
+        None where it does not apply.  Caller holds the lock."""
+        if self._tails is None and self.vocab.trie.use_compiled and self.vocab.covers_every_byte:
+            self._tails = SharedTails(self)
+        return self._tails
 
     def _scratch(self) -> np.ndarray:
         """The zero-filled ``reached`` buffer of the trie walk (caller holds the lock and

@@ -590,6 +590,28 @@ def test_shared_precompute_equals_walk_per_state(gpt2_vocab: Vocabulary, index: 
         np.testing.assert_array_equal(fsm.mask_row(s).view(np.uint32), ref, err_msg=f"state {s}")
 
 
+@pytest.mark.parametrize("index", range(len(SHARED_SCHEMAS)))
+def test_first_visit_rows_through_shared_tails_equal_the_walk(gpt2_vocab: Vocabulary, index: int) -> None:
+    """Rows computed one at a time on first visit (the serving path) go through the grammar's
+    shared tails where the vocabulary spells every byte: each equals its own trie walk, and
+    the free-key states of the object schema copy a tail an earlier row bought."""
+    from structgen.fsm.trie import compiled_walk_available
+
+    if not compiled_walk_available():
+        pytest.skip("the C trie walk was not built (no compiler at install)")
+    node, _ = schema_to_ir(SHARED_SCHEMAS[index], SchemaOptions(allow_undeclared_properties=True))
+    fsm = TokenFSM(compile_lazy(node), gpt2_vocab)
+    for s in sorted(_token_reachable_by_walks(fsm)):
+        ref = gpt2_vocab.trie.mask_bits(fsm.dfa, s)
+        if fsm.is_accepting(s):
+            for e in gpt2_vocab.eos_token_ids:
+                ref[e >> 5] |= np.uint32(1 << (e & 31))
+        np.testing.assert_array_equal(fsm.mask_row(s).view(np.uint32), ref, err_msg=f"state {s}")
+    assert fsm._tails is not None
+    if index == 0:
+        assert fsm._tails.tails  # the free-key state's tails were bought and copied
+
+
 def test_trie_order_walk_and_bit_helpers(gpt2_vocab: Vocabulary) -> None:
     """A trie-order walk over a state's own row gives that state's tokens; a row sending every
     class to q gives per first byte the tokens whose tail q accepts; the bit helpers match numpy
