@@ -30,21 +30,21 @@ ECMA_DOT = CharSet.of_chars("\n\r\u2028\u2029").complement()
 PYTHON_DOT = CharSet.of_chars("\n").complement()
 
 
-@functools.cache
 def _python_class(escape: str) -> CharSet:
-    """The code points Python's ``re`` matches with ``escape`` (``\\d``, ``\\w``, ``\\s``):
-    the runs ``re`` finds over a string of every code point (surrogates left out)."""
-    rx = re.compile(f"(?:{escape})+")
-    out: list[tuple[int, int]] = []
-    for lo, text in _code_points():
-        out.extend((lo + m.start(), lo + m.end() - 1) for m in rx.finditer(text))
-    return CharSet.of_ranges(out)
+    """The code points Python's ``re`` matches with ``escape`` (``\\d``, ``\\w``, ``\\s``)."""
+    return _python_classes()[escape]
 
 
 @functools.cache
-def _code_points() -> tuple[tuple[int, str], ...]:
-    """Every code point as text, in two runs around the surrogates: (first code point, text)."""
-    return tuple((lo, "".join(map(chr, range(lo, hi + 1)))) for lo, hi in ((0, 0xD7FF), (0xE000, MAX_CODE_POINT)))
+def _python_classes() -> dict[str, CharSet]:
+    """``\\d``, ``\\w``, ``\\s`` as Python's ``re`` reads them: the runs it finds over one string
+    of every code point (surrogates left out), built once per process and dropped after."""
+    texts = [(lo, "".join(map(chr, range(lo, hi + 1)))) for lo, hi in ((0, 0xD7FF), (0xE000, MAX_CODE_POINT))]
+    out: dict[str, CharSet] = {}
+    for escape in ("\\d", "\\w", "\\s"):
+        rx = re.compile(f"(?:{escape})+")
+        out[escape] = CharSet.of_ranges([(lo + m.start(), lo + m.end() - 1) for lo, text in texts for m in rx.finditer(text)])
+    return out
 
 
 def _narrow_class(letter: str) -> CharSet:
