@@ -52,7 +52,6 @@ class SharedTails:
         self.words = (len(self.trie.trie_order.k_token) + 31) // 32
         with fsm._lock:
             self.ranges, self.nodes = self.trie.class_ranges(np.asarray(fsm.dfa.class_of_byte), fsm.dfa.num_classes)
-        self.class_nodes = np.asarray(self.nodes, dtype=np.int64)  # [C] trie nodes under each class's first bytes
         self.tails: dict[int, np.ndarray] = {}  # q -> trie-order tokens whose tail q accepts
         self.asked: dict[int, int] = {}  # q -> trie nodes under the first bytes rows sent to q so far
         self.buy = SHARED_TAIL_AFTER_TRIES * self.trie.num_nodes
@@ -61,31 +60,34 @@ class SharedTails:
 
     def step(self, state: int) -> list[int]:
         """Store ``state``'s row; return its successor states.  Caller holds the FSM's lock."""
-        fsm, dfa = self.fsm, self.fsm.dfa
-        row = np.array(dfa.expand(state), dtype=np.int32)  # [C] next state per byte class
+        fsm = self.fsm
+        targets = fsm.dfa.expand(state).tolist()  # [C] next state per byte class
         if state not in fsm._state_to_row:
-            fsm._state_to_row[state] = self._row(state, row)
-        return [t for t in set(row.tolist()) if t != DEAD]
+            fsm._state_to_row[state] = self._row(state, targets)
+        return [t for t in set(targets) if t != DEAD]
 
     def row_index(self, state: int) -> int:
         """Index of ``state``'s row, computed (and deduplicated) here without touching the
         FSM's state map: the first-visit path of :meth:`TokenFSM.mask_row_index`, which keeps
         one of these per grammar so that later rows copy the tails earlier ones bought.
         Caller holds the FSM's lock."""
-        fsm = self.fsm
-        targets = fsm.dfa.expand(state).tolist()  # [C] in plain Python: most rows are short walks
-        if sum(n for n, q in zip(self.nodes, targets) if q) < self.small:
-            return fsm._store_bits(self.trie.mask_bits(fsm.dfa, state), fsm.dfa.acc[state])
-        return self._row(state, np.array(targets, dtype=np.int32))
+        return self._row(state, self.fsm.dfa.expand(state).tolist())
 
-    def _row(self, state: int, row: np.ndarray) -> int:
+    def _walk(self, state: int) -> int:
+        """``state``'s row by its own token-order walk (which skips looping subtrees)."""
+        fsm = self.fsm
+        return fsm._store_bits(self.trie.mask_bits(fsm.dfa, state), fsm.dfa.acc[state])
+
+    def _row(self, state: int, targets: list[int]) -> int:
+        """Index of ``state``'s row; ``targets``: its next state per byte class (plain Python:
+        most rows are short walks, decided before any array is made)."""
+        if sum(n for n, q in zip(self.nodes, targets) if q) < self.small:  # nothing worth copying
+            return self._walk(state)
         fsm, trie = self.fsm, self.trie
-        live = np.flatnonzero(row)  # [L] classes not leading to the dead state (0)
-        if int(self.class_nodes[live].sum()) < self.small:  # a short walk: nothing worth copying
-            return fsm._store_bits(trie.mask_bits(fsm.dfa, state), fsm.dfa.acc[state])
+        row = np.array(targets, dtype=np.int32)  # [C]
         if state not in self.tails and int(np.count_nonzero(row[fsm.dfa.class_of_byte] == state)) >= LOOP_SKIP_MIN_BYTES:
-            # a state looping on many bytes: its own walk skips their subtrees (pre-set loop tokens)
-            return fsm._store_bits(trie.mask_bits(fsm.dfa, state), fsm.dfa.acc[state])
+            return self._walk(state)  # a state looping on many bytes: its walk skips their subtrees
+        live = np.flatnonzero(row)  # [L] classes not leading to the dead state (0)
         classes_of: dict[int, list[int]] = {}
         for c, q in zip(live.tolist(), row[live].tolist()):
             classes_of.setdefault(q, []).append(c)
@@ -101,7 +103,7 @@ class SharedTails:
                 self.tails[q] = tail
             kept.append((tail, classes))
         if not kept:  # nothing to copy: one walk in token order (no trie-order round trip)
-            return fsm._store_bits(trie.mask_bits(fsm.dfa, state), fsm.dfa.acc[state])
+            return self._walk(state)
         bits = np.zeros(self.words, dtype=np.uint32)  # [ceil(K/32)] trie order
         walk_row = row.copy()
         for tail, classes in kept:
