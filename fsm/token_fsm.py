@@ -381,14 +381,17 @@ class TokenFSM:
         shared with :meth:`budget_row_index`)."""
         return self._budget_cuts(state)[0][-1]
 
-    def budget_row_index(self, state: int, tokens_left: int) -> int:
+    def budget_row_index(self, state: int, tokens_left: int, consumed: int | None = None) -> int:
         """Row index of ``state``'s token bitmask restricted to what can still end accepted
         within ``tokens_left`` tokens (this one included): a token is kept when the state it
         leads to has :meth:`distance` ≤ ``tokens_left − 1``; EOS is kept in accepting states.
         When no token qualifies, the tokens leading nearest to acceptance are kept, so the row
         is never empty where the unrestricted one is not.  Equal to :meth:`mask_row_index`
         whenever the budget does not bind: at no extra cost while ``tokens_left − 1`` ≥ the
-        automaton's bound on every state's distance (:attr:`LazyDFA.distance_bound`), else after
+        automaton's bound on every state's distance (:attr:`LazyDFA.distance_bound`), or, when
+        ``consumed`` (bytes on the path from :attr:`initial` to ``state``) is given and the
+        language is finite, ≥ ``length_bound − consumed − 1`` (every successor lies on an
+        accepted string at least one byte further, so its distance is at most that); else after
         one more trie walk of ``state`` (the first time; it yields the rows of every limit).
 
         Sampling from these rows keeps ``distance(state) ≤ tokens left`` true once it holds,
@@ -401,6 +404,9 @@ class TokenFSM:
         limit = tokens_left - 1
         bound = self.dfa.distance_bound
         if bound is not None and bound <= limit:
+            return self.mask_row_index(state)
+        longest = self.dfa.length_bound
+        if consumed is not None and longest is not None and longest - consumed - 1 <= limit:
             return self.mask_row_index(state)
         cuts, rows = self._budget_cuts(state)
         if limit >= cuts[-1]:
