@@ -176,12 +176,9 @@ class _Workloads:
         if w not in self.reqs:
             cfg = self.config
             self.check = check = _CompileCheck(vocab, compiler)
-            reqs = build_workload(
-                w, cfg.num_requests, cfg.seed, check, shots=cfg.shots, maskbench_dir=cfg.maskbench_dir, prefetch=check.prefetch
-            )
+            reqs = build_workload(w, cfg.num_requests, cfg.seed, check, shots=cfg.shots, maskbench_dir=cfg.maskbench_dir)
             if cfg.distinct_schemas:
                 reqs = distinct_schemas(reqs, str(cfg.seed))
-            check.prefetch([r.constraint for r in reqs])
             self.reqs[w] = bound_max_tokens(reqs, check.max_length, min_length=check.min_length)
             if cfg.save_requests:
                 save_requests(Path(cfg.out_dir) / f"requests-{w}.jsonl", self.reqs[w])
@@ -417,12 +414,6 @@ class _CompileCheck:
         self.compiler = GrammarCompiler(vocab, config)
         self.refusals: list[str] = []
         self._lengths: dict[str, int | None] = {}
-
-    def prefetch(self, constraints: Sequence[Constraint]) -> None:
-        """Compile ``constraints`` into this check's cache on one process per core but one
-        (the workload's preparation is untimed; this only shortens it)."""
-        if len(constraints) > 1:
-            self.compiler.precompile(constraints, processes=max(1, min(len(constraints), (os.cpu_count() or 1) - 1)))
 
     def __call__(self, c: Constraint) -> bool:
         try:

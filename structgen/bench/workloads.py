@@ -101,37 +101,23 @@ def bound_schema(schema: Any, max_length: int = 32, max_items: int = 8, magnitud
     return out
 
 
-def maskbench_requests(
-    n: int,
-    seed: int,
-    root: Path | None,
-    check: Callable[[Constraint], bool] | None = None,
-    prefetch: Callable[[Sequence[Constraint]], object] | None = None,
-) -> list[BenchRequest]:
+def maskbench_requests(n: int, seed: int, root: Path | None, check: Callable[[Constraint], bool] | None = None) -> list[BenchRequest]:
     """``n`` schemas of the MaskBench data folder ``root`` sampled with ``seed`` (those ``check``
-    rejects are skipped); [] when no folder is given or it is absent.  ``prefetch``, when given,
-    is called with each batch of candidates before ``check`` sees them one by one (a check
-    that compiles can compile the batch in parallel first)."""
+    rejects are skipped); [] when no folder is given or it is absent."""
     if root is None or not root.is_dir():
         return []
     files = sorted(root.glob("*.json"))
     random.Random(seed).shuffle(files)
     out: list[BenchRequest] = []
-    start = 0
-    while len(out) < n and start < len(files):
-        batch = files[start : start + n - len(out) + 8]  # a few spares for refusals
-        start += len(batch)
-        schemas = [bound_schema(json.loads(f.read_text())["schema"]) for f in batch]
-        constraints = [Constraint.json_schema(schema) for schema in schemas]
-        if prefetch is not None and check is not None:
-            prefetch(constraints)
-        for schema, c in zip(schemas, constraints):
-            if len(out) >= n:
-                break
-            if check is not None and not check(c):
-                continue
-            text = json.dumps(schema)[:1500]
-            out.append(BenchRequest(f"Write one JSON value that satisfies this JSON Schema:\n{text}\nJSON: ", c, 256))
+    for f in files:
+        if len(out) >= n:
+            break
+        schema = bound_schema(json.loads(f.read_text())["schema"])
+        c = Constraint.json_schema(schema)
+        if check is not None and not check(c):
+            continue
+        text = json.dumps(schema)[:1500]
+        out.append(BenchRequest(f"Write one JSON value that satisfies this JSON Schema:\n{text}\nJSON: ", c, 256))
     return out
 
 
@@ -169,12 +155,11 @@ def build_workload(
     *,
     shots: int = 4,
     maskbench_dir: str | os.PathLike[str] | None = None,
-    prefetch: Callable[[Sequence[Constraint]], object] | None = None,
 ) -> list[BenchRequest]:
     """The requests of workload ``name`` (``shots``: worked examples in the shared prefix;
     ``maskbench_dir``: the JSONSchemaBench ``maskbench/data`` folder; without it the maskbench
-    workload has no requests and is skipped; ``prefetch``: as :func:`maskbench_requests`).
-    Raises ``ValueError`` for an unknown name."""
+    workload has no requests and is skipped).  Raises ``ValueError`` for an unknown
+    name."""
     if name == "character":
         return character_requests(n)
     if name == "extraction":
@@ -182,7 +167,7 @@ def build_workload(
     if name == "shared-prefix":
         return shared_prefix_requests(n, seed, shots)
     if name == "maskbench":
-        return maskbench_requests(n, seed, Path(maskbench_dir) if maskbench_dir else None, check=check, prefetch=prefetch)
+        return maskbench_requests(n, seed, Path(maskbench_dir) if maskbench_dir else None, check=check)
     raise ValueError(f"unknown workload {name!r}; choose from {', '.join(WORKLOADS)}")
 
 
