@@ -481,99 +481,9 @@ static PyObject *expand_ahead(PyObject *self, PyObject *args) {
     return Py_BuildValue("(nN)", s, got);
 }
 
-/* distances_to_accept(table, accepting, out) -> None
- *
- * Bytes in the shortest accepted continuation from each state of a complete transition table:
- * table int32 [n, C] (every row expanded), accepting uint8/bool [n], out int64 [n] (written;
- * states that reach no accepting one keep the value it holds).  A breadth-first search
- * backwards from the accepting states over the reverse edges, grouped by target with a counting
- * sort: O(n * C).  Raises ValueError for shapes that disagree or a target out of range.
- */
-static PyObject *distances_to_accept(PyObject *self, PyObject *args) {
-    PyObject *o_table, *o_acc, *o_out;
-    Py_ssize_t n, C;
-    if (!PyArg_ParseTuple(args, "OnnOO", &o_table, &n, &C, &o_acc, &o_out)) return NULL;
-    Py_buffer tb, ab, ob;
-    if (PyObject_GetBuffer(o_table, &tb, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
-    if (PyObject_GetBuffer(o_acc, &ab, PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&tb);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(o_out, &ob, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&ab);
-        PyBuffer_Release(&tb);
-        return NULL;
-    }
-    PyObject *result = NULL;
-    int32_t *from = NULL, *start = NULL, *queue = NULL;
-    if (n < 0 || C < 1 || tb.itemsize != 4 || tb.len != n * C * 4 || ab.itemsize != 1 || ab.len != n || ob.itemsize != 8 ||
-        ob.len != n * 8) {
-        PyErr_SetString(PyExc_ValueError, "distances_to_accept: table int32 [n, C], accepting bool [n], out int64 [n]");
-        goto done;
-    }
-    const int32_t *table = (const int32_t *)tb.buf;
-    const uint8_t *acc = (const uint8_t *)ab.buf;
-    int64_t *dist = (int64_t *)ob.buf;
-    const Py_ssize_t m = n * C;
-    from = (int32_t *)malloc((size_t)(m ? m : 1) * sizeof(int32_t));
-    start = (int32_t *)calloc((size_t)n + 2, sizeof(int32_t));
-    queue = (int32_t *)malloc((size_t)(n ? n : 1) * sizeof(int32_t));
-    if (!from || !start || !queue) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < m; i++) {
-        int32_t t = table[i];
-        if (t < 0 || t >= n) {
-            PyErr_SetString(PyExc_ValueError, "distances_to_accept: a target outside 0..n-1 (a row not expanded?)");
-            goto done;
-        }
-        start[t + 2]++;
-    }
-    for (Py_ssize_t t = 0; t < n; t++) start[t + 2] += start[t + 1];
-    for (Py_ssize_t i = 0; i < m; i++) from[start[table[i] + 1]++] = (int32_t)(i / C); /* start[t + 1] ends as t's end */
-    Py_ssize_t head = 0, tail = 0;
-    for (Py_ssize_t q = 0; q < n; q++) {
-        if (acc[q]) {
-            dist[q] = 0;
-            queue[tail++] = (int32_t)q;
-        }
-    }
-    char *seen = (char *)calloc((size_t)(n ? n : 1), 1);
-    if (!seen) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t k = 0; k < tail; k++) seen[queue[k]] = 1;
-    if (n) seen[0] = 1; /* the dead state: never on a path */
-    while (head < tail) {
-        int32_t t = queue[head++];
-        for (int32_t j = start[t]; j < start[t + 1]; j++) {
-            int32_t p = from[j];
-            if (!seen[p]) {
-                seen[p] = 1;
-                dist[p] = dist[t] + 1;
-                queue[tail++] = p;
-            }
-        }
-    }
-    free(seen);
-    Py_INCREF(Py_None);
-    result = Py_None;
-done:
-    free(from);
-    free(start);
-    free(queue);
-    PyBuffer_Release(&ob);
-    PyBuffer_Release(&ab);
-    PyBuffer_Release(&tb);
-    return result;
-}
-
 static PyMethodDef methods[] = {
     {"expand_state", expand_state, METH_VARARGS, "One lazy subset-construction step (see _lazy_expand.c)."},
     {"expand_ahead", expand_ahead, METH_VARARGS, "expand_state over discovered states in order (see _lazy_expand.c)."},
-    {"distances_to_accept", distances_to_accept, METH_VARARGS, "Shortest accepted continuation per state (see _lazy_expand.c)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -66,12 +66,11 @@ class Cursor:
     pure query.
     """
 
-    __slots__ = ("_offsets", "_states", "_tokens", "finished", "fsm")
+    __slots__ = ("_states", "_tokens", "finished", "fsm")
 
     def __init__(self, fsm: TokenFSM) -> None:
         self.fsm = fsm
         self._states = [fsm.initial]
-        self._offsets = [0]  # bytes consumed up to each state of _states
         self._tokens: list[int] = []
         self.finished = False
 
@@ -98,8 +97,8 @@ class Cursor:
 
     def budget_row_index(self, tokens_left: int) -> int:
         """Row index of the current state's bitmask restricted to ``tokens_left`` tokens
-        (:meth:`TokenFSM.budget_row_index`, told the bytes consumed so far)."""
-        return self.fsm.budget_row_index(self._states[-1], tokens_left, self._offsets[-1])
+        (:meth:`TokenFSM.budget_row_index`)."""
+        return self.fsm.budget_row_index(self._states[-1], tokens_left)
 
     def advance(self, token_id: int) -> None:
         """Consume ``token_id``.  EOS in an accepting state finishes the cursor.
@@ -115,7 +114,6 @@ class Cursor:
             self.finished = True
             return
         self._states.append(nxt)
-        self._offsets.append(self._offsets[-1] + len(self.fsm.vocab.token_bytes[token_id]))
         self._tokens.append(token_id)
 
     def rollback(self, n: int) -> None:
@@ -126,7 +124,6 @@ class Cursor:
         self.finished = False
         if n:
             del self._states[-n:]
-            del self._offsets[-n:]
             del self._tokens[-n:]
 
     def jump_forward(self, recent_token_ids: Sequence[int] | None = None, *, max_rollback: int = 3) -> JumpForward | None:

@@ -1,6 +1,7 @@
 """Path lengths of eager byte DFAs (shortest and longest accepted strings, the largest distance to
-acceptance) and the distances to acceptance of every state of a complete transition table
-(breadth-first searches, backwards from the accepting states where every state is asked)."""
+acceptance), the distances to acceptance of every state of a complete transition table
+(breadth-first searches, backwards from the accepting states where every state is asked), and
+the largest such distance among the states each state can reach."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import numpy as np
 from .dfa import DEAD, ByteDFA
 
 _c_distances: Any
-try:  # the compiled breadth-first search (fsm/_lazy_expand.c); optional, see setup.py
-    from ._lazy_expand import distances_to_accept as _c_distances
+_c_reach_max: Any
+try:  # the compiled searches (fsm/_paths.c); optional, see setup.py
+    from ._paths import distances_to_accept as _c_distances
+    from ._paths import reach_max as _c_reach_max
 except ImportError:  # pragma: no cover - exercised when no C compiler was available at install
-    _c_distances = None
+    _c_distances = _c_reach_max = None
 
 
 NO_PATH = 1 << 40
@@ -72,7 +75,7 @@ def distances_to_accept(table: np.ndarray, accepting: np.ndarray, *, use_compile
     table: ``table`` ``int32 [n, C]`` (every row expanded, state 0 dead), ``accepting`` ``bool
     [n]``.  Returns ``int64 [n]``: 0 for accepting states, ``NO_PATH`` for states that reach no
     accepting one (the dead state).  A breadth-first search backwards from the accepting states:
-    in C over the reverse edges grouped by a counting sort (``fsm/_lazy_expand.c``) where it is
+    in C over the reverse edges grouped by a counting sort (``fsm/_paths.c``) where it is
     built and ``use_compiled``, else in numpy over the distinct (state, successor) pairs; the
     same result.  Raises ``ValueError`` for shapes that disagree or a row not expanded
     (negative)."""
@@ -103,3 +106,62 @@ def distances_to_accept(table: np.ndarray, accepting: np.ndarray, *, use_compile
         dist[new] = d
         frontier = new
     return dist
+
+
+def reach_max(table: np.ndarray, dist: np.ndarray, *, use_compiled: bool = True) -> np.ndarray:
+    """For every state of a complete transition table, the largest ``dist`` among the states it
+    can reach, itself included: ``table`` ``int32 [n, C]`` (every row expanded, state 0 dead,
+    edges into it ignored), ``dist`` ``int64 [n]`` (:func:`distances_to_accept`).  Returns
+    ``int64 [n]``.  An upper bound on the distance of any state a token can lead to, so a
+    budget at least this large cannot bind.  Strongly connected components by Tarjan's
+    algorithm (Tarjan 1972), each finished after every component it reaches: in C
+    (``fsm/_paths.c``) where built and ``use_compiled``, else the same search in Python.
+    Raises ``ValueError`` for shapes that disagree or a row not expanded (negative)."""
+    n = table.shape[0]
+    if table.ndim != 2 or dist.shape != (n,) or n < 1:
+        raise ValueError(f"table [n, C] and dist [n] must agree (n >= 1), got {list(table.shape)} and {list(dist.shape)}")
+    if int(table.min()) < 0:
+        raise ValueError("every row of the table must be expanded (no negative targets)")
+    out = np.zeros(n, dtype=np.int64)
+    if use_compiled and _c_reach_max is not None:
+        _c_reach_max(np.ascontiguousarray(table, dtype=np.int32), n, table.shape[1], np.ascontiguousarray(dist, dtype=np.int64), out)
+        return out
+    succ = [sorted({int(t) for t in row if t != DEAD}) for row in table.tolist()]
+    d = [int(x) for x in dist.tolist()]
+    index = [-1] * n
+    low = [0] * n
+    done = [False] * n
+    done[DEAD], out[DEAD] = True, d[DEAD]
+    stack: list[int] = []
+    counter = 0
+    for root in range(1, n):
+        if index[root] >= 0:
+            continue
+        frames = [(root, iter(succ[root]))]
+        index[root] = low[root] = counter = counter + 1
+        stack.append(root)
+        while frames:
+            v, it = frames[-1]
+            w = next(it, None)
+            if w is not None:
+                if index[w] < 0:
+                    index[w] = low[w] = counter = counter + 1
+                    stack.append(w)
+                    frames.append((w, iter(succ[w])))
+                elif not done[w]:
+                    low[v] = min(low[v], index[w])
+                continue
+            frames.pop()
+            if frames:
+                low[frames[-1][0]] = min(low[frames[-1][0]], low[v])
+            if low[v] != index[v]:
+                continue
+            members = stack[stack.index(v) :]
+            del stack[stack.index(v) :]
+            member_set = set(members)
+            m = max(d[x] for x in members)
+            m = max([m] + [int(out[w]) for x in members for w in succ[x] if w not in member_set])
+            for x in members:
+                out[x] = m
+                done[x] = True
+    return out

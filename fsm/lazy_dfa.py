@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .dfa import DEAD, Budget
-from .dfa_paths import NO_PATH, distances_to_accept
+from .dfa_paths import NO_PATH, distances_to_accept, reach_max
 from .errors import GrammarCompileError
 
 if TYPE_CHECKING:
@@ -81,6 +81,7 @@ class LazyDFA:
         self.use_compiled = True  # expand in C where fsm/_lazy_expand.c is built (tests compare both)
         self.complete = False  # every reachable state expanded and the NFA dropped (complete_ahead)
         self._single: list[int] = []  # once complete: per state its one forced byte, else -1
+        self._reach: list[int] = []  # once complete: per state the largest distance it can reach
         self.initial = self._state_of(self._closure([start]))
 
     @property
@@ -228,6 +229,7 @@ class LazyDFA:
         acc = np.array(self.acc, dtype=bool)
         dist = distances_to_accept(self.table, acc)
         self._dfa_dist = dict(enumerate(dist.tolist()))
+        self._reach = reach_max(self.table, dist).tolist()
         live = self.table != DEAD  # [n, C]
         first = live.argmax(axis=1)  # [n] the first live class
         one = (live.sum(axis=1) == 1) & (self.class_size[first] == 1) & ~acc  # [n] one byte leads on
@@ -450,6 +452,12 @@ class LazyDFA:
             longest[q] = max([0 if self.acc[q] else -1] + [longest[t] + 1 for t in succ])  # live: -1 never wins
         return longest[start]
 
+    def reach_bound(self, state: int) -> int | None:
+        """The largest :meth:`distance_to_accept` among the states ``state`` can reach, itself
+        included (:func:`~.dfa_paths.reach_max`), once the automaton is complete; None before
+        (or from a pickle without it).  Pure query."""
+        return self._reach[state] if self._reach else None
+
     def distance_to_accept(self, state: int) -> int:
         """Bytes in the shortest accepted continuation from ``state`` (0 when accepting;
         ``NO_PATH`` for the dead state).  Exact: NFA shortest paths where a fragment not built
@@ -536,6 +544,7 @@ class LazyDFA:
         state.setdefault("length_bound", None)
         state.setdefault("complete", False)
         state.setdefault("_single", [])
+        state.setdefault("_reach", [])
         self.__dict__.update(state)
         if self.complete:
             return

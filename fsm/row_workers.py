@@ -7,7 +7,10 @@ walks one after another on the engine thread.  Here each grammar compiled on the
 processes is also loaded (as the pickled FSM the compile produced) into one of ``N`` row
 worker processes; the engine keeps its own copy for everything else (advance, jump-forward,
 budgets) and, once per step, sends every missing row of the batch to the workers holding those
-grammars, all workers at once, and stores what comes back (:func:`fill_rows`).
+grammars, all workers at once, and stores what comes back (:func:`fill_rows`).  Where a
+request's token budget binds (``max_tokens`` nearer than its automaton's bounds), the worker
+also computes the state's budget rows (:meth:`TokenFSM.budget_rows_bytes`), which would
+otherwise walk the state's successors on the engine thread.
 
 A worker's copy discovers its automaton states in its own order, so engine states are named to
 it by a token path from a state it already knows (:meth:`TokenFSM.witness_path`); replaying
@@ -54,7 +57,9 @@ class RowSource:
         self.known: set[int] = {initial}
 
 
-_Ask = tuple[TokenFSM, RowSource, list[tuple[int, int, int]], list[int]]  # fsm, its source, token paths, states
+RowWant = tuple[TokenFSM, int, "int | None"]
+"""A row wanted: (FSM, engine state, tokens the request may still emit or None: no budget)."""
+_Ask = tuple[TokenFSM, RowSource, list[tuple[int, int, int]], list[int], list[int]]  # fsm, its source, token paths, states, budget states
 
 
 class RowWorkers:
@@ -114,23 +119,24 @@ class RowWorkers:
         fsm.track_witnesses()
         fsm.row_source = RowSource(self, index, key, fsm.initial)
 
-    def request(self, wanted: Sequence[tuple[TokenFSM, int]]) -> int:
-        """Send the missing rows of ``wanted`` (``(fsm, state)`` pairs whose FSM this pool
-        serves) to the workers without waiting: each starts on them at once, while the caller
-        goes on (the engine asks as each request's token is processed, then collects them all
-        with :meth:`fill` at the sample).  Returns the rows asked for."""
+    def request(self, wanted: Sequence[RowWant]) -> int:
+        """Send the missing rows of ``wanted`` (:data:`RowWant` triples whose FSM this pool
+        serves; budget rows where :meth:`TokenFSM.budget_walk_needed`) to the workers without
+        waiting: each starts on them at once, while the caller goes on (the engine asks as
+        each request's token is processed, then collects them all with :meth:`fill` at the
+        sample).  Returns the rows asked for."""
         asks = self._asks(wanted)
         asked = 0
         with self._fill_lock:
             for i, items in asks.items():
-                if self._send(i, ("rows", [(src.key, path, states) for _f, src, path, states in items])):
+                if self._send(i, ("rows", [(src.key, path, states, budget) for _f, src, path, states, budget in items])):
                     self._pending.setdefault(i, []).append(items)
-                    for fsm, _src, _path, states in items:
+                    for fsm, _src, _path, states, _budget in items:
                         self._asked.update((fsm.uid, s) for s in states)
                         asked += len(states)
         return asked
 
-    def fill(self, wanted: Sequence[tuple[TokenFSM, int]]) -> int:
+    def fill(self, wanted: Sequence[RowWant]) -> int:
         """Ask for the missing rows of ``wanted`` not asked for yet, then wait for every
         answer outstanding (all workers in parallel) and store the rows in their FSMs.  Returns
         the rows stored; the others are left to inline computation."""
@@ -142,28 +148,35 @@ class RowWorkers:
             for i, messages in pending.items():
                 for items in messages:
                     replies = self._recv(i)
-                    for (fsm, _src, _path, states), rows in zip(items, replies or [None] * len(items)):
+                    for (fsm, _src, _path, states, _budget), rows in zip(items, replies or [None] * len(items)):
                         if rows is None:  # dead, evicted there, or the walk raised: inline from now on, as without workers
                             fsm.row_source = None
                             continue
                         for state, row in zip(states, rows):
-                            fsm.put_row(state, row)
+                            if isinstance(row, bytes):
+                                fsm.put_row(state, row)
+                            else:
+                                fsm.put_budget_rows(state, *row)
                         stored += len(states)
         self.rows_served += stored
         return stored
 
-    def _asks(self, wanted: Sequence[tuple[TokenFSM, int]]) -> dict[int, list[_Ask]]:
+    def _asks(self, wanted: Sequence[RowWant]) -> dict[int, list[_Ask]]:
         """Per worker, the asks for the rows of ``wanted`` that are missing and not asked for
-        yet: each FSM's token paths to its states (from states the worker knows) and the states."""
+        yet: each FSM's token paths to its states (from states the worker knows), the states,
+        and those of them whose budget rows are wanted too."""
         asks: dict[int, list[_Ask]] = {}
         per_fsm: dict[int, _Ask] = {}
-        for fsm, state in wanted:
+        for fsm, state, left in wanted:
             src = fsm.row_source
-            if src is None or src.workers is not self or fsm.has_row(state) or (fsm.uid, state) in self._asked:
+            if src is None or src.workers is not self or (fsm.uid, state) in self._asked:
+                continue
+            budget = fsm.budget_walk_needed(state, left)
+            if fsm.has_row(state) and not budget:
                 continue
             entry = per_fsm.get(fsm.uid)
             if entry is None:
-                entry = per_fsm[fsm.uid] = (fsm, src, [], [])
+                entry = per_fsm[fsm.uid] = (fsm, src, [], [], [])
                 asks.setdefault(src.index, []).append(entry)
             if state in entry[3]:
                 continue
@@ -173,6 +186,8 @@ class RowWorkers:
             entry[2].extend(path)
             src.known.update(s for s, _p, _t in path)
             entry[3].append(state)
+            if budget:
+                entry[4].append(state)
         return asks
 
     def alive(self, index: int) -> bool:
@@ -225,35 +240,36 @@ class RowWorkers:
             self._conns[i] = None
 
 
-def request_rows(wanted: Sequence[tuple[TokenFSM, int]]) -> int:
-    """Start the row workers on the missing rows of ``wanted`` (``(fsm, state)`` pairs)
+def request_rows(wanted: Sequence[RowWant]) -> int:
+    """Start the row workers on the missing rows of ``wanted`` (:data:`RowWant` triples)
     without waiting; :func:`fill_rows` collects them.  FSMs no pool serves are skipped.
     Returns the rows asked for."""
     return sum(w.request(items) for w, items in _by_pool(wanted).values())
 
 
-def fill_rows(wanted: Sequence[tuple[TokenFSM, int]]) -> int:
-    """Have the row workers compute the missing rows of ``wanted`` (``(fsm, state)`` pairs),
+def fill_rows(wanted: Sequence[RowWant]) -> int:
+    """Have the row workers compute the missing rows of ``wanted`` (:data:`RowWant` triples),
     each pool in parallel; FSMs no pool serves are skipped (their rows stay inline).  Returns
     the rows stored (those asked for earlier with :func:`request_rows` included)."""
     return sum(w.fill(items) for w, items in _by_pool(wanted).values())
 
 
-def _by_pool(wanted: Sequence[tuple[TokenFSM, int]]) -> dict[int, tuple[RowWorkers, list[tuple[TokenFSM, int]]]]:
-    pools: dict[int, tuple[RowWorkers, list[tuple[TokenFSM, int]]]] = {}
-    for fsm, state in wanted:
-        src = fsm.row_source
+def _by_pool(wanted: Sequence[RowWant]) -> dict[int, tuple[RowWorkers, list[RowWant]]]:
+    pools: dict[int, tuple[RowWorkers, list[RowWant]]] = {}
+    for want in wanted:
+        src = want[0].row_source
         if src is not None and src.workers.alive(src.index):
-            pools.setdefault(id(src.workers), (src.workers, []))[1].append((fsm, state))
+            pools.setdefault(id(src.workers), (src.workers, []))[1].append(want)
     return pools
 
 
 def _worker_main(conn: Connection) -> None:
     """A row worker: first the pickled vocabulary (then ``"ready"`` once its trie is built);
     then ``("load", key, blob)`` keeps a grammar; ``("rows", [(key, path,
-    states), ...])`` replays each path on the worker's copy (engine state → its own) and
-    answers, per item, the rows of ``states`` as bytes (None when the grammar is not held or
-    the walk raised); ``("stop",)`` ends it.  A reader thread (:func:`_read_all`) takes every
+    states, budget states), ...])`` replays each path on the worker's copy (engine state → its
+    own) and answers, per item, the rows of ``states`` as bytes, or (cuts, rows as bytes) for
+    the budget states (None when the grammar is not held or the walk raised); ``("stop",)``
+    ends it.  A reader thread (:func:`_read_all`) takes every
     message off the pipe as it arrives."""
     vocab: Vocabulary = pickle.loads(conn.recv_bytes())
     vocab.prepare()
@@ -282,7 +298,7 @@ def _worker_main(conn: Connection) -> None:
             gc.collect()  # only what is not frozen yet: this grammar and the rows since the last load
             gc.freeze()
             continue
-        conn.send([_rows(fsms, key, path, states) for key, path, states in msg[1]])
+        conn.send([_rows(fsms, key, path, states, budget) for key, path, states, budget in msg[1]])
 
 
 def _read_all(conn: Connection, inbox: queue.SimpleQueue[Any]) -> None:
@@ -303,8 +319,12 @@ def _read_all(conn: Connection, inbox: queue.SimpleQueue[Any]) -> None:
 
 
 def _rows(
-    fsms: OrderedDict[str, tuple[TokenFSM, dict[int, int]]], key: str, path: list[tuple[int, int, int]], states: list[int]
-) -> list[bytes] | None:
+    fsms: OrderedDict[str, tuple[TokenFSM, dict[int, int]]],
+    key: str,
+    path: list[tuple[int, int, int]],
+    states: list[int],
+    budget: list[int],
+) -> list[bytes | tuple[list[int], list[bytes]]] | None:
     got = fsms.get(key)
     if got is None:
         return None
@@ -316,6 +336,6 @@ def _rows(
             if nxt < 0:
                 return None
             mine[state] = nxt
-        return [fsm.mask_row(mine[s]).tobytes() for s in states]
+        return [fsm.budget_rows_bytes(mine[s]) if s in budget else fsm.mask_row(mine[s]).tobytes() for s in states]
     except Exception:
         return None

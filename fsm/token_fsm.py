@@ -381,18 +381,17 @@ class TokenFSM:
         shared with :meth:`budget_row_index`)."""
         return self._budget_cuts(state)[0][-1]
 
-    def budget_row_index(self, state: int, tokens_left: int, consumed: int | None = None) -> int:
+    def budget_row_index(self, state: int, tokens_left: int) -> int:
         """Row index of ``state``'s token bitmask restricted to what can still end accepted
         within ``tokens_left`` tokens (this one included): a token is kept when the state it
         leads to has :meth:`distance` ≤ ``tokens_left − 1``; EOS is kept in accepting states.
         When no token qualifies, the tokens leading nearest to acceptance are kept, so the row
         is never empty where the unrestricted one is not.  Equal to :meth:`mask_row_index`
         whenever the budget does not bind: at no extra cost while ``tokens_left − 1`` ≥ the
-        automaton's bound on every state's distance (:attr:`LazyDFA.distance_bound`), or, when
-        ``consumed`` (bytes on the path from :attr:`initial` to ``state``) is given and the
-        language is finite, ≥ ``length_bound − consumed − 1`` (every successor lies on an
-        accepted string at least one byte further, so its distance is at most that); else after
-        one more trie walk of ``state`` (the first time; it yields the rows of every limit).
+        automaton's bound on every state's distance (:attr:`LazyDFA.distance_bound`) or, on a
+        complete automaton, on the distances of the states ``state`` reaches
+        (:meth:`LazyDFA.reach_bound`), else after one more trie walk of ``state`` (the first
+        time; it yields the rows of every limit).
 
         Sampling from these rows keeps ``distance(state) ≤ tokens left`` true once it holds,
         and a vocabulary with every single byte as a token then always ends accepted within
@@ -402,16 +401,51 @@ class TokenFSM:
         if tokens_left < 1:
             raise ValueError(f"tokens_left must be >= 1, got {tokens_left}")
         limit = tokens_left - 1
-        bound = self.dfa.distance_bound
-        if bound is not None and bound <= limit:
-            return self.mask_row_index(state)
-        longest = self.dfa.length_bound
-        if consumed is not None and longest is not None and longest - consumed - 1 <= limit:
+        if self._budget_loose(state, limit):
             return self.mask_row_index(state)
         cuts, rows = self._budget_cuts(state)
         if limit >= cuts[-1]:
             return self.mask_row_index(state)
         return rows[max(bisect_right(cuts, limit) - 1, 0)]
+
+    def _budget_loose(self, state: int, limit: int) -> bool:
+        """Whether every state a token leads to from ``state`` is within ``limit`` of
+        acceptance by the automaton's bounds alone (no successor walk)."""
+        bound = self.dfa.distance_bound
+        if bound is not None and bound <= limit:
+            return True
+        reach = self.dfa.reach_bound(state)
+        return reach is not None and reach <= limit
+
+    def budget_walk_needed(self, state: int, tokens_left: int | None) -> bool:
+        """Whether :meth:`budget_row_index` of ``state`` at ``tokens_left`` (None: no budget)
+        would walk ``state``'s successors now (their rows are not known and the bounds do not
+        settle it): what a row worker can compute ahead (:meth:`budget_rows_bytes`).  Pure
+        query."""
+        if tokens_left is None or state in self._budget_rows:
+            return False
+        return not self._budget_loose(state, max(tokens_left, 1) - 1)
+
+    def budget_rows_bytes(self, state: int) -> tuple[list[int], list[bytes]]:
+        """``state``'s distance cuts and, per cut, its budget row as ``int32 [ceil(V/32)]``
+        little-endian bytes (the last: the plain row), for another copy of this FSM
+        (:meth:`put_budget_rows`).  One trie walk the first time, memoized."""
+        cuts, rows = self._budget_cuts(state)
+        return cuts, [self._row_bytes[r] for r in rows]
+
+    def put_budget_rows(self, state: int, cuts: list[int], rows: list[bytes]) -> None:
+        """Record ``state``'s budget rows computed elsewhere (:meth:`budget_rows_bytes` of an
+        equivalent state of an identical FSM; the last row is the plain one).  A state whose
+        budget rows are known keeps them.  Raises ``ValueError`` for rows of the wrong length
+        or a count that does not match the cuts."""
+        if len(rows) != len(cuts) or not rows or any(len(r) != self.mask_words * 4 for r in rows):
+            raise ValueError(f"budget rows: one row of {self.mask_words * 4} bytes per cut, got {len(rows)} rows for {len(cuts)} cuts")
+        with self._lock:
+            if state in self._budget_rows:
+                return
+            idx = [self._store_bits(np.frombuffer(r, dtype="<u4").copy(), False) for r in rows]
+            self._state_to_row.setdefault(state, idx[-1])
+            self._budget_rows[state] = (list(cuts), idx)
 
     def _budget_cuts(self, state: int) -> tuple[list[int], list[int]]:
         """``state``'s distinct successor distances, ascending, and for each cut ``c`` the row

@@ -11,7 +11,7 @@ import random
 import numpy as np
 import pytest
 from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler
-from structgen.fsm.dfa_paths import NO_PATH, distances_to_accept
+from structgen.fsm.dfa_paths import NO_PATH, distances_to_accept, reach_max
 from structgen.fsm.lazy_compile import compile_lazy
 from structgen.fsm.token_fsm import TokenFSM
 from structgen.fsm.vocab import Vocabulary
@@ -134,6 +134,71 @@ def test_compiled_distances_equal_the_numpy_search() -> None:
     assert dfa.complete_ahead(float("inf"), 1 << 24)
     acc = np.array(dfa.acc if dfa.acc is not None else [dfa.is_accepting(s) for s in range(dfa.num_states)], dtype=bool)
     assert np.array_equal(distances_to_accept(dfa.table, acc), distances_to_accept(dfa.table, acc, use_compiled=False))
+
+
+@pytest.mark.parametrize("use_compiled", [True, False], ids=["compiled", "python"])
+def test_reach_of_a_table(use_compiled: bool) -> None:
+    """The largest distance among reachable states on a hand-made table with a cycle; bad
+    tables are named."""
+    table = np.array([[0, 0], [2, 0], [3, 1], [4, 0], [0, 0]], dtype=np.int32)
+    dist = distances_to_accept(table, np.array([False, False, False, False, True]))
+    assert dist.tolist() == [NO_PATH, 3, 2, 1, 0]
+    assert reach_max(table, dist, use_compiled=use_compiled).tolist() == [NO_PATH, 3, 3, 1, 0]
+    with pytest.raises(ValueError, match="expanded"):
+        reach_max(np.array([[0, 0], [-1, 1]], dtype=np.int32), dist[:2], use_compiled=use_compiled)
+    with pytest.raises(ValueError, match="agree"):
+        reach_max(table, dist[:2], use_compiled=use_compiled)
+
+
+def test_compiled_reach_equals_a_search_from_every_state() -> None:
+    """On random tables (cycles, unreachable parts) the C components, the Python ones and a
+    breadth-first search from every state give the same bounds."""
+    rng = np.random.default_rng(1)
+    for n, c in ((1, 1), (2, 2), (30, 2), (60, 3), (300, 5)):
+        table = rng.integers(0, n, size=(n, c), dtype=np.int32)
+        table[0] = 0
+        table[rng.random((n, c)) < 0.3] = 0  # sparse rows: long chains and small components
+        dist = rng.integers(0, 50, size=n).astype(np.int64)
+        expect = []
+        for s in range(n):
+            seen, todo = {s}, [s]
+            while todo:
+                for t in table[todo.pop()].tolist():
+                    if t and t not in seen:
+                        seen.add(t)
+                        todo.append(t)
+            expect.append(max(int(dist[t]) for t in seen) if s else int(dist[0]))
+        assert reach_max(table, dist).tolist() == expect
+        assert reach_max(table, dist, use_compiled=False).tolist() == expect
+
+
+@pytest.mark.parametrize("case", CASES, ids=["object", "array", "regex"])
+def test_budget_rows_of_a_complete_automaton(case: object, gpt2_vocab: Vocabulary) -> None:
+    """A complete copy gives the lazy copy's budget rows at every budget along random paths,
+    and where its reach bound is within the budget it answers the plain row without a
+    successor walk."""
+    lazy = _fsm(case, gpt2_vocab)
+    full = _copy(lazy, gpt2_vocab)
+    assert full.complete_dfa(float("inf"), 1 << 24)
+    rng = random.Random(5)
+    skipped = 0
+    for _ in range(6):
+        state, other = full.initial, lazy.initial  # the same path in each copy's numbering
+        for _ in range(12):
+            reach = full.dfa.reach_bound(state)
+            assert reach is not None and reach >= full.distance(state)
+            for left in (1, 2, 3, 5, 8, 13, 40):
+                got = full.row(full.budget_row_index(state, left))
+                assert np.array_equal(got, lazy.row(lazy.budget_row_index(other, left))), (state, left)
+                if reach <= left - 1 and state not in full._budget_rows:
+                    skipped += 1
+            allowed = [t for t in full.allowed_token_ids(state).tolist() if t not in gpt2_vocab.eos_token_ids]
+            if not allowed:
+                break
+            token = rng.choice(allowed)
+            state, other = full.next_state(state, token), lazy.next_state(other, token)
+    assert skipped > 0
+    assert lazy.dfa.reach_bound(lazy.initial) is None
 
 
 @pytest.mark.parametrize("case", CASES, ids=["object", "array", "regex"])

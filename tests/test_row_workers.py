@@ -47,7 +47,7 @@ def _walk_with_workers(fsm: TokenFSM, ids: list[int]) -> list[tuple[int, np.ndar
     cur = fsm.cursor()
     out = []
     for tok in [*ids, None]:
-        fill_rows([(fsm, cur.state)])
+        fill_rows([(fsm, cur.state, None)])
         out.append((cur.state, fsm.mask_row(cur.state).copy()))
         if tok is not None:
             cur.advance(tok)
@@ -83,10 +83,10 @@ def test_a_batch_over_several_grammars_is_filled_at_once(compiler: GrammarCompil
     for cur, i in zip(curs, range(4)):
         for tok in _ids(gpt2_vocab, f'{{"k{i}": 1'):
             cur.advance(tok)
-    wanted = [(c.fsm, c.state) for c in curs]
-    assert not any(f.has_row(s) for f, s in wanted)
+    wanted = [(c.fsm, c.state, None) for c in curs]
+    assert not any(f.has_row(s) for f, s, _left in wanted)
     assert fill_rows(wanted) == 4
-    for (f, s), schema in zip(wanted, schemas):
+    for (f, s, _left), schema in zip(wanted, schemas):
         local = GrammarCompiler(gpt2_vocab).compile(Constraint.json_schema(schema))
         lc = local.cursor()
         for tok in _ids(gpt2_vocab, f'{{"{next(iter(schema["properties"]))}": 1'):
@@ -132,7 +132,7 @@ def test_closed_workers_and_evicted_grammars_lose_nothing(gpt2_vocab: Vocabulary
     other.row_source = type(src)(src.workers, 0, "never-loaded", other.initial)
     cur = other.cursor()
     cur.advance(_ids(gpt2_vocab, "ab")[0])
-    assert fill_rows([(other, cur.state)]) == 0 and other.row_source is None  # inline from now on
+    assert fill_rows([(other, cur.state, None)]) == 0 and other.row_source is None  # inline from now on
     assert other.mask_row(cur.state).any()
     comp.close()
     local = GrammarCompiler(gpt2_vocab).compile(c)
@@ -184,11 +184,39 @@ def test_rows_asked_early_are_collected_at_fill(compiler: GrammarCompiler, gpt2_
         lc.advance(tok)
         states.append(cur.state)
         local_states.append(lc.state)
-    asked = request_rows([(fsm, s) for s in states])
-    assert asked == len(set(states)) and request_rows([(fsm, states[-1])]) == 0
-    assert fill_rows([(fsm, states[-1])]) == asked
+    asked = request_rows([(fsm, s, None) for s in states])
+    assert asked == len(set(states)) and request_rows([(fsm, states[-1], None)]) == 0
+    assert fill_rows([(fsm, states[-1], None)]) == asked
     for s, ls in zip(states, local_states):
         assert fsm.has_row(s) and np.array_equal(fsm.mask_row(s), local.mask_row(ls))
+
+
+def test_budget_rows_from_the_workers_are_the_inline_ones(compiler: GrammarCompiler, gpt2_vocab: Vocabulary) -> None:
+    """Where a budget binds, the workers compute the state's budget rows too: along a real
+    token path at tight budgets the engine's copy serves them without walking successors, and
+    every budget row equals the one an in-process compile computes inline."""
+    from structgen.fsm import request_rows
+
+    c = Constraint.json_schema(PERSON)  # unbounded ("city"): budgets can bind
+    fsm = compiler.submit(c).result(timeout=120)
+    local = GrammarCompiler(gpt2_vocab).compile(c)
+    cur, lc = fsm.cursor(), local.cursor()
+    walked = 0
+    for tok in [*_ids(gpt2_vocab, json.dumps(INSTANCES[0])), None]:
+        for left in (3, 9, 40):
+            need = fsm.budget_walk_needed(cur.state, left)
+            if need:
+                assert request_rows([(fsm, cur.state, left)]) == 1
+                assert fill_rows([(fsm, cur.state, left)]) == 1
+                assert cur.state in fsm._budget_rows  # answered by the worker, not walked here
+                walked += 1
+            assert not fsm.budget_walk_needed(cur.state, left)
+            assert np.array_equal(fsm.row(cur.budget_row_index(left)), local.row(lc.budget_row_index(left)))
+        if tok is not None:
+            cur.advance(tok)
+            lc.advance(tok)
+    assert walked > 5
+    assert not fsm.budget_walk_needed(cur.state, None)
 
 
 def test_a_grammar_loads_while_a_large_answer_waits_to_be_read(gpt2_vocab: Vocabulary) -> None:
@@ -215,7 +243,7 @@ def test_a_grammar_loads_while_a_large_answer_waits_to_be_read(gpt2_vocab: Vocab
         for tok in _ids(gpt2_vocab, text):
             cur.advance(tok)
             states.append(cur.state)
-        assert workers.request([(first, s) for s in states]) >= 100  # an answer of ≥ 100 rows: more than a socket holds
+        assert workers.request([(first, s, None) for s in states]) >= 100  # an answer of ≥ 100 rows: more than a socket holds
         second = comp.compile(Constraint.json_schema(big))
         blob = ship_blob(comp.compile(Constraint.json_schema(big)))
         assert len(blob) > 1 << 20
@@ -223,7 +251,7 @@ def test_a_grammar_loads_while_a_large_answer_waits_to_be_read(gpt2_vocab: Vocab
         loader.start()
         loader.join(timeout=20)
         assert not loader.is_alive(), "the load waited for the engine to read the worker's answer"
-        assert workers.fill([(first, s) for s in states]) >= 100
+        assert workers.fill([(first, s, None) for s in states]) >= 100
         assert all(first.has_row(s) for s in states) and second.row_source is not None
     finally:
         workers.close()

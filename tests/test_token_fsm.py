@@ -801,36 +801,6 @@ def test_budget_row_contract(gpt2_vocab: Vocabulary) -> None:
     assert clone.budget_row_index(s, 3) == r and np.array_equal(clone.row(r), fsm.row(r))
 
 
-def test_budget_rows_of_finite_languages_need_no_walk(gpt2_vocab: Vocabulary) -> None:
-    """With max_tokens covering the longest output (1 + length_bound), a cursor's budget rows
-    are its plain rows at every step, decided from the bytes consumed without a successor walk;
-    at any tighter budget the cursor's row is the one the state alone gives."""
-    schema = {"type": "object", "properties": {"k": {"type": "string", "maxLength": 4}, "n": {"enum": [1, 22, 333]}}, "required": ["n"]}
-    fsm = TokenFSM(compile_lazy(schema_to_ir(schema, SchemaOptions())[0]), gpt2_vocab)
-    longest = fsm.dfa.length_bound
-    assert longest is not None and fsm.dfa.distance_bound is not None and fsm.dfa.distance_bound < longest
-    rng = random.Random(3)
-    for _ in range(8):
-        cur = fsm.cursor()
-        while not cur.is_accepting() or (fsm.can_continue(cur.state) and rng.random() < 0.8):
-            left = longest + 1 - cur.num_tokens
-            assert cur.budget_row_index(left) == fsm.mask_row_index(cur.state)
-            assert cur.state not in fsm._budget_rows
-            allowed = [t for t in fsm.allowed_token_ids(cur.state).tolist() if t not in gpt2_vocab.eos_token_ids]
-            if not allowed:
-                break
-            cur.advance(int(rng.choice(allowed)))
-    # tighter budgets: the cursor's shortcut never changes the row
-    cur = fsm.cursor()
-    for t in gpt2_vocab.encode_bytes(b'{"k": "ab", "n": 22}') or []:
-        for left in (1, 2, 4, 8, 16):
-            assert cur.budget_row_index(left) == fsm.budget_row_index(cur.state, left)
-        cur.advance(t)
-        cur.rollback(1)
-        cur.advance(t)
-    assert cur.is_accepting()
-
-
 def test_extension_allowed_matches_the_mask_row(gpt2_vocab: Vocabulary) -> None:
     """Jump-forward's back-off question, answered by the targeted walk, equals the answer
     read off the full mask row, for every allowed token of states along a real path."""

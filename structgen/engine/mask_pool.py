@@ -60,10 +60,12 @@ class MaskRowPool:
         instead of the plain one; positions where that row allows fewer tokens than the plain
         one (the budget shaped the output) are appended to ``narrowed`` when given.  Positions
         whose row allows no token (a grammar dead end) are appended to ``dead`` when given.
-        First-visit rows of grammars served by row workers are computed there, the whole batch
-        at once (:func:`~structgen.fsm.fill_rows`); the rest inline, on first visit.
+        First-visit rows (and budget rows) of grammars served by row workers are computed
+        there, the whole batch at once (:func:`~structgen.fsm.fill_rows`); the rest inline, on
+        first visit.
         Raises ``RuntimeError`` when one step needs more distinct rows than the pool holds."""
-        fill_rows([(c.fsm, c.state) for c in cursors if c is not None and c.fsm.row_source is not None])
+        lefts = [None] * len(cursors) if tokens_left is None else tokens_left
+        fill_rows([(c.fsm, c.state, left) for c, left in zip(cursors, lefts) if c is not None and c.fsm.row_source is not None])
         out = np.full(len(cursors), -1, dtype=np.int32)
         missing: dict[tuple[int, int], list[int]] = {}
         sources: dict[tuple[int, int], np.ndarray] = {}

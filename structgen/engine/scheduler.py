@@ -268,7 +268,7 @@ class Scheduler:
                 self._on_token(req, tok)
                 cur = req.cursor
                 if cur is not None and cur.fsm.row_source is not None and not cur.finished:
-                    request_rows([(cur.fsm, cur.state)])  # its next row, started now on a row worker
+                    request_rows([(cur.fsm, cur.state, req.tokens_left())])  # its next row, started now on a row worker
             out.append(self._stream_chunk(req))
             self._reported.add(req.rid)
         return out

@@ -1,0 +1,224 @@
+/* Path quantities over a complete transition table (structgen.fsm._paths): every row expanded,
+ * table int32 [n, C], state 0 the dead state.
+ *
+ * distances_to_accept: the shortest accepted continuation of every state (a breadth-first
+ * search backwards from the accepting states).
+ * reach_max: for every state, the largest of those distances over the states it can reach
+ * (itself included): strongly connected components by Tarjan's algorithm (Tarjan 1972, "Depth-
+ * first search and linear graph algorithms"), iterative, which finishes each component after
+ * every component it reaches, so one pass over the components in that order suffices.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+/* distances_to_accept(table, accepting, out) -> None
+ *
+ * Bytes in the shortest accepted continuation from each state of a complete transition table:
+ * table int32 [n, C] (every row expanded), accepting uint8/bool [n], out int64 [n] (written;
+ * states that reach no accepting one keep the value it holds).  A breadth-first search
+ * backwards from the accepting states over the reverse edges, grouped by target with a counting
+ * sort: O(n * C).  Raises ValueError for shapes that disagree or a target out of range.
+ */
+static PyObject *distances_to_accept(PyObject *self, PyObject *args) {
+    PyObject *o_table, *o_acc, *o_out;
+    Py_ssize_t n, C;
+    if (!PyArg_ParseTuple(args, "OnnOO", &o_table, &n, &C, &o_acc, &o_out)) return NULL;
+    Py_buffer tb, ab, ob;
+    if (PyObject_GetBuffer(o_table, &tb, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
+    if (PyObject_GetBuffer(o_acc, &ab, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&tb);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(o_out, &ob, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&ab);
+        PyBuffer_Release(&tb);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    int32_t *from = NULL, *start = NULL, *queue = NULL;
+    if (n < 0 || C < 1 || tb.itemsize != 4 || tb.len != n * C * 4 || ab.itemsize != 1 || ab.len != n || ob.itemsize != 8 ||
+        ob.len != n * 8) {
+        PyErr_SetString(PyExc_ValueError, "distances_to_accept: table int32 [n, C], accepting bool [n], out int64 [n]");
+        goto done;
+    }
+    const int32_t *table = (const int32_t *)tb.buf;
+    const uint8_t *acc = (const uint8_t *)ab.buf;
+    int64_t *dist = (int64_t *)ob.buf;
+    const Py_ssize_t m = n * C;
+    from = (int32_t *)malloc((size_t)(m ? m : 1) * sizeof(int32_t));
+    start = (int32_t *)calloc((size_t)n + 2, sizeof(int32_t));
+    queue = (int32_t *)malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    if (!from || !start || !queue) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        int32_t t = table[i];
+        if (t < 0 || t >= n) {
+            PyErr_SetString(PyExc_ValueError, "distances_to_accept: a target outside 0..n-1 (a row not expanded?)");
+            goto done;
+        }
+        start[t + 2]++;
+    }
+    for (Py_ssize_t t = 0; t < n; t++) start[t + 2] += start[t + 1];
+    for (Py_ssize_t i = 0; i < m; i++) from[start[table[i] + 1]++] = (int32_t)(i / C); /* start[t + 1] ends as t's end */
+    Py_ssize_t head = 0, tail = 0;
+    for (Py_ssize_t q = 0; q < n; q++) {
+        if (acc[q]) {
+            dist[q] = 0;
+            queue[tail++] = (int32_t)q;
+        }
+    }
+    char *seen = (char *)calloc((size_t)(n ? n : 1), 1);
+    if (!seen) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < tail; k++) seen[queue[k]] = 1;
+    if (n) seen[0] = 1; /* the dead state: never on a path */
+    while (head < tail) {
+        int32_t t = queue[head++];
+        for (int32_t j = start[t]; j < start[t + 1]; j++) {
+            int32_t p = from[j];
+            if (!seen[p]) {
+                seen[p] = 1;
+                dist[p] = dist[t] + 1;
+                queue[tail++] = p;
+            }
+        }
+    }
+    free(seen);
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    free(from);
+    free(start);
+    free(queue);
+    PyBuffer_Release(&ob);
+    PyBuffer_Release(&ab);
+    PyBuffer_Release(&tb);
+    return result;
+}
+
+
+/* reach_max(table, n, C, dist, out) -> None
+ *
+ * out[s] = max(dist[t] for every state t reachable from s, s included), over table int32 [n, C]
+ * (targets in 0..n-1; edges into the dead state 0 are ignored; out[0] = dist[0]) and dist int64
+ * [n].  O(n * C) time, O(n) memory.  Raises ValueError for shapes that disagree or a target out
+ * of range.
+ */
+static PyObject *reach_max(PyObject *self, PyObject *args) {
+    PyObject *o_table, *o_dist, *o_out;
+    Py_ssize_t n, C;
+    if (!PyArg_ParseTuple(args, "OnnOO", &o_table, &n, &C, &o_dist, &o_out)) return NULL;
+    Py_buffer tb, db, ob;
+    if (PyObject_GetBuffer(o_table, &tb, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
+    if (PyObject_GetBuffer(o_dist, &db, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyBuffer_Release(&tb);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(o_out, &ob, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&db);
+        PyBuffer_Release(&tb);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    int32_t *index = NULL, *low = NULL, *comp = NULL, *scc = NULL, *frame_v = NULL, *frame_c = NULL;
+    if (n < 1 || C < 1 || n > INT32_MAX || tb.itemsize != 4 || tb.len != n * C * 4 || db.itemsize != 8 || db.len != n * 8 ||
+        ob.itemsize != 8 || ob.len != n * 8) {
+        PyErr_SetString(PyExc_ValueError, "reach_max: table int32 [n, C], dist int64 [n], out int64 [n], n >= 1");
+        goto done;
+    }
+    const int32_t *table = (const int32_t *)tb.buf;
+    const int64_t *dist = (const int64_t *)db.buf;
+    int64_t *out = (int64_t *)ob.buf;
+    for (Py_ssize_t i = 0; i < n * C; i++) {
+        if (table[i] < 0 || table[i] >= n) {
+            PyErr_SetString(PyExc_ValueError, "reach_max: a target outside 0..n-1 (a row not expanded?)");
+            goto done;
+        }
+    }
+    size_t sz = (size_t)n * sizeof(int32_t);
+    index = (int32_t *)malloc(sz);
+    low = (int32_t *)malloc(sz);
+    comp = (int32_t *)malloc(sz); /* -1: on the component stack or not visited; else finished */
+    scc = (int32_t *)malloc(sz);
+    frame_v = (int32_t *)malloc(sz);
+    frame_c = (int32_t *)malloc(sz);
+    if (!index || !low || !comp || !scc || !frame_v || !frame_c) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t s = 0; s < n; s++) index[s] = -1, comp[s] = -1;
+    out[0] = dist[0];
+    comp[0] = 0;
+    index[0] = 0;
+    int32_t counter = 1, sp = 0, fp = 0, ncomp = 1;
+    for (int32_t root = 1; root < n; root++) {
+        if (index[root] >= 0) continue;
+        index[root] = low[root] = counter++;
+        scc[sp++] = root;
+        frame_v[fp] = root, frame_c[fp] = 0, fp++;
+        while (fp) {
+            int32_t v = frame_v[fp - 1];
+            if (frame_c[fp - 1] < C) {
+                int32_t w = table[(Py_ssize_t)v * C + frame_c[fp - 1]++];
+                if (w == 0) continue;
+                if (index[w] < 0) {
+                    index[w] = low[w] = counter++;
+                    scc[sp++] = w;
+                    frame_v[fp] = w, frame_c[fp] = 0, fp++;
+                } else if (comp[w] < 0 && index[w] < low[v]) {
+                    low[v] = index[w]; /* w is on the component stack */
+                }
+                continue;
+            }
+            fp--;
+            if (fp && low[v] < low[frame_v[fp - 1]]) low[frame_v[fp - 1]] = low[v];
+            if (low[v] != index[v]) continue;
+            int32_t base = sp; /* v's component: scc[base..sp) once base reaches v */
+            while (scc[base - 1] != v) base--;
+            base--;
+            int64_t m = 0;
+            for (int32_t k = base; k < sp; k++) comp[scc[k]] = ncomp;
+            for (int32_t k = base; k < sp; k++) {
+                int32_t x = scc[k];
+                if (dist[x] > m) m = dist[x];
+                const int32_t *row = table + (Py_ssize_t)x * C;
+                for (Py_ssize_t c = 0; c < C; c++) {
+                    int32_t w = row[c];
+                    if (w != 0 && comp[w] != ncomp && out[w] > m) m = out[w]; /* finished before */
+                }
+            }
+            for (int32_t k = base; k < sp; k++) out[scc[k]] = m;
+            sp = base;
+            ncomp++;
+        }
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    free(index);
+    free(low);
+    free(comp);
+    free(scc);
+    free(frame_v);
+    free(frame_c);
+    PyBuffer_Release(&ob);
+    PyBuffer_Release(&db);
+    PyBuffer_Release(&tb);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"distances_to_accept", distances_to_accept, METH_VARARGS, "Shortest accepted continuation per state (see _paths.c)."},
+    {"reach_max", reach_max, METH_VARARGS, "Largest distance over the states each state reaches (see _paths.c)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_paths", "Path quantities over complete DFA tables.", -1, methods};
+
+PyMODINIT_FUNC PyInit__paths(void) { return PyModule_Create(&module); }
