@@ -37,7 +37,7 @@ from structgen.engine.prefill_manager import PrefillManager
 from structgen.engine.request import Req, Status, StreamChunk
 from structgen.engine.sampling import DEAD_END, FutureIds, SampledIds
 from structgen.fsm.cursor import JumpForward, utf8_complete_prefix
-from structgen.fsm.row_workers import request_rows
+from structgen.fsm.row_workers import RowWant, request_rows
 from structgen.runtime.attention import ForwardBatch
 
 
@@ -254,6 +254,7 @@ class Scheduler:
         tokens = handle.result()
         now = time.perf_counter()
         out: list[StreamChunk | None] = []
+        wanted: list[RowWant] = []  # each request's next row, asked of the row workers in one message per worker
         for req, tok, version in zip(batch.samplers, tokens, batch.versions):
             if req.version != version:
                 continue  # finished, jumped forward or retracted since the launch
@@ -268,9 +269,11 @@ class Scheduler:
                 self._on_token(req, tok)
                 cur = req.cursor
                 if cur is not None and cur.fsm.row_source is not None and not cur.finished:
-                    request_rows([(cur.fsm, cur.state, req.tokens_left())])  # its next row, started now on a row worker
+                    wanted.append((cur.fsm, cur.state, req.tokens_left()))
             out.append(self._stream_chunk(req))
             self._reported.add(req.rid)
+        if wanted:
+            request_rows(wanted)  # started now on the row workers, collected at the next sample
         return out
 
     def _on_token(self, req: Req, tok: int) -> None:

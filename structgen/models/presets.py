@@ -6,6 +6,8 @@ tokenizer and weights drawn on the GPU, it has the 8B model's exact shapes and m
 ``llama-gpt2-tiny`` / ``llama-gpt2-small`` are 2-layer Llamas sized for the vendored GPT-2
 tokenizer (hidden 64 / 128): the CPU server-load and engine benchmarks write them with
 :func:`write_random_preset_checkpoint` and the GPT-2 tokenizer folder they are given.
+``llama3-tiny`` is the same 2-layer shape over the Llama-3 vocabulary: on a CPU its forward is
+cheap, so a run with the real 128k-token vocabulary shows the engine's host work.
 """
 
 from __future__ import annotations
@@ -32,6 +34,19 @@ PRESETS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": False,
         "initializer_range": 0.02,
         "dtype": "bfloat16",
+    },
+    "llama3-tiny": {
+        "vocab_size": 128256,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 8192,
+        "rope_theta": 500000.0,
+        "bos_token_id": 128000,
+        "eos_token_id": 128001,
+        "tie_word_embeddings": False,
     },
     "llama-gpt2-tiny": {
         "vocab_size": 50257,
