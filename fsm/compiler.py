@@ -184,7 +184,7 @@ class CompilerConfig:
     visit.  None: bounded by ``timeout_s`` only.  ``row_processes``: with ``processes``, this
     many more worker processes compute the first-visit mask rows of the grammars compiled there
     (:class:`~structgen.fsm.row_workers.RowWorkers`; the engine asks for each request's next row
-    as soon as its token is processed and collects them all at the sample, so they are walked in
+    once the step's sampled tokens are processed and collects them all at the sample, so they are walked in
     parallel and off the serving process's interpreter lock); 0 (default): on the serving thread.
     ``pause_gc``: keep Python's cyclic garbage
     collector off while a compile runs (:class:`GcPause`): a compile allocates hundreds of

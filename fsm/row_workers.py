@@ -122,9 +122,9 @@ class RowWorkers:
     def request(self, wanted: Sequence[RowWant]) -> int:
         """Send the missing rows of ``wanted`` (:data:`RowWant` triples whose FSM this pool
         serves; budget rows where :meth:`TokenFSM.budget_walk_needed`) to the workers without
-        waiting: each starts on them at once, while the caller goes on (the engine asks as
-        each request's token is processed, then collects them all with :meth:`fill` at the
-        sample).  Returns the rows asked for."""
+        waiting: each starts on them at once, while the caller goes on (the engine asks once
+        a step's sampled tokens are processed, then collects them all with :meth:`fill` at the
+        next sample).  Returns the rows asked for."""
         asks = self._asks(wanted)
         asked = 0
         with self._fill_lock:
