@@ -37,6 +37,7 @@ from structgen.schemas.regex_assertions import regex_to_ir
 from .dfa import Budget
 from .errors import GrammarCompileError
 from .lazy_compile import compile_lazy
+from .product_cache import ProductCache
 from .row_workers import RowWorkers
 from .token_fsm import TokenFSM
 from .vocab import Vocabulary
@@ -186,7 +187,9 @@ class CompilerConfig:
     (:class:`~structgen.fsm.row_workers.RowWorkers`; the engine asks for each request's next row
     once the step's sampled tokens are processed and collects them all at the sample, so they are walked in
     parallel and off the serving process's interpreter lock); 0 (default): on the serving thread.
-    ``pause_gc``: keep Python's cyclic garbage
+    ``product_cache_mb`` (MiB): the eager sub-automata of intersections and differences
+    kept across compiles (:class:`~structgen.fsm.product_cache.ProductCache`; per process,
+    so each compile process has its own); 0 turns it off.  ``pause_gc``: keep Python's cyclic garbage
     collector off while a compile runs (:class:`GcPause`): a compile allocates hundreds of
     thousands of long-lived containers (automaton state sets, closures), and the collector's
     passes over them grow with the process's heap (``benchmarks/compile_cpu.py``: four passes
@@ -203,6 +206,7 @@ class CompilerConfig:
     precompute_states: int = 0
     precompute_budget_s: float | None = None
     pause_gc: bool = True
+    product_cache_mb: int = 128
 
     def __post_init__(self) -> None:
         if self.timeout_s <= 0:
@@ -217,6 +221,8 @@ class CompilerConfig:
             raise ValueError(
                 f"row_processes must be >= 0 and needs processes > 0, got {self.row_processes} with processes={self.processes}"
             )
+        if self.product_cache_mb < 0:
+            raise ValueError(f"product_cache_mb must be >= 0, got {self.product_cache_mb}")
         if self.precompute_states < 0:
             raise ValueError(f"precompute_states must be >= 0, got {self.precompute_states}")
         if not isinstance(self.pause_gc, bool):
@@ -249,6 +255,7 @@ class GrammarCompiler:
         self._row_workers: RowWorkers | None = None
         self._counts = {"memory_hits": 0, "disk_hits": 0, "misses": 0, "failures": 0}
         self._compile_s = 0.0
+        self.products = ProductCache(self.config.product_cache_mb << 20) if self.config.product_cache_mb else None
 
     def cache_key(self, constraint: Constraint) -> str:
         c = self.config
@@ -305,7 +312,7 @@ class GrammarCompiler:
         started = time.perf_counter()
         budget = Budget(timeout_s=self.config.timeout_s, max_states=self.config.max_states)
         node = constraint.to_ir(check=budget.check_time)
-        dfa = compile_lazy(node, budget)
+        dfa = compile_lazy(node, budget, self.products)
         if dfa.is_empty():
             raise GrammarCompileError("the constraint matches nothing (empty language): no output can satisfy it")
         fsm = TokenFSM(dfa, self.vocab)

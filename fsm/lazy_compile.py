@@ -11,20 +11,22 @@ from .dfa_paths import NO_PATH
 from .errors import GrammarCompileError
 from .lazy_dfa import LazyDFA
 from .nfa import NFABuilder, byte_ranges
+from .product_cache import ProductCache
 from .prune import prune
 
 
-def compile_lazy(node: Node, budget: Budget | None = None) -> LazyDFA:
+def compile_lazy(node: Node, budget: Budget | None = None, shared: ProductCache | None = None) -> LazyDFA:
     """Compile an anchor-free IR node into a :class:`LazyDFA` (only the initial state is built).
     Raises :class:`GrammarCompileError` for an IR nested too deeply to walk, and the budget's
     errors past its limits.
 
     Sub-automata of ``And`` / ``Minus`` are built eagerly under ``budget``; the returned
-    automaton caps its discovered states at ``budget.max_states``.  The empty language gives
-    ``initial == 0``.
+    automaton caps its discovered states at ``budget.max_states``.  ``shared``: where those
+    eager sub-automata are kept across compiles (:class:`ProductCache`).  The empty language
+    gives ``initial == 0``.
     """
     budget = budget or Budget()
-    builder = NFABuilder(budget, lazy=True)
+    builder = NFABuilder(budget, lazy=True, shared=shared)
     try:
         pruned = prune(node, builder, {})
         if pruned is NOTHING:
@@ -40,6 +42,7 @@ def compile_lazy(node: Node, budget: Budget | None = None) -> LazyDFA:
     except RecursionError:  # an IR nested deeper than the interpreter's stack (every pass here recurses)
         raise GrammarCompileError("the constraint is nested too deeply to compile") from None
     dfa.length_bound = None if longest >= NO_PATH else longest
+    builder.release_keys()  # the cross-compile keys are not needed past the compile
     # later expansions happen while serving: the compile deadline no longer applies, the caps do
     serving = Budget(timeout_s=1e9, max_states=budget.max_states, max_nfa_states=budget.max_nfa_states)
     builder.budget = serving

@@ -18,6 +18,7 @@ from .dfa import DEAD, Budget, ByteDFA, byte_classes, determinize, product_dfa, 
 from .dfa_paths import NO_PATH, longest_dfa, shortest_dfa, worst_dfa
 from .errors import GrammarCompileError
 from .lazy_dfa import determinize_built, has_compiled_expansion
+from .product_cache import ProductCache, structural_key
 
 # ----------------------------------------------------------------------------- NFA
 
@@ -60,8 +61,15 @@ class NFA:
 
 
 class NFABuilder:
-    def __init__(self, budget: Budget, lazy: bool = False) -> None:
+    """Builds the NFA of IR nodes (``lazy``: sub-expressions left as stubs, expanded on
+    demand), with the eager DFAs of ``And`` / ``Minus`` operands and products memoized by
+    structure; ``shared``: a :class:`ProductCache` that keeps those DFAs across compiles (never
+    pickled with the builder)."""
+
+    def __init__(self, budget: Budget, lazy: bool = False, shared: ProductCache | None = None) -> None:
         self.budget = budget
+        self.shared = shared
+        self._gkeys: dict[int, tuple[Any, ...]] = {}  # id(node) -> global structural key
         self.nfa = NFA(budget)
         self.lazy = lazy
         self.pending: dict[int, tuple[Node, int]] = {}  # stub state -> (node to build, exit state)
@@ -441,23 +449,55 @@ class NFABuilder:
             return ("cs", value.ranges)
         return value
 
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["shared"] = None  # the compiler's cache stays with the compiler
+        state["_gkeys"] = {}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state.setdefault("shared", None)
+        state.setdefault("_gkeys", {})
+        self.__dict__.update(state)
+
+    def global_key(self, node: Node) -> tuple[Any, ...]:
+        """A key equal for structurally equal IR nodes across builders
+        (:func:`~structgen.fsm.product_cache.structural_key`, memoized for this builder)."""
+        return structural_key(node, self._gkeys, self._keep)
+
+    def release_keys(self) -> None:
+        """Drop the memo of :meth:`global_key` (the keys the cache holds stay there)."""
+        self._gkeys = {}
+
+    def _shared_dfa(self, kind: str, node: Node, build: Callable[[], ByteDFA]) -> ByteDFA:
+        """``build()``, or the DFA an earlier compile built for a structurally equal node."""
+        if self.shared is None:
+            return build()
+        key = (kind, self.global_key(node))
+        got = self.shared.get(key)
+        if got is None:
+            got = build()
+            self.shared.put(key, got)
+        return got
+
     def child_dfa(self, node: Node) -> ByteDFA:
         """Eager DFA of an operand of ``And`` / ``Minus``, memoized by structure (schemas share
-        operands such as "any JSON string" across many objects)."""
+        operands such as "any JSON string" across many objects), in this compile and, with
+        ``shared``, across compiles."""
         key = self.structural_id(node)
         got = self.child_dfas.get(key)
         if got is None:
-            got = compile_dfa(node, self.budget, minimize=True)
+            got = self._shared_dfa("operand", node, lambda: compile_dfa(node, self.budget, minimize=True, shared=self.shared))
             self.child_dfas[key] = got
         return got
 
     def product(self, node: And | Minus | Automaton) -> ByteDFA:
         """Eager (trimmed, minimized) DFA of an ``And`` / ``Minus`` / ``Automaton`` node,
-        memoized by structure."""
+        memoized by structure (and across compiles with ``shared``)."""
         key = self.structural_id(node)
         got = self._products.get(key)
         if got is None:
-            got = self._product_uncached(node)
+            got = self._shared_dfa("product", node, lambda: self._product_uncached(node))
             self._products[key] = got
         return got
 
@@ -554,17 +594,20 @@ def byte_ranges(node: Node, builder: NFABuilder) -> set[tuple[int, int]]:
     return out
 
 
-def compile_dfa(node: Node, budget: Budget | None = None, *, minimize: bool = True, use_compiled: bool = True) -> ByteDFA:
+def compile_dfa(
+    node: Node, budget: Budget | None = None, *, minimize: bool = True, use_compiled: bool = True, shared: ProductCache | None = None
+) -> ByteDFA:
     """Compile an anchor-free regex IR node into a trimmed (and, if small enough, minimal) ByteDFA.
 
     Subset construction and minimization run in C (``fsm/_lazy_expand.c``,
     ``fsm/_minimize.c``) where they are built and ``use_compiled``, else in Python and numpy;
-    the same language and state count either way.
+    the same language and state count either way.  ``shared``: where the eager DFAs of the
+    node's own intersections and differences are kept across compiles.
     Raises :class:`GrammarTimeoutError` / :class:`GrammarCompileError` when ``budget`` is
     exceeded.  The empty language compiles to a DFA whose ``initial`` is 0.
     """
     budget = budget or Budget()
-    builder = NFABuilder(budget)
+    builder = NFABuilder(budget, shared=shared)
     start, end = builder.build(node)
     if use_compiled and has_compiled_expansion():
         trans, accepting, class_of_byte, initial = determinize_built(builder, start, end, budget)

@@ -4,6 +4,7 @@ class)."""
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -47,7 +48,10 @@ class SharedTails:
     """
 
     def __init__(self, fsm: TokenFSM) -> None:
-        self.fsm = fsm
+        # a weak reference: the grammar keeps its SharedTails, and a cycle between them would
+        # leave every grammar to the cyclic collector, which never frees what gc.freeze froze
+        # (the engine freezes a grammar once it serves, so an evicted one would never go)
+        self._fsm = weakref.ref(fsm)
         self.trie = fsm.vocab.trie
         self.words = (len(self.trie.trie_order.k_token) + 31) // 32
         with fsm._lock:
@@ -57,6 +61,13 @@ class SharedTails:
         self.buy = SHARED_TAIL_AFTER_TRIES * self.trie.num_nodes
         self.small = SMALL_ROW_TRIES * self.trie.num_nodes
         self.by_key: dict[bytes, int] = {}  # trie-order row + accepting flag -> row index
+
+    @property
+    def fsm(self) -> TokenFSM:
+        """The grammar these rows are for (alive while its methods run: it owns this object)."""
+        fsm = self._fsm()
+        assert fsm is not None, "SharedTails outlived its TokenFSM"
+        return fsm
 
     def step(self, state: int) -> list[int]:
         """Store ``state``'s row; return its successor states.  Caller holds the FSM's lock."""

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import SchemaError
 from .ir import NOTHING, And, Node, alt
-from .json_keywords import ANNOTATIONS, CONSTRAINTS, RecursionLimit, declared_types, json_equal, json_type, merge_into, values_of
+from .json_keywords import ANNOTATIONS, CONSTRAINTS, TYPES, RecursionLimit, declared_types, json_equal, json_type, merge_into, values_of
 from .json_negation import NotExpressible, complement
 from .json_scalars import types_of
 
@@ -153,7 +153,7 @@ def convert_union(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
         raise SchemaError(f"{key} must be a non-empty array", keyword=key, pointer=ptr)
     rest = {k: v for k, v in schema.items() if k != key}
     if key == "oneOf" and len(branches) > 1:
-        plan = disjoint_plan(cv, branches, ptr)
+        plan = disjoint_plan(cv, branches, ptr, rest)
         if plan is None:
             plan = _exclusive_branches(cv, schema, branches, ptr)
         branches = plan
@@ -212,26 +212,23 @@ def _conditional_parts(schema: dict[str, Any]) -> dict[str, Any]:
     return {"allOf": parts} if parts else {}
 
 
-def disjoint_plan(cv: Converter, branches: list[Any], ptr: str) -> list[Any] | None:
+def disjoint_plan(cv: Converter, branches: list[Any], ptr: str, rest: dict[str, Any] | None = None) -> list[Any] | None:
     """Branches of a ``oneOf`` rewritten so that no value generated from one validates
-    another, or None when that cannot be shown.
+    another, or None when that cannot be shown.  ``rest``: the keywords beside the ``oneOf``
+    (each branch is generated together with them, which can change the JSON types it makes).
 
     Sound sufficient tests, checked in both directions (what A generates vs what B accepts):
-    disjoint JSON types, disjoint const/enum values, a property A requires that B forbids,
-    or a shared property whose const/enum values differ (a discriminator); a discriminator
-    A does not require is made required in A's generation (a narrowing).
+    disjoint JSON types, disjoint const/enum values, a property A requires that B forbids or
+    B requires that A (closed) never generates, a property A requires whose value types or
+    values B's schema for it rejects, or a shared property whose const/enum values differ (a
+    discriminator); a discriminator A does not require is made required in A's generation (a
+    narrowing).
     """
-    infos: list[Any] = []
-    for b in branches:
-        seen: set[str] = set()
-        while isinstance(b, dict) and "$ref" in b and not (set(b) - ANNOTATIONS - {"$ref"}) and b["$ref"] not in seen:
-            seen.add(b["$ref"])
-            b, _ = cv.resolve_ref(b["$ref"], ptr, b)
-        infos.append(b)
+    infos = [_plain_ref_target(cv, b, ptr) for b in branches]
     forced: list[set[str]] = [set() for _ in infos]
     for i in range(len(infos)):
         for j in range(len(infos)):
-            if i != j and not _excludes(cv, infos[i], infos[j], forced[i]):
+            if i != j and not _excludes(cv, infos[i], infos[j], forced[i], ptr, rest or {}):
                 return None
     out = []
     for b, f in zip(branches, forced):
@@ -239,13 +236,28 @@ def disjoint_plan(cv: Converter, branches: list[Any], ptr: str) -> list[Any] | N
     return out
 
 
-def _excludes(cv: Converter, a: Any, b: Any, force: set[str]) -> bool:
-    """True if no value generated from ``a`` (with ``force`` made required) validates ``b``."""
+def _plain_ref_target(cv: Converter, s: Any, ptr: str) -> Any:
+    """``s`` with a bare ``$ref`` (nothing beside it but annotations) followed to its target,
+    chains included; anything else as it is."""
+    seen: set[str] = set()
+    while isinstance(s, dict) and "$ref" in s and not (set(s) - ANNOTATIONS - {"$ref"}) and s["$ref"] not in seen:
+        seen.add(s["$ref"])
+        s, _ = cv.resolve_ref(s["$ref"], ptr, s)
+    return s
+
+
+def _excludes(cv: Converter, a: Any, b: Any, force: set[str], ptr: str, rest: dict[str, Any]) -> bool:
+    """True if no value generated from ``a`` together with ``rest`` (with ``force`` made
+    required) validates ``b``.  The object tests read ``a``'s own keywords: a generated value
+    validates ``a``, so what ``a`` forbids it lacks; they apply only where every generated
+    value is an object (keywords such as ``required`` hold vacuously for other types)."""
     if b is False or a is False:
         return True
     if not isinstance(a, dict) or not isinstance(b, dict):
         return False
-    gen_types = _generated_types(cv, a)
+    if cv.draft_number() < 2019 and ("$ref" in a or "$ref" in b):
+        return False  # a $ref hides its siblings there: neither's other keywords can be read as written
+    gen_types = _generated_in_context(cv, a, rest)
     sem_types = declared_types(b)
     if gen_types is not None and not (gen_types & sem_types):
         return True
@@ -257,9 +269,16 @@ def _excludes(cv: Converter, a: Any, b: Any, force: set[str]) -> bool:
     req_a = set(a.get("required") or []) | force
     props_a = a.get("properties") or {}
     props_b = b.get("properties") or {}
+    closed_a = a.get("additionalProperties") is False and not a.get("patternProperties")
     closed_b = b.get("additionalProperties") is False and not b.get("patternProperties")
     for k in req_a:
         if (closed_b and k not in props_b) or props_b.get(k) is False:
+            return True
+    for k in b.get("required") or []:  # b requires what a never generates
+        if (closed_a and k not in props_a) or props_a.get(k) is False:
+            return True
+    for k in sorted(req_a & set(props_a) & set(props_b)):
+        if _values_exclude(cv, _plain_ref_target(cv, props_a[k], ptr), _plain_ref_target(cv, props_b[k], ptr)):
             return True
     for name in sorted(set(props_a) & set(props_b)):
         xa, xb = values_of(props_a[name]), values_of(props_b[name])
@@ -269,6 +288,43 @@ def _excludes(cv: Converter, a: Any, b: Any, force: set[str]) -> bool:
     return False
 
 
+def _values_exclude(cv: Converter, a: Any, b: Any) -> bool:
+    """True if no value valid under ``a`` is valid under ``b``, by their ``type`` and
+    ``const`` / ``enum`` keywords alone (what holds whatever else generates the value)."""
+    if a is False or b is False:
+        return True
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return False
+    if cv.draft_number() < 2019 and ("$ref" in a or "$ref" in b):
+        return False  # a $ref hides its siblings (`type` included) there
+    tb = declared_types(b)
+    if not (declared_types(a) & tb):
+        return True
+    va, vb = values_of(a), values_of(b)
+    if va is None:
+        return False
+    if vb is not None:
+        return not any(json_equal(x, y) for x in va for y in vb)
+    return not any(json_type(v) in tb for v in va)
+
+
+def _generated_in_context(cv: Converter, a: dict[str, Any], rest: dict[str, Any]) -> set[str] | None:
+    """JSON types generated for ``a`` together with ``rest`` (the keywords beside the
+    ``oneOf``), or None when unknown.  A ``type`` in either bounds them whatever else is there
+    (what is generated validates both); without one, the types are inferred from both's
+    keywords together (``rest`` may make ``a`` generate strings, for which its object keywords
+    hold vacuously)."""
+    rest_typed = "type" in rest and not (cv.draft_number() < 2019 and "$ref" in rest)
+    if "type" not in a and not rest_typed:
+        return _generated_types(cv, {**rest, **a})
+    types = declared_types(a) & (declared_types(rest) if rest_typed else set(TYPES))
+    if "const" in a or "enum" in a:
+        of_values = _generated_types(cv, {k: a[k] for k in ("const", "enum") if k in a})
+        if of_values is not None:
+            types &= of_values
+    return types
+
+
 def _generated_types(cv: Converter, s: dict[str, Any]) -> set[str] | None:
     """JSON types our grammar generates for ``s`` (None: unknown, e.g. nested applicators)."""
     if "const" in s or "enum" in s:
@@ -276,8 +332,8 @@ def _generated_types(cv: Converter, s: dict[str, Any]) -> set[str] | None:
         return (
             None if vals is None else {json_type(v) for v in vals} | ({"number"} if any(json_type(v) == "integer" for v in vals) else set())
         )
-    if any(k in s for k in ("anyOf", "oneOf", "allOf", "$ref", "not")):
-        return None
+    if any(k in s for k in ("anyOf", "oneOf", "allOf", "$ref", "$dynamicRef", "$recursiveRef", "if", "dependentSchemas", "dependencies")):
+        return None  # each may bring its own types in (`not` only takes values away)
     types = types_of(cv, s)
     if "integer" in types or "number" in types:
         types = types | {"integer", "number"}

@@ -4,6 +4,7 @@ documented layout), checked text by text against ``jsonschema``."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from structgen.fsm.dfa import Budget
 from structgen.fsm.lazy_compile import compile_lazy
 from structgen.schemas.errors import SchemaError, UnsupportedSchemaError
+from structgen.schemas.ir import Minus
 from structgen.schemas.json_schema import schema_to_ir
 
 from structgen.bench.conformance import sample_strings
@@ -408,3 +410,95 @@ def test_intersections_and_merged_refs(schema: Any, valid: list[str], invalid: l
         assert not _valid(schema, text) and not _accepts(dfa, text), text
     for text in sample_strings(dfa, 30, random.Random(0)):
         assert _valid(schema, text.decode()), text
+
+
+DISJOINT_ONE_OF: list[tuple[Any, list[str], list[str]]] = [
+    # b requires a property the closed branch a never has, and a's required value is an
+    # array where b's is null: disjoint without an exact difference of the two object languages
+    (
+        {
+            "type": "object",
+            "oneOf": [
+                {
+                    "properties": {"locks": {"type": "array", "items": {"type": "string"}}, "next": {"type": "string"}},
+                    "required": ["locks"],
+                    "additionalProperties": False,
+                },
+                {
+                    "properties": {"locks": {"type": "null"}, "error": {"type": "string"}},
+                    "required": ["error"],
+                    "additionalProperties": False,
+                },
+            ],
+        },
+        ['{"locks": ["a"]}', '{"error": "x"}', '{"locks": null, "error": "x"}'],
+        ['{"locks": null}', '{"locks": [], "error": "x"}'],
+    ),
+    (
+        {
+            "oneOf": [
+                {
+                    "properties": {"spider": {"type": "string"}, "args": {"type": "array"}},
+                    "required": ["spider", "args"],
+                    "additionalProperties": False,
+                },
+                {"properties": {"spider": {"type": "string"}}, "required": ["spider"], "additionalProperties": False},
+            ]
+        },
+        ['{"spider": "a", "args": []}', '{"spider": "a"}'],
+        ['{"args": []}', '{"spider": "a", "x": 1}'],
+    ),
+]
+
+
+def _has_difference(node: Any) -> bool:
+    """Whether the IR holds a ``Minus`` (an exact difference of two languages) anywhere."""
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen or not dataclasses.is_dataclass(n):
+            continue
+        seen.add(id(n))
+        if isinstance(n, Minus):
+            return True
+        for f in dataclasses.fields(n):
+            v = getattr(n, f.name)
+            for x in v if isinstance(v, tuple) else (v,):
+                stack.extend(x if isinstance(x, tuple) else (x,))
+    return False
+
+
+@pytest.mark.parametrize(("schema", "accepted", "rejected"), DISJOINT_ONE_OF)
+def test_one_of_branches_shown_disjoint_by_their_objects(schema: Any, accepted: list[str], rejected: list[str]) -> None:
+    """Branches told apart by what one requires and the other forbids (or rejects by type)
+    are generated as they are (no difference automaton), and stay exact."""
+    node, _ = schema_to_ir(schema)
+    assert not _has_difference(node)
+    dfa = _dfa(schema)
+    for text in accepted:
+        assert _valid(schema, text), text
+        assert _accepts(dfa, text), text
+    for text in rejected:
+        assert not _valid(schema, text), text
+        assert not _accepts(dfa, text), text
+    for text in sample_strings(dfa, 30, random.Random(0), max_len=300):
+        assert _valid(schema, text.decode()), text
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        # the type beside the oneOf makes every branch generate strings, for which
+        # `required` and `additionalProperties` hold vacuously: no value is valid
+        {"type": "string", "oneOf": [{"required": ["x"]}, {"additionalProperties": False}]},
+        {"type": "string", "oneOf": [{"additionalProperties": False}, {"required": ["x"]}]},
+    ],
+)
+def test_one_of_disjointness_reads_the_keywords_beside_it(schema: Any) -> None:
+    """The object tests apply only where every generated value is an object, counting the
+    keywords beside the ``oneOf``."""
+    dfa = _dfa(schema)
+    for text in ('"a"', '""', "{}", '{"x": 1}'):
+        assert not _valid(schema, text) and not _accepts(dfa, text), text
+    assert not list(sample_strings(dfa, 10, random.Random(0)))

@@ -897,3 +897,33 @@ def test_a_fragment_that_fails_to_build_stays_pending(monkeypatch: pytest.Monkey
     assert q in dfa.builder.pending
     monkeypatch.undo()
     assert dfa.accepts(b"acd12") and dfa.accepts(b"abd7") and not dfa.accepts(b"ad1")
+
+
+def test_a_dropped_grammar_is_freed_without_the_cyclic_collector(gpt2_vocab: Vocabulary) -> None:
+    """A grammar that served (first-visit rows, shared tails, a cursor) goes by reference
+    counting alone once dropped: the engine freezes serving grammars out of the cyclic
+    collector (``gc.freeze``), so one held only by a reference cycle would never be freed."""
+    import gc
+    import weakref
+
+    from structgen.fsm.compiler import CompilerConfig, Constraint, GrammarCompiler
+
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}}}}
+    compiler = GrammarCompiler(gpt2_vocab, CompilerConfig(cache_size=0))
+    fsm = compiler.compile(Constraint.json_schema(schema, SchemaOptions()))
+    cur = fsm.cursor()
+    ids = gpt2_vocab.encode_bytes(b'{"name": "abc", "tags": ["x", "yz"]}')
+    assert ids is not None
+    for t in ids:
+        fsm.mask_row(cur.state)
+        cur.advance(t)
+    assert cur.is_accepting()
+    ref = weakref.ref(fsm)
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        del fsm, cur
+        assert ref() is None
+    finally:
+        if was:
+            gc.enable()

@@ -85,6 +85,13 @@ def add_bench(sub: Any) -> None:
         "engine has it; for A/B runs)",
     )
     conf.add_argument(
+        "--product-cache-mb",
+        type=int,
+        default=128,
+        help="MiB of eager sub-automata each worker keeps across the schemas it compiles (CompilerConfig.product_cache_mb; "
+        "0: off; for A/B runs)",
+    )
+    conf.add_argument(
         "--anchors",
         default="llguidance,xgrammar",
         help="comma list of llguidance, xgrammar run on the same schemas and instances (none: structgen alone)",
@@ -222,6 +229,7 @@ def _conformance_command(args: argparse.Namespace, argv: list[str]) -> int:
                 precompute_states=args.precompute_states,
                 precompute_budget_s=args.precompute_budget_s,
                 pause_gc=args.pause_gc,
+                product_cache_mb=args.product_cache_mb,
                 anchors=tuple(a.strip() for a in args.anchors.split(",") if a.strip() and a.strip() != "none"),
                 shard=parse_shard(args.shard),
                 command="structgen " + shlex.join(argv),

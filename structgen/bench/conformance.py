@@ -110,6 +110,7 @@ def _init_worker(
     precompute_budget_s: float | None = None,
     pause_gc: bool = True,
     anchors: tuple[str, ...] = (),
+    product_cache_mb: int = 128,
 ) -> None:
     import jsonschema  # noqa: F401 - its format checkers take seconds to import; not per schema
 
@@ -128,6 +129,7 @@ def _init_worker(
                 precompute_states=precompute_states,
                 precompute_budget_s=precompute_budget_s,
                 pause_gc=pause_gc,
+                product_cache_mb=product_cache_mb,
             ),
         ),
         samples=samples,
@@ -306,6 +308,7 @@ def run(
     precompute_budget_s: float | None = None,
     pause_gc: bool = True,
     anchors: tuple[str, ...] = (),
+    product_cache_mb: int = 128,
     shard: tuple[int, int] | None = None,
     command: str = "",
     progress: bool = True,
@@ -319,7 +322,9 @@ def run(
     walk); ``precompute_budget_s``: its time limit per compile (s, None: ``timeout_s``);
     ``pause_gc``: its garbage-collector pause during compiles, and the heap frozen out of the
     collector after a worker's start-up and after each compile, as the engine freezes it (so
-    the token walks pay no full collection over the vocabulary); ``anchors``: llguidance /
+    the token walks pay no full collection over the vocabulary); ``product_cache_mb``: its
+    cross-compile cache of eager sub-automata (0: off; each worker has its own, kept across
+    the schemas it compiles, as a compile process keeps it); ``anchors``: llguidance /
     xgrammar run on the same schemas and instances (:mod:`.conformance_anchors`).
     Raises ``ValueError`` for bad limits or an unknown anchor (before any worker starts) and
     ``FileNotFoundError`` when no suite folder holds schemas."""
@@ -329,6 +334,7 @@ def run(
         precompute_states=precompute_states,
         precompute_budget_s=precompute_budget_s,
         pause_gc=pause_gc,
+        product_cache_mb=product_cache_mb,
     )  # validates the limits
     for name in anchors:
         if name not in ANCHORS:
@@ -354,7 +360,17 @@ def run(
     with ctx.Pool(
         workers,
         initializer=_init_worker,
-        initargs=(tokenizer, timeout_s, max_states, samples, precompute_states, precompute_budget_s, pause_gc, tuple(anchors)),
+        initargs=(
+            tokenizer,
+            timeout_s,
+            max_states,
+            samples,
+            precompute_states,
+            precompute_budget_s,
+            pause_gc,
+            tuple(anchors),
+            product_cache_mb,
+        ),
         maxtasksperchild=500,
     ) as pool:
         for r in tqdm(pool.imap_unordered(run_item, items, chunksize=4), total=len(items), disable=not progress, desc="schemas"):
@@ -369,6 +385,7 @@ def run(
         "precompute_states": precompute_states,
         "precompute_budget_s": precompute_budget_s,
         "pause_gc": pause_gc,
+        "product_cache_mb": product_cache_mb,
         "samples": samples,
         "maskbench_limit": maskbench_limit,
         "anchors": {name: anchor_version(name) for name in anchors},

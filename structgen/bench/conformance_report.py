@@ -115,7 +115,7 @@ def render_markdown(meta: dict[str, Any], suites: dict[str, dict[str, Any]]) -> 
         f"- commit: {meta['commit']}, date: {meta['date']}",
         f"- limits: timeout_s={meta['timeout_s']}, max_states={meta['max_states']}, "
         f"precompute_states={meta.get('precompute_states', 0)}, precompute_budget_s={meta.get('precompute_budget_s')}, "
-        f"pause_gc={meta.get('pause_gc', False)}; "
+        f"pause_gc={meta.get('pause_gc', False)}, product_cache_mb={meta.get('product_cache_mb', 0)}; "
         f"{meta['samples']} random samples per compiled schema",
         "",
         "| suite | schemas | compiled | passing | unsupported | errors | unsound (instances) | unsound (samples) "

@@ -1,0 +1,97 @@
+"""The cross-compile cache of eager sub-automata: bounded by bytes, shared only between
+structurally equal nodes, and invisible in what a compile produces."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from structgen.fsm.compiler import CompilerConfig, Constraint, GrammarCompiler
+from structgen.fsm.dfa import ByteDFA
+from structgen.fsm.product_cache import ProductCache
+from structgen.fsm.token_fsm import TokenFSM
+from structgen.fsm.vocab import Vocabulary
+from structgen.schemas.json_schema import SchemaOptions
+
+
+def _dfa(states: int) -> ByteDFA:
+    table = np.zeros((states, 256), dtype=np.int32)  # [S, 256]
+    return ByteDFA(table=table, accepting=np.zeros(states, dtype=bool), initial=0, forced=(b"",) * states)
+
+
+def test_the_cache_evicts_least_recently_used_past_its_bytes() -> None:
+    one = _dfa(4).table.nbytes + 4  # 4 states: 4 KiB of table, 4 bytes of flags
+    cache = ProductCache(max_bytes=4 * one + 10)
+    for k in range(4):
+        cache.put(("k", k), _dfa(4))
+    assert cache.get(("k", 0)) is not None  # now the most recently used
+    cache.put(("k", 4), _dfa(4))
+    assert cache.get(("k", 1)) is None  # the least recently used went
+    assert cache.get(("k", 0)) is not None and cache.get(("k", 4)) is not None
+    stats = cache.stats()
+    assert stats.entries == 4 and stats.bytes == 4 * one and stats.evictions == 1
+    assert stats.hits == 3 and stats.misses == 1
+
+
+def test_a_dfa_over_a_quarter_of_the_cache_is_not_kept() -> None:
+    cache = ProductCache(max_bytes=3 * (_dfa(4).table.nbytes + 4))
+    cache.put(("big",), _dfa(4))
+    assert cache.get(("big",)) is None and cache.stats().entries == 0
+    with pytest.raises(ValueError, match="max_bytes"):
+        ProductCache(-1)
+    with pytest.raises(ValueError, match="product_cache_mb"):
+        CompilerConfig(product_cache_mb=-1)
+
+
+def _object(keys: list[str], extra_pattern: str) -> Constraint:
+    """Objects with the declared ``keys`` and undeclared ones of a patterned, bounded shape:
+    each compile intersects a pattern with a length bound and subtracts the declared names."""
+    schema = {
+        "type": "object",
+        "properties": {k: {"type": "string", "format": "email", "maxLength": 40} for k in keys},
+        "additionalProperties": {"type": "integer"},
+        "propertyNames": {"pattern": extra_pattern, "maxLength": 12},
+    }
+    return Constraint.json_schema(schema, SchemaOptions(allow_undeclared_properties=True))
+
+
+def _rows_along(fsm: TokenFSM, vocab: Vocabulary, text: str) -> list[bytes]:
+    cur = fsm.cursor()
+    rows = [fsm.mask_row(cur.state).tobytes()]
+    ids = vocab.encode_bytes(text.encode())
+    assert ids is not None
+    for t in ids:
+        cur.advance(t)
+        rows.append(fsm.mask_row(cur.state).tobytes())
+    assert cur.is_accepting()
+    return rows
+
+
+def test_a_second_schema_reuses_the_first_ones_sub_automata_and_compiles_the_same(gpt2_vocab: Vocabulary) -> None:
+    shared = GrammarCompiler(gpt2_vocab, CompilerConfig(cache_size=0))
+    alone = GrammarCompiler(gpt2_vocab, CompilerConfig(cache_size=0, product_cache_mb=0))
+    assert shared.products is not None and alone.products is None
+    shared.compile(_object(["a", "b"], "^[a-z]+$"))
+    before = shared.products.stats()
+    second = _object(["a", "c"], "^[a-z]+$")  # another schema: same formats and key shape, other names
+    fsm = shared.compile(second)
+    after = shared.products.stats()
+    assert after.hits > before.hits  # the email and key automata came from the first compile
+    ref = alone.compile(second)
+    text = '{"a": "x@y.io", "c": "p@q.org", "zz": 5}'
+    assert _rows_along(fsm, gpt2_vocab, text) == _rows_along(ref, gpt2_vocab, text)
+    assert fsm.num_states == ref.num_states
+
+
+def test_a_pickled_grammar_leaves_the_cache_behind(gpt2_vocab: Vocabulary) -> None:
+    compiler = GrammarCompiler(gpt2_vocab, CompilerConfig(cache_size=0))
+    fsm = compiler.compile(_object(["a"], "^[a-z]+$"))
+    state = fsm.__getstate__()
+    state.pop("vocab")
+    back = TokenFSM.__new__(TokenFSM)
+    back.__setstate__({**pickle.loads(pickle.dumps(state)), "vocab": gpt2_vocab})
+    text = '{"a": "x@y.io", "q": 1}'
+    assert _rows_along(back, gpt2_vocab, text) == _rows_along(fsm, gpt2_vocab, text)
+    builder = getattr(getattr(back, "dfa", None), "builder", None)
+    assert builder is None or builder.shared is None
