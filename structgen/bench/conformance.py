@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import gc
 import json
-import multiprocessing as mp
 import os
 import random
 import signal
@@ -33,6 +32,7 @@ from structgen.bench.common import run_meta
 from structgen.bench.conformance_anchors import ANCHORS, Anchor, AnchorResult, anchor_version, run_anchor, summarize_anchor
 from structgen.bench.conformance_items import Item, ItemResult, KeyOrderer, exact_validator, load_maskbench, load_test_suite, tally
 from structgen.bench.conformance_report import TIMED_TOKENS, render_markdown, summarize
+from structgen.bench.item_pool import PoolSpec, run_items
 from structgen.fsm.compiler import WARM_UP, CompilerConfig, Constraint, GrammarCompiler
 from structgen.fsm.cursor import TokenRejectedError
 from structgen.fsm.dfa import DEAD
@@ -149,6 +149,12 @@ class _HardTimeout(BaseException):
 
 def _alarm(_sig: int, _frame: Any) -> None:
     raise _HardTimeout()
+
+
+def _worker_died(item: Item) -> ItemResult:
+    """The result of a schema whose worker process died twice on it (out of memory, a crash in
+    native code): an error, counted with the others."""
+    return ItemResult(item.suite, item.name, "error", detail="worker-died")
 
 
 def run_item(item: Item) -> ItemResult:
@@ -353,28 +359,15 @@ def run(
     if shard is not None:
         items = items[shard[0] :: shard[1]]
     started = run_meta(command)  # the commit whose code runs (read now, not when the run ends)
-    ctx = mp.get_context("fork")
-    results: list[ItemResult] = []
+    spec = PoolSpec(
+        run_item,
+        _init_worker,
+        (tokenizer, timeout_s, max_states, samples, precompute_states, precompute_budget_s, pause_gc, tuple(anchors), product_cache_mb),
+    )
     from tqdm import tqdm
 
-    with ctx.Pool(
-        workers,
-        initializer=_init_worker,
-        initargs=(
-            tokenizer,
-            timeout_s,
-            max_states,
-            samples,
-            precompute_states,
-            precompute_budget_s,
-            pause_gc,
-            tuple(anchors),
-            product_cache_mb,
-        ),
-        maxtasksperchild=500,
-    ) as pool:
-        for r in tqdm(pool.imap_unordered(run_item, items, chunksize=4), total=len(items), disable=not progress, desc="schemas"):
-            results.append(r)
+    runs = run_items(spec, items, workers, on_death=_worker_died, recycle=500 * workers)
+    results = list(tqdm(runs, total=len(items), disable=not progress, desc="schemas"))
     tok_name = os.path.basename(os.path.normpath(tokenizer))
     meta = {
         **started,
