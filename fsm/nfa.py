@@ -69,7 +69,7 @@ class NFABuilder:
     def __init__(self, budget: Budget, lazy: bool = False, shared: ProductCache | None = None) -> None:
         self.budget = budget
         self.shared = shared
-        self._gkeys: dict[int, tuple[Any, ...]] = {}  # id(node) -> global structural key
+        self._gkeys: dict[int, bytes] = {}  # id(node) -> global structural key (a digest)
         self.nfa = NFA(budget)
         self.lazy = lazy
         self.pending: dict[int, tuple[Node, int]] = {}  # stub state -> (node to build, exit state)
@@ -460,7 +460,7 @@ class NFABuilder:
         state.setdefault("_gkeys", {})
         self.__dict__.update(state)
 
-    def global_key(self, node: Node) -> tuple[Any, ...]:
+    def global_key(self, node: Node) -> bytes:
         """A key equal for structurally equal IR nodes across builders
         (:func:`~structgen.fsm.product_cache.structural_key`, memoized for this builder)."""
         return structural_key(node, self._gkeys, self._keep)

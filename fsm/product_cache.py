@@ -18,6 +18,7 @@ Bounded by bytes (LRU), thread-safe, never pickled with the automata that used i
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import OrderedDict
 from dataclasses import fields
@@ -29,25 +30,29 @@ from structgen.schemas.ir import Automaton, Node
 from .dfa import ByteDFA
 
 
-def structural_key(node: Node, memo: dict[int, tuple[Any, ...]], keep: list[Node]) -> tuple[Any, ...]:
-    """A key equal for structurally equal IR nodes, whoever built them: nested tuples, one per
-    node (an ``Automaton`` by the name of its language), memoized in ``memo`` by identity
-    (``keep`` holds the nodes so their ids stay theirs).  Its size grows with the node's;
-    hashing it walks it."""
+def structural_key(node: Node, memo: dict[int, bytes], keep: list[Node]) -> bytes:
+    """A key equal for structurally equal IR nodes, whoever built them: a 20-byte BLAKE2b digest
+    of the node's type and fields, with each child node standing for its own digest (a Merkle
+    hash, so an IR whose sub-trees are shared — ``$ref`` unrolling, ``allOf`` merges — is hashed
+    once per distinct node, and the key's size and its hashing do not grow with the node's).
+    An ``Automaton`` stands for the name of its language. Memoized in ``memo`` by identity
+    (``keep`` holds the nodes so their ids stay theirs). Two different structures share a key
+    only on a 160-bit hash collision."""
     got = memo.get(id(node))
     if got is None:
         if isinstance(node, Automaton):
-            got = ("Automaton", node.key)
+            text = repr(("Automaton", node.key))
         else:
-            got = (type(node).__name__, *(_field_key(getattr(node, f.name), memo, keep) for f in fields(node)))  # type: ignore[arg-type]
+            text = repr((type(node).__name__, *(_field_key(getattr(node, f.name), memo, keep) for f in fields(node))))  # type: ignore[arg-type]
+        got = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20).digest()
         memo[id(node)] = got
         keep.append(node)
     return got
 
 
-def _field_key(value: Any, memo: dict[int, tuple[Any, ...]], keep: list[Node]) -> Any:
+def _field_key(value: Any, memo: dict[int, bytes], keep: list[Node]) -> Any:
     if isinstance(value, Node):
-        return structural_key(value, memo, keep)
+        return ("node", structural_key(value, memo, keep))
     if isinstance(value, tuple):
         return tuple(_field_key(v, memo, keep) for v in value)
     if isinstance(value, CharSet):

@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 from structgen.fsm.compiler import CompilerConfig, Constraint, GrammarCompiler
 from structgen.fsm.dfa import ByteDFA
-from structgen.fsm.product_cache import ProductCache
+from structgen.fsm.product_cache import ProductCache, structural_key
 from structgen.fsm.token_fsm import TokenFSM
 from structgen.fsm.vocab import Vocabulary
+from structgen.schemas.charset import CharSet
+from structgen.schemas.ir import Alt, Chars, Lit, Minus, Node, Rep, Seq
 from structgen.schemas.json_schema import SchemaOptions
 
 
@@ -32,6 +34,30 @@ def test_the_cache_evicts_least_recently_used_past_its_bytes() -> None:
     stats = cache.stats()
     assert stats.entries == 4 and stats.bytes == 4 * one and stats.evictions == 1
     assert stats.hits == 3 and stats.misses == 1
+
+
+def _key(node: Node) -> bytes:
+    return structural_key(node, {}, [])
+
+
+def test_structural_keys_tell_structures_apart_and_not_builders() -> None:
+    def build(word: bytes, hi: int) -> Node:
+        return Minus(Rep(Chars(CharSet(((97, 122),))), 0, hi), Alt((Lit(word), Seq((Lit(b"x"), Lit(b"y"))))))
+
+    assert _key(build(b"ab", 8)) == _key(build(b"ab", 8))  # separate objects, one structure
+    keys = {_key(build(b"ab", 8)), _key(build(b"ab", 9)), _key(build(b"ac", 8)), _key(Lit(b"ab")), _key(Seq((Lit(b"ab"),)))}
+    assert len(keys) == 5
+
+
+def test_a_structural_key_hashes_each_shared_sub_tree_once() -> None:
+    node: Node = Lit(b"a")
+    for _ in range(64):  # a DAG of 65 nodes, 2**64 paths: nested tuples would never finish hashing
+        node = Seq((node, node))
+    key = _key(node)
+    assert isinstance(key, bytes) and len(key) == 20
+    cache = ProductCache(max_bytes=1 << 20)
+    cache.put(("product", key), _dfa(2))
+    assert cache.get(("product", _key(node))) is not None
 
 
 def test_a_dfa_over_a_quarter_of_the_cache_is_not_kept() -> None:
