@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 from structgen.schemas.errors import ConstraintError
 from structgen.schemas.ir import Node
-from structgen.schemas.json_schema import SchemaOptions, load_schema, pydantic_schema, schema_to_ir
+from structgen.schemas.json_schema import ConversionReport, SchemaOptions, load_schema, pydantic_schema, schema_to_ir
 from structgen.schemas.regex_assertions import regex_to_ir
 
 from .dfa import Budget
@@ -41,6 +41,18 @@ from .product_cache import ProductCache
 from .row_workers import RowWorkers
 from .token_fsm import TokenFSM
 from .vocab import Vocabulary
+
+
+def located(err: GrammarCompileError, report: ConversionReport | None) -> GrammarCompileError:
+    """``err`` with the JSON pointer of the subschema whose product automaton hit the limit
+    added to its message (same class), when the conversion ``report`` knows it; its
+    ``product`` cleared either way (the IR does not travel with the error)."""
+    ptr = report.origin_of(err.product) if report is not None and err.product is not None else None
+    err.product = None
+    if ptr is None:
+        return err
+    what = "the product automaton (allOf / not / oneOf / a pattern or format with length bounds)"
+    return type(err)(f"{err}, building {what} of the subschema at {ptr}")
 
 
 class GcPause:
@@ -125,10 +137,13 @@ class Constraint:
     def to_ir(self, check: Callable[[], None] | None = None) -> Node:
         """The regex IR (raises ``ConstraintError`` subclasses on bad input); ``check`` is a
         deadline hook called during long conversions."""
+        return self.convert(check)[0]
+
+    def convert(self, check: Callable[[], None] | None = None) -> tuple[Node, ConversionReport | None]:
+        """:meth:`to_ir` with the schema conversion's report (None for a regex)."""
         if self.kind == "regex":
-            return regex_to_ir(self.text)
-        node, _ = schema_to_ir(json.loads(self.text), self.options, check=check)
-        return node
+            return regex_to_ir(self.text), None
+        return schema_to_ir(json.loads(self.text), self.options, check=check)
 
     def validate(self, text: str) -> Any:
         """Post-validate generated ``text``: the parsed JSON value (schema) or ``text`` (regex).
@@ -311,8 +326,11 @@ class GrammarCompiler:
     def _compile_now(self, constraint: Constraint) -> TokenFSM:
         started = time.perf_counter()
         budget = Budget(timeout_s=self.config.timeout_s, max_states=self.config.max_states)
-        node = constraint.to_ir(check=budget.check_time)
-        dfa = compile_lazy(node, budget, self.products)
+        node, report = constraint.convert(check=budget.check_time)
+        try:
+            dfa = compile_lazy(node, budget, self.products)
+        except GrammarCompileError as e:
+            raise located(e, report) from None
         if dfa.is_empty():
             raise GrammarCompileError("the constraint matches nothing (empty language): no output can satisfy it")
         fsm = TokenFSM(dfa, self.vocab)

@@ -497,7 +497,12 @@ class NFABuilder:
         key = self.structural_id(node)
         got = self._products.get(key)
         if got is None:
-            got = self._shared_dfa("product", node, lambda: self._product_uncached(node))
+            try:
+                got = self._shared_dfa("product", node, lambda: self._product_uncached(node))
+            except GrammarCompileError as e:
+                if e.product is None:  # the innermost product past a limit names it
+                    e.product = node
+                raise
             self._products[key] = got
         return got
 

@@ -144,6 +144,40 @@ EPSILON = Seq(())
 NOTHING = Alt(())
 
 
+def children(node: Node) -> tuple[Node, ...]:
+    """The IR nodes directly under ``node`` (an ``Automaton`` has none: its language is its table)."""
+    if isinstance(node, (Seq, Alt, And)):
+        return node.items
+    if isinstance(node, Rep):
+        return (node.item,)
+    if isinstance(node, Minus):
+        return (node.left, node.right)
+    if isinstance(node, Join):
+        return (node.item, node.sep)
+    if isinstance(node, Members):
+        return tuple(m for m, _ in node.items) + (node.sep,) + ((node.extra,) if node.extra is not None else ())
+    if isinstance(node, Look):
+        return (node.body,)
+    return ()
+
+
+def new_products(node: Node, seen: dict[int, Node]) -> list[Node]:
+    """The ``And`` / ``Minus`` nodes under ``node`` (itself included) not in ``seen``, walking
+    only nodes not seen before and adding every node walked to ``seen`` (by id; holding the node
+    keeps its id its own), so a series of calls over a growing IR walks each node once."""
+    found: list[Node] = []
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if id(n) in seen:
+            continue
+        seen[id(n)] = n
+        if isinstance(n, (And, Minus)):
+            found.append(n)
+        todo.extend(children(n))
+    return found
+
+
 def lit(text: str | bytes) -> Node:
     """A literal; ``str`` is encoded as UTF-8."""
     return Lit(text.encode() if isinstance(text, str) else text)

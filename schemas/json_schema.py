@@ -32,7 +32,7 @@ from typing import Any
 
 from .charset import CharSet
 from .errors import SchemaError, UnsupportedSchemaError
-from .ir import NOTHING, Join, Node, alt, chars, lit, rep, seq
+from .ir import NOTHING, Join, Node, alt, chars, lit, new_products, rep, seq
 from .json_combinators import convert_all_of, convert_conditional, convert_union
 from .json_keywords import ANNOTATIONS, CONSTRAINTS, RecursionLimit, check_keyword_types
 from .json_not import convert_not
@@ -86,6 +86,14 @@ class ConversionReport:
 
     dropped: list[tuple[str, str]] = field(default_factory=list)
     ignored_formats: list[tuple[str, str]] = field(default_factory=list)
+    # id(node) -> (node, JSON pointer) for each ``And`` / ``Minus`` of the IR: the innermost
+    # subschema whose conversion built it (what a state cap or time-out in its product names)
+    product_origins: dict[int, tuple[Node, str]] = field(default_factory=dict)
+
+    def origin_of(self, node: object) -> str | None:
+        """The JSON pointer of the subschema that built ``node`` (an ``And`` / ``Minus``), or None."""
+        got = self.product_origins.get(id(node))
+        return got[1] if got is not None and got[0] is node else None
 
 
 class Converter:
@@ -104,6 +112,7 @@ class Converter:
         self._keep: list[Any] = []  # schema objects whose ids key the memo
         self.check: Callable[[], None] | None = None
         self.calls = 0
+        self._walked: dict[int, Node] = {}  # IR nodes whose products have an origin, by id
         if options.whitespace == "flexible":
             ws = rep(chars(CharSet.of_chars(" \t\n\r")), 0, options.max_ws)
             self.item_sep = seq(ws, lit(","), ws)
@@ -229,17 +238,24 @@ class Converter:
         if self.check is not None and not self.calls & 255:
             self.check()
         if not isinstance(schema, dict):
-            return self._convert(schema, ptr)
+            return self._note_origins(self._convert(schema, ptr), ptr)
         reach = self.reachable_refs(schema)  # the unrolling of other targets cannot change this result
         depths = frozenset(kv for kv in self.ref_depth.items() if kv[1] and (reach is None or kv[0] in reach))
         inlined = frozenset(kv for kv in self.inline_depth.items() if kv[1] and (reach is None or kv[0] in reach))
         key = (id(schema), depths, inlined, self.opt, self.key_order)
         got = self.memo.get(key)
         if got is None:
-            got = self._convert(schema, ptr)
+            got = self._note_origins(self._convert(schema, ptr), ptr)
             self.memo[key] = got
             self._keep.append(schema)
         return got
+
+    def _note_origins(self, node: Node, ptr: str) -> Node:
+        """Record ``ptr`` as the origin of the products ``node`` holds that no inner subschema
+        claimed (inner conversions return first, so the innermost pointer wins)."""
+        for product in new_products(node, self._walked):
+            self.report.product_origins[id(product)] = (product, ptr)
+        return node
 
     def reachable_refs(self, schema: Any) -> frozenset[str] | None:
         """The pointers of the ``$ref`` targets ``schema`` can reach, following ``$ref``s

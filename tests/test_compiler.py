@@ -64,6 +64,21 @@ def test_state_cap_names_the_limit(tiny_vocab: Vocabulary) -> None:
         fsm.materialize()  # discovering more than 40 states while serving raises too
 
 
+@pytest.mark.parametrize(
+    "schema,pointer",
+    [
+        ({"type": "object", "properties": {"c": {"properties": {"e": {"type": "string", "format": "email", "maxLength": 900}}}}}, "#/properties/c/properties/e"),
+        ({"type": "array", "items": {"allOf": [{"type": "string", "pattern": "^(?:[a-z]+[0-9]){0,60}$"}, {"maxLength": 400}]}}, "#/items"),
+    ],
+)
+def test_a_product_past_the_state_cap_names_its_subschema(tiny_vocab: Vocabulary, schema: dict[str, object], pointer: str) -> None:
+    c = GrammarCompiler(tiny_vocab, CompilerConfig(max_states=2000))
+    with pytest.raises(GrammarCompileError, match="max_states=2000") as info:
+        c.compile(Constraint.json_schema(schema))
+    assert str(info.value).endswith(f"of the subschema at {pointer}")
+    assert info.value.product is None  # the IR does not travel with the error
+
+
 def test_timeout_names_the_limit(tiny_vocab: Vocabulary) -> None:
     c = GrammarCompiler(tiny_vocab, CompilerConfig(timeout_s=0.05))
     heavy = {"type": "string", "pattern": "^(?:[a-z]+[0-9]){0,60}$", "maxLength": 400}
