@@ -12,7 +12,26 @@ from __future__ import annotations
 
 from .charset import CharSet
 from .errors import RegexError
-from .ir import EPSILON, NOTHING, Alt, Anchor, And, Automaton, Chars, Join, Lit, Look, Members, Minus, Node, Rep, Seq, alt, lit, seq
+from .ir import (
+    EPSILON,
+    NOTHING,
+    Alt,
+    Anchor,
+    And,
+    Automaton,
+    Chars,
+    Join,
+    Lit,
+    Look,
+    Minus,
+    Node,
+    Rep,
+    Seq,
+    alt,
+    children,
+    lit,
+    seq,
+)
 from .regex import parse_alternation_at, parse_regex
 
 MAX_ASSERTION_BRANCHES = 64  # alternatives an anchor or look-ahead inside an alternation expands to
@@ -22,14 +41,14 @@ _ANYTHING = Rep(Chars(CharSet.any()), 0, None)
 def _has_assertion(node: Node) -> bool:
     if isinstance(node, (Anchor, Look)):
         return True
-    return any(_has_assertion(c) for c in _children(node))
+    return any(_has_assertion(c) for c in children(node))
 
 
 def _first_assertion(node: Node) -> int:
     """The pattern position of the first anchor or look-ahead in ``node`` (0 when none)."""
     if isinstance(node, (Anchor, Look)):
         return node.pos
-    return next((p for p in (_first_assertion(c) for c in _children(node)) if p), 0)
+    return next((p for p in (_first_assertion(c) for c in children(node)) if p), 0)
 
 
 def _check_no_assertion(node: Node, pattern: str) -> None:
@@ -37,7 +56,7 @@ def _check_no_assertion(node: Node, pattern: str) -> None:
         raise RegexError("anchor inside a repetition is not supported", pattern, node.pos)
     if isinstance(node, Look):
         raise RegexError("look-ahead inside a repetition is not supported", pattern, node.pos)
-    for child in _children(node):
+    for child in children(node):
         _check_no_assertion(child, pattern)
 
 
@@ -165,21 +184,6 @@ def _assert(item: Node, rest: Node, pattern: str, wide: bool, at_start: bool = F
     # reverse for the wide reading), so the result stays on its side of both dialects
     prefix = _look_prefix(item, pattern, wide != item.negate, at_start)
     return Minus(rest, prefix) if item.negate else And((rest, prefix))
-
-
-def _children(node: Node) -> tuple[Node, ...]:
-    if isinstance(node, (Seq, Alt, And)):
-        return node.items
-    if isinstance(node, Rep):
-        return (node.item,)
-    if isinstance(node, Minus):
-        return (node.left, node.right)
-    if isinstance(node, Join):
-        return (node.item, node.sep)
-    if isinstance(node, Members):
-        kids = [n for n, _ in node.items] + [node.sep]
-        return tuple(kids + ([node.extra] if node.extra is not None else []))
-    return ()
 
 
 def resolve_anchors(node: Node, pattern: str, *, search: bool, wide: bool = False) -> Node:
