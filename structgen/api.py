@@ -12,7 +12,7 @@ from typing import Any
 from structgen.engine.engine import Engine, EngineConfig
 from structgen.engine.request import GenerateRequest, RequestError, RequestOutput, SamplingParams
 from structgen.fsm import Constraint
-from structgen.fsm.compiler import OutputValidationError
+from structgen.fsm.constraint import OutputValidationError
 from structgen.fsm.errors import GrammarCompileError
 from structgen.schemas import ConstraintError, SchemaOptions
 

@@ -5,7 +5,8 @@ import threading
 
 import numpy as np
 import pytest
-from structgen.fsm.compiler import WARM_UP, CompilerConfig, Constraint, GcPause, GrammarCompiler
+from structgen.fsm.compiler import WARM_UP, CompilerConfig, GcPause, GrammarCompiler
+from structgen.fsm.constraint import Constraint
 from structgen.fsm.errors import GrammarCompileError, GrammarTimeoutError
 from structgen.fsm.vocab import Vocabulary
 from structgen.schemas.errors import RegexError, SchemaError, UnsupportedSchemaError
@@ -67,7 +68,10 @@ def test_state_cap_names_the_limit(tiny_vocab: Vocabulary) -> None:
 @pytest.mark.parametrize(
     "schema,pointer",
     [
-        ({"type": "object", "properties": {"c": {"properties": {"e": {"type": "string", "format": "email", "maxLength": 900}}}}}, "#/properties/c/properties/e"),
+        (
+            {"type": "object", "properties": {"c": {"properties": {"e": {"type": "string", "format": "email", "maxLength": 900}}}}},
+            "#/properties/c/properties/e",
+        ),
         ({"type": "array", "items": {"allOf": [{"type": "string", "pattern": "^(?:[a-z]+[0-9]){0,60}$"}, {"maxLength": 400}]}}, "#/items"),
     ],
 )

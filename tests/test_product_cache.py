@@ -7,7 +7,8 @@ import pickle
 
 import numpy as np
 import pytest
-from structgen.fsm.compiler import CompilerConfig, Constraint, GrammarCompiler
+from structgen.fsm.compiler import CompilerConfig, GrammarCompiler
+from structgen.fsm.constraint import Constraint
 from structgen.fsm.dfa import ByteDFA
 from structgen.fsm.product_cache import ProductCache, structural_key
 from structgen.fsm.token_fsm import TokenFSM

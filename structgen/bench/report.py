@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from structgen.bench.common import percentile
 from structgen.fsm import Constraint
-from structgen.fsm.compiler import OutputValidationError
+from structgen.fsm.constraint import OutputValidationError
 
 
 class Record(NamedTuple):

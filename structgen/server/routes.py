@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, Response
 
 from structgen.engine.request import Usage
 from structgen.fsm import Constraint
-from structgen.fsm.compiler import OutputValidationError
+from structgen.fsm.constraint import OutputValidationError
 from structgen.schemas import SchemaOptions
 from structgen.server.constraints import request_constraint
 from structgen.server.errors import sampling_params
