@@ -115,6 +115,38 @@ def _object_keywords(rng: random.Random, s: dict[str, Any], depth: int, defs: di
         )
 
 
+def _one_of_objects(rng: random.Random, depth: int, defs: dict[str, Any]) -> dict[str, Any]:
+    """``oneOf`` over object branches that share property names, with values of the same or of
+    different types and constants, required keys, closed or open branches, and keywords beside
+    the ``oneOf`` (what the disjointness proofs of exact ``oneOf`` read)."""
+
+    def value() -> dict[str, Any]:
+        return rng.choice([{"type": rng.choice(TYPES)}, {"const": rng.choice(SCALARS)}, {"enum": [rng.choice(SCALARS)]}, {}])
+
+    def branch() -> dict[str, Any]:
+        names = rng.sample("abc", rng.randint(1, 3))
+        out: dict[str, Any] = {"type": "object"} if rng.random() < 0.7 else {}
+        out["properties"] = {k: value() for k in names}
+        if rng.random() < 0.7:
+            out["required"] = sorted(rng.sample(names, rng.randint(1, len(names))))
+        if rng.random() < 0.5:
+            out["additionalProperties"] = False
+        if rng.random() < 0.1:
+            out["not"] = {"required": [rng.choice("abc")]}
+        return out
+
+    s: dict[str, Any] = {"oneOf": [branch() for _ in range(rng.randint(2, 3))]}
+    if rng.random() < 0.4:  # keywords beside the oneOf narrow every branch
+        s["properties"] = {rng.choice("abc"): value()}
+        if rng.random() < 0.5:
+            s["required"] = [rng.choice("abc")]
+    if depth > 1 and rng.random() < 0.2:
+        defs_name = f"d{len(defs)}"
+        defs[defs_name] = branch()
+        s["oneOf"].append({"$ref": f"#/$defs/{defs_name}"})
+    return s
+
+
 def _unevaluated(rng: random.Random, depth: int, defs: dict[str, Any]) -> dict[str, Any]:
     """``unevaluatedProperties`` / ``unevaluatedItems`` over ``allOf`` / ``anyOf`` / ``oneOf`` /
     ``if`` branches (and a ``$ref``) that declare properties or prefix items, without the
@@ -169,6 +201,8 @@ def _schema(rng: random.Random, depth: int, defs: dict[str, Any]) -> dict[str, A
     if r < 0.74:
         return {"anyOf": [_schema(rng, depth - 1, defs) for _ in range(rng.randint(1, 3))]}
     if r < 0.8:
+        if rng.random() < 0.5:
+            return _one_of_objects(rng, depth, defs)
         return {"oneOf": [_schema(rng, depth - 1, defs) for _ in range(rng.randint(1, 3))]}
     if r < 0.84:
         base = _schema(rng, depth - 1, defs)
