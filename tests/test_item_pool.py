@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from structgen.bench.item_pool import PoolSpec, run_items
+from structgen.bench.item_pool import PoolSpec, limit_cpu, run_items
 
 _OFFSET: list[int] = []
 
@@ -19,6 +19,13 @@ def _square_or_die(x: int) -> int:
     if x == 7:
         os._exit(3)  # as the kernel's OOM killer would end the worker
     return x * x + _OFFSET[-1]
+
+
+def _spin_in_c(x: int) -> int:
+    if x == 2:
+        limit_cpu(1.0)
+        sum(range(10**12))  # one call into C: no Python signal handler would run before it returns
+    return x
 
 
 def _died(x: int) -> int:
@@ -41,3 +48,10 @@ def test_without_deaths_results_come_from_initialized_workers() -> None:
 def test_bad_worker_counts_are_refused() -> None:
     with pytest.raises(ValueError, match="workers and recycle"):
         list(run_items(PoolSpec(_square_or_die), [1], 0, on_death=_died))
+
+
+def test_an_item_stuck_in_native_code_is_ended_by_its_cpu_limit() -> None:
+    out = list(run_items(PoolSpec(_spin_in_c), [1, 2, 3], 2, on_death=_died))
+    assert sorted(out) == [-2, 1, 3]
+    with pytest.raises(ValueError, match="seconds"):
+        limit_cpu(0)

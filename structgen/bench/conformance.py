@@ -32,7 +32,7 @@ from structgen.bench.common import run_meta
 from structgen.bench.conformance_anchors import ANCHORS, Anchor, AnchorResult, anchor_version, run_anchor, summarize_anchor
 from structgen.bench.conformance_items import Item, ItemResult, KeyOrderer, exact_validator, load_maskbench, load_test_suite, tally
 from structgen.bench.conformance_report import TIMED_TOKENS, render_markdown, summarize
-from structgen.bench.item_pool import PoolSpec, run_items
+from structgen.bench.item_pool import PoolSpec, limit_cpu, run_items
 from structgen.fsm.compiler import WARM_UP, CompilerConfig, GrammarCompiler
 from structgen.fsm.constraint import Constraint
 from structgen.fsm.cursor import TokenRejectedError
@@ -161,6 +161,7 @@ def _worker_died(item: Item) -> ItemResult:
 def run_item(item: Item) -> ItemResult:
     """Compile and check one schema with structgen, then with each anchor (in a worker
     initialised by ``_init_worker``)."""
+    limit_cpu(_STATE["timeout_s"] * (3 + 3 * len(_STATE.get("anchors", []))) + 30)  # past every alarm: stuck in native code
     res = run_ours(item)
     anchors: list[Anchor] = _STATE.get("anchors", [])
     if anchors:

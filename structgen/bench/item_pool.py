@@ -6,12 +6,14 @@ worker, so when a worker dies (``BrokenProcessPool``), the suspects are exactly 
 flight. Each suspect runs again alone in a fresh single-worker pool; one that kills that worker
 too is reported through ``on_death``, and the rest of the items go on in a fresh pool.
 Workers are replaced after ``recycle`` items, as ``maxtasksperchild`` would (memory a long run
-leaves behind goes with them).
+leaves behind goes with them). :func:`limit_cpu` turns an item stuck in native code, where no
+Python signal handler runs, into such a death.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import resource
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -86,3 +88,20 @@ def _one_pool(spec: PoolSpec[T, R], todo: list[T], workers: int, recycle: int, s
                 for fut in inflight:
                     fut.cancel()
                 return
+
+
+def limit_cpu(seconds: float) -> None:
+    """Let the calling process use at most ``seconds`` more CPU time (all its threads): past it
+    the kernel ends the process with ``SIGXCPU`` even inside native code, where an alarm's
+    Python handler never runs. Call it in a worker at the start of each item; in a pool run by
+    :func:`run_items` the item then counts as a worker death. Raises ``ValueError`` for
+    ``seconds <= 0``."""
+    if seconds <= 0:
+        raise ValueError(f"seconds must be > 0, got {seconds}")
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    used = usage.ru_utime + usage.ru_stime
+    _soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    soft = int(used + seconds) + 1
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
