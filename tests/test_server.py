@@ -338,11 +338,12 @@ def test_422_rows_and_cached_failures(server: ServerThread, client: httpx.Client
         422,
     )
     assert err["code"] == "compile_limit" and "max_states" in err["message"] and err["param"] == "response_format"
+    assert err["message"].endswith("of the subschema at #")  # where in the schema the product passed the cap
 
     before = _snapshot(server)  # the engine process's compiler counters, also on /metrics
     again = _error(client.post("/v1/structured", json={"prompt": "y", "json_schema": STATE_CAP_SCHEMA}), 422)
     after = _snapshot(server)
-    assert again["code"] == "compile_limit"
+    assert again["code"] == "compile_limit" and again["message"] == err["message"]
     assert after.compile_failures == before.compile_failures and after.compile_misses == before.compile_misses
     assert after.compile_hits == before.compile_hits + 1
     assert _metric(client, "structgen_grammar_compiles", '{result="hit"}') == after.compile_hits

@@ -158,12 +158,17 @@ def _worker_died(item: Item) -> ItemResult:
     return ItemResult(item.suite, item.name, "error", detail="worker-died")
 
 
+def _hard_alarm_s() -> int:
+    """Seconds before the alarm ends one engine's compile and checks of a schema."""
+    return int(_STATE["timeout_s"] * 3) + 5
+
+
 def run_item(item: Item) -> ItemResult:
     """Compile and check one schema with structgen, then with each anchor (in a worker
     initialised by ``_init_worker``)."""
-    limit_cpu(_STATE["timeout_s"] * (3 + 3 * len(_STATE.get("anchors", []))) + 30)  # past every alarm: stuck in native code
-    res = run_ours(item)
     anchors: list[Anchor] = _STATE.get("anchors", [])
+    limit_cpu(_hard_alarm_s() * (1 + len(anchors)) + 30)  # past every alarm: an item stuck in native code
+    res = run_ours(item)
     if anchors:
         texts = instance_texts(item, SchemaOptions(allow_undeclared_properties=True))
         for anchor in anchors:
@@ -173,7 +178,7 @@ def run_item(item: Item) -> ItemResult:
 
 def _run_anchor_bounded(anchor: Anchor, item: Item, texts: list[tuple[list[str], bool]]) -> AnchorResult:
     old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(int(_STATE["timeout_s"] * 3) + 5)
+    signal.alarm(_hard_alarm_s())
     try:
         return run_anchor(anchor, item.schema, texts)
     except _HardTimeout:
@@ -209,9 +214,8 @@ def run_ours(item: Item) -> ItemResult:
     compiler: GrammarCompiler = _STATE["compiler"]
     res = ItemResult(item.suite, item.name, "error")
     options = SchemaOptions(allow_undeclared_properties=True)
-    hard = int(_STATE["timeout_s"] * 3) + 5
     old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(hard)
+    signal.alarm(_hard_alarm_s())
     try:
         t0 = time.perf_counter()
         try:
