@@ -91,21 +91,27 @@ def _encode(tok: Any, examples: list[Any], max_len: int) -> list[tuple[Any, int]
     return out
 
 
-def _encode_chunk(job: tuple[str, int, str, int, int]) -> list[tuple[Any, int]]:
-    """Worker: generate and encode one chunk (tokenizer folder, count, split, seed, max_len)."""
+def _encode_chunk(job: tuple[str, int, str, int, int, str, float]) -> list[tuple[Any, int]]:
+    """Worker: generate and encode one chunk (tokenizer folder, count, split, seed, max_len,
+    source, natural share)."""
     from transformers import AutoTokenizer
 
-    tok_dir, n, split, seed, max_len = job
+    tok_dir, n, split, seed, max_len, source, share = job
     tok = AutoTokenizer.from_pretrained(tok_dir)
-    return _encode(tok, list(generate_examples(n, split, seed)), max_len)
+    return _encode(tok, list(generate_examples(n, split, seed, source, share)), max_len)
 
 
-def encode_examples(tok_dir: str, n: int, split: str, seed: int, max_len: int, chunk: int = 25_000) -> list[tuple[Any, int]]:
-    """``n`` examples of ``split`` encoded in parallel chunks; chunk ``i`` uses generator seed
-    ``seed * 100_000 + i`` (deterministic for a given ``n``, ``seed`` and ``chunk``)."""
+def encode_examples(
+    tok_dir: str, n: int, split: str, seed: int, max_len: int, source: str = "templated", share: float = 0.6, chunk: int = 25_000
+) -> list[tuple[Any, int]]:
+    """``n`` examples of ``split`` from ``source`` (:func:`generate_examples`) encoded in parallel
+    chunks; chunk ``i`` uses generator seed ``seed * 100_000 + i`` (deterministic for a given
+    ``n``, ``seed`` and ``chunk``)."""
     import multiprocessing as mp
 
-    jobs = [(tok_dir, min(chunk, n - i * chunk), split, seed * 100_000 + i, max_len) for i in range((n + chunk - 1) // chunk)]
+    jobs = [
+        (tok_dir, min(chunk, n - i * chunk), split, seed * 100_000 + i, max_len, source, share) for i in range((n + chunk - 1) // chunk)
+    ]
     with mp.get_context("spawn").Pool(min(len(jobs), os.cpu_count() or 1)) as pool:
         parts = pool.map(_encode_chunk, jobs)
     return [row for part in parts for row in part]
@@ -149,16 +155,22 @@ def train(args: argparse.Namespace) -> None:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     tok = AutoTokenizer.from_pretrained(args.tokenizer)
     t0 = time.perf_counter()
-    train_rows = encode_examples(args.tokenizer, args.examples, "train", args.seed, args.max_len)
+    train_rows = encode_examples(args.tokenizer, args.examples, "train", args.seed, args.max_len, args.source, args.natural_share)
     # validation: the held-out distribution (unseen templates and values) from a stream of its
     # own, so that picking the best step never looks at the examples benchmarks/demo_model.py scores
-    held_rows = _encode(tok, list(generate_examples(args.eval_examples, "heldout", args.seed + VALIDATION_SEED_OFFSET)), args.max_len)
+    held = generate_examples(args.eval_examples, "heldout", args.seed + VALIDATION_SEED_OFFSET, args.source, args.natural_share)
+    held_rows = _encode(tok, list(held), args.max_len)
     print(f"data: {len(train_rows)} train / {len(held_rows)} validation sequences in {time.perf_counter() - t0:.1f} s", flush=True)
 
     config = LlamaConfig(
         vocab_size=len(tok), bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **MODEL_SHAPE
     )
-    model = LlamaForCausalLM(config).to(device)
+    if args.init:  # continue from a trained folder of the same shape and tokenizer
+        model = LlamaForCausalLM.from_pretrained(args.init, torch_dtype=torch.float32).to(device)
+        if model.config.vocab_size != len(tok):
+            raise SystemExit(f"--init {args.init}: vocabulary of {model.config.vocab_size} tokens, the tokenizer has {len(tok)}")
+    else:
+        model = LlamaForCausalLM(config).to(device)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: {n_params / 1e6:.2f}M parameters", flush=True)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
@@ -170,10 +182,12 @@ def train(args: argparse.Namespace) -> None:
         fused=device.type == "cuda",
     )
 
-    def lr_at(step: int) -> float:
+    def lr_at(step: int, elapsed_s: float = 0.0) -> float:
+        """Warmup, then cosine decay to 10% over whichever budget ends first: ``--steps`` or
+        ``--max-train-s`` (so that a run cut by the time cap still ends at the low rate)."""
         if step < args.warmup:
             return args.lr * (step + 1) / args.warmup
-        progress = (step - args.warmup) / max(1, args.steps - args.warmup)
+        progress = min(1.0, max((step - args.warmup) / max(1, args.steps - args.warmup), elapsed_s / args.max_train_s))
         return args.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
     def validate() -> tuple[float, float]:
@@ -215,8 +229,9 @@ def train(args: argparse.Namespace) -> None:
             print(f"stopping at step {step}: --max-train-s {args.max_train_s} reached", flush=True)
             log["stopped_at"] = step
             break
+        lr = lr_at(step, time.perf_counter() - t0)
         for g in opt.param_groups:
-            g["lr"] = lr_at(step)
+            g["lr"] = lr
         x, y = _batch(next(batches), tok.pad_token_id, device)
         with torch.autocast(device.type, dtype=torch.bfloat16):
             loss = model(input_ids=x, labels=y).loss
@@ -227,7 +242,7 @@ def train(args: argparse.Namespace) -> None:
         if step % 25 == 0 or step == args.steps - 1:
             log["step"].append(step)
             log["loss"].append(loss.item())
-            log["lr"].append(lr_at(step))
+            log["lr"].append(lr)
         if step % 500 == 0 or step == args.steps - 1:
             ev, exact = validate()
             log["eval_step"].append(step)
@@ -240,13 +255,17 @@ def train(args: argparse.Namespace) -> None:
                 flush=True,
             )
     log["train_s"] = time.perf_counter() - t0
+    out = Path(args.out)
+    if args.save_final:  # the last step's weights too, to pick between them on other sets
+        model.to(torch.bfloat16).save_pretrained(out / "final", safe_serialization=True)
+        tok.save_pretrained(out / "final")
+        model.float()
     if best[2] is not None:
         model.load_state_dict(best[2])
         log["best_step"], log["best_eval_exact"], log["best_eval_loss"] = best[1], best[0][0], -best[0][1]
         print(f"keeping step {best[1]} (validation exact {best[0][0]:.4f}, loss {-best[0][1]:.4f})", flush=True)
     log["device"] = torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu"
 
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
     tok.save_pretrained(out)
@@ -304,6 +323,10 @@ def main() -> None:
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--eval-examples", type=int, default=4000, help="validation examples (held-out distribution, seed + 7)")
     tr.add_argument("--max-train-s", type=float, default=420.0, help="stop early past this many seconds of training")
+    tr.add_argument("--source", default="mixed", choices=("templated", "natural", "mixed"), help="training data (structgen.demo.data)")
+    tr.add_argument("--natural-share", type=float, default=0.6, help="share of natural sentences with --source mixed")
+    tr.add_argument("--init", default=None, help="start from this trained model folder (same tokenizer) instead of random weights")
+    tr.add_argument("--save-final", action="store_true", help="also save the last step's weights under OUT/final")
     p = sub.add_parser("plot")
     p.add_argument("log")
     p.add_argument("png")
@@ -320,6 +343,10 @@ def main() -> None:
             ap.error("--warmup must be ≥ 0, --lr and --max-train-s > 0")
         if not os.path.isdir(args.tokenizer):
             ap.error(f"--tokenizer {args.tokenizer!r} is not a folder")
+        if args.init and not os.path.isdir(args.init):
+            ap.error(f"--init {args.init!r} is not a folder")
+        if not 0.0 <= args.natural_share <= 1.0:
+            ap.error("--natural-share must be in [0, 1]")
     if args.cmd == "tokenizer":
         train_tokenizer(args.out, vocab_size=args.vocab_size)
     elif args.cmd == "train":

@@ -77,9 +77,24 @@ def make_example(rng: random.Random, split: str, domain: Domain | None = None, p
     return Example(dom.name, schema, text, answer, format_prompt(schema, text), SchemaOptions().dumps(answer))
 
 
-def generate_examples(n: int, split: str = "train", seed: int = 0) -> Iterator[Example]:
+SOURCES = ("templated", "natural", "mixed")
+
+
+def generate_examples(
+    n: int, split: str = "train", seed: int = 0, source: str = "templated", natural_share: float = 0.6
+) -> Iterator[Example]:
     """``n`` examples of ``split``, deterministic for a given seed (the two splits use
-    independent streams)."""
-    rng = random.Random(f"{seed}:{split}")
+    independent streams).  ``source``: ``"templated"`` (this module's labelled sentences),
+    ``"natural"`` (:mod:`structgen.demo.natural_text`: sentences as people write them, free-form
+    field names, ``json_object``) or ``"mixed"`` (natural with probability ``natural_share``).
+    Raises ``ValueError`` for an unknown source or a share outside [0, 1]."""
+    from structgen.demo.natural_text import make_natural_example
+
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+    if not 0.0 <= natural_share <= 1.0:
+        raise ValueError(f"natural_share must be in [0, 1], got {natural_share}")
+    share = {"templated": 0.0, "natural": 1.0, "mixed": natural_share}[source]
+    rng = random.Random(f"{seed}:{split}" if source == "templated" else f"{seed}:{split}:{source}")
     for _ in range(n):
-        yield make_example(rng, split)
+        yield make_natural_example(rng, split) if share and rng.random() < share else make_example(rng, split)

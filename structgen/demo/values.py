@@ -40,7 +40,7 @@ MONTHS = ["January", "February", "March", "April", "May", "June", "July", "Augus
 
 
 @functools.cache
-def _split(items: tuple[str, ...], split: str) -> tuple[str, ...]:
+def split_items(items: tuple[str, ...], split: str) -> tuple[str, ...]:
     """4 of every 5 entries for "train", the 5th for "heldout" (computed once per word list)."""
     return tuple(x for i, x in enumerate(items) if (i % 5 == 4) == (split == "heldout"))
 
@@ -90,7 +90,7 @@ def _choose(rng: random.Random, split: str, items: tuple[str, ...], made_up: flo
     (training also draws :func:`_piece_word`; the held-out split draws as it always did)."""
     if rng.random() < made_up:
         return _train_word(rng) if split == "train" else made_up_word(rng)
-    return rng.choice(_split(items, split))
+    return rng.choice(split_items(items, split))
 
 
 def pick(items: tuple[str, ...], made_up: float = 0.5) -> Callable[[random.Random, str], str]:
@@ -107,7 +107,7 @@ def pick_open(items: tuple[str, ...], train_made_up: float, max_words: int = 1) 
     def gen(rng: random.Random, split: str) -> str:
         if rng.random() < (train_made_up if split == "train" else 0.0):
             return " ".join(_train_word(rng).lower() for _ in range(rng.randint(1, max_words)))
-        return rng.choice(_split(items, split))
+        return rng.choice(split_items(items, split))
 
     return gen
 
@@ -126,7 +126,7 @@ def gen_person(rng: random.Random, split: str) -> str:
 
 def gen_company(rng: random.Random, split: str) -> str:
     root = "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 3))).capitalize()
-    kind = rng.choice(_split(COMPANY_KINDS, split))
+    kind = rng.choice(split_items(COMPANY_KINDS, split))
     if split == "train" and rng.random() < 0.4:
         kind = _train_word(rng)  # training only: the kind word is copied too, not picked from a list
     return f"{root} {kind}"
@@ -186,7 +186,7 @@ def gen_bool(rng: random.Random, _s: str) -> bool:
 
 def gen_list_of(items: tuple[str, ...], lo: int, hi: int) -> Callable[[random.Random, str], list[str]]:
     def gen(rng: random.Random, split: str) -> list[str]:
-        pool = _split(items, split)
+        pool = split_items(items, split)
         out = rng.sample(pool, min(len(pool), rng.randint(lo, hi)))
         if split == "train":  # training only: made-up items, so items are copied, not recalled
             out = [_train_word(rng).lower() if rng.random() < 0.5 else x for x in out]
