@@ -37,7 +37,8 @@ class Attr:
     written (``show(rng, value)``), and where a sentence may place it (``{v}``: the written
     value): ``pre`` before the head, ``app`` after it between commas or in parentheses,
     ``pred`` as a predicate, ``front`` as a fronted adjunct, ``labels`` for label lists,
-    ``subj`` as a clause of its own where the head (``{h}``) is an object ("{v} wrote {h}").
+    ``subj`` as a clause of its own where the head (``{h}``) is an object ("{v} wrote {h}"),
+    ``tail`` as a phrase closing such a clause ("in {v}").
     Booleans give ``pred`` as ``true phrases | false phrases`` pairs."""
 
     keys: tuple[str, ...]
@@ -50,6 +51,7 @@ class Attr:
     front: tuple[str, ...] = ()
     labels: tuple[str, ...] = ()
     subj: tuple[str, ...] = ()
+    tail: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,7 @@ ATTR_AGE = Attr(
     ),
     front=("At {v},", "Aged {v},", "At age {v},"),
     labels=("Age", "age", "Years"),
+    tail=("at {v}", "at age {v}", "aged {v}"),
 )
 ATTR_HOME = Attr(
     ("city", "hometown", "location", "residence", "home_city"),
@@ -173,10 +176,15 @@ ATTR_HOME = Attr(
         "calls {v} home",
         "lives and works in {v}",
         "comes from {v}",
+        "grew up in {c} but lives in {v}",
+        "was born in {c} and now lives in {v}",
+        "moved from {c} to {v}",
+        "left {c} for {v}",
     ),
     front=("Born in {v},", "In {v},", "Back in {v},", "Living in {v},", "From {v}:"),
     labels=("City", "Location", "Lives in", "Home"),
-    subj=("In {v} lives {h}", "{v} is home to {h}", "Our host in {v} was {h}", "The {v}-based {h}"),
+    subj=("{v} is home to {h}", "The {v}-based {h}"),
+    tail=("in {v}", "from {v}"),
 )
 PERSON = Frame(
     "person",
@@ -223,8 +231,6 @@ PERSON = Frame(
     ("man", "woman", "student", "engineer", "teacher", "runner", "retiree", "nurse", "artist", "farmer", "boy", "girl"),
     PERSON_FILLERS,
     openers=(
-        "I met {h}",
-        "We interviewed {h}",
         "We spoke with {h}",
         "Everyone knows {h}",
         "I sat next to {h}",
@@ -310,6 +316,7 @@ PRODUCT = Frame(
             pred=("costs {v}", "sells for {v}", "is priced at {v}", "is {v}", "goes for {v}", "retails at {v}", "is on sale for {v}"),
             front=("For {v},", "At {v},"),
             labels=("Price", "Cost"),
+            tail=("for {v}", "at {v}"),
             subj=(
                 "You can get {h} for {v}",
                 "{v} buys you {h}",
@@ -386,6 +393,7 @@ EVENT = Frame(
             front=("In {v},",),
             labels=("Year",),
             pre=("{v}",),
+            tail=("in {v}", "back in {v}"),
         ),
         Attr(
             ("city", "location", "venue_city", "place"),
@@ -395,8 +403,9 @@ EVENT = Frame(
             pred=("was held in {v}", "takes place in {v}", "was hosted by {v}", "came to {v}"),
             front=("In {v},",),
             labels=("City", "Location", "Where"),
-            pre=("{v}'s",),
+            pre=("{v}'s", "{v}"),
             subj=("{v} hosted {h}", "{v} welcomed {h}", "{v} will host {h}"),
+            tail=("in {v}",),
         ),
         Attr(
             ("attendees", "visitors", "participants"),
@@ -493,6 +502,7 @@ COMPANY = Frame(
             pred=("was founded in {v}", "was started in {v}", "has existed since {v}", "dates from {v}"),
             front=("Founded in {v},", "In {v},", "Since {v},"),
             labels=("Founded", "Established"),
+            tail=("in {v}", "back in {v}"),
         ),
         Attr(
             ("founder", "founded_by", "ceo"),
@@ -501,7 +511,7 @@ COMPANY = Frame(
             app=("founded by {v}", "led by {v}"),
             pred=("was founded by {v}", "was started by {v}", "is run by {v}"),
             labels=("Founder",),
-            subj=("{v} founded {h}", "{v} started {h}", "{v} set up {h}", "{v} created {h}", "{v} launched {h}"),
+            subj=("{v} founded {h}", "{v} started {h}", "{v} set up {h}", "{v} created {h}", "{v} launched {h}", "{v}'s company {h}"),
         ),
         Attr(
             ("headquarters", "city", "hq", "location"),
@@ -511,6 +521,7 @@ COMPANY = Frame(
             pred=("is based in {v}", "has its headquarters in {v}", "is headquartered in {v}"),
             front=("Based in {v},",),
             labels=("Headquarters", "HQ"),
+            tail=("in {v}",),
         ),
         Attr(
             ("employees", "staff", "headcount"),
@@ -543,6 +554,7 @@ _WORK_ATTRS = (
         pred=("was published in {v}", "came out in {v}", "appeared in {v}", "was released in {v}"),
         front=("In {v},",),
         labels=("Year", "Published"),
+        tail=("in {v}", "({v})"),
     ),
     Attr(
         ("pages", "page_count", "length"),
@@ -574,7 +586,8 @@ BOOK = Frame(
             pred=("was written by {v}", "is by {v}"),
             front=("Written by {v},",),
             labels=("Author", "By"),
-            subj=("{v} wrote {h}", "{v}'s novel {h}", "{v} published {h}", "{v} is the author of {h}", "{v} finished {h}"),
+            subj=("{v} wrote {h}", "{v}'s novel {h}", "{v}'s {h}", "{v} published {h}", "{v} is the author of {h}", "{v} finished {h}"),
+            tail=("by {v}",),
         ),
         *_WORK_ATTRS,
     ),
@@ -596,7 +609,8 @@ FILM = Frame(
             app=("directed by {v}", "by {v}"),
             pred=("was directed by {v}", "is by {v}"),
             labels=("Director",),
-            subj=("{v} directed {h}", "{v} made {h}"),
+            subj=("{v} directed {h}", "{v} made {h}", "{v}'s {h}"),
+            tail=("by {v}",),
         ),
         _WORK_ATTRS[0],
         Attr(

@@ -29,6 +29,8 @@ OTHER_MENTIONS = (
 
 
 def _fill(rng: random.Random, template: str, shown: str) -> str:
+    if "{c}" in template:  # a place that is no field's value
+        template = template.replace("{c}", nv.city(rng, "train"))
     if shown[:1].lower() in "aeiou" and ("a {v}" in template.split(" ", 1)[-1] or template.startswith("a {v}")):
         template = template.replace("a {v}", "an {v}")
     return template.replace("{v}", shown).replace("{t}", rng.choice(TIME))
@@ -108,7 +110,7 @@ def _subject(frame: Frame, rng: random.Random, head: str, pre: list[tuple[Attr, 
     return head, False
 
 
-ADJUNCTS = ("According to the form,", "As far as I know,", "By the way,", "Officially,", "Last I heard,", "For the record,", "In short,", "Believe it or not,", "To be fair,", "As it turns out,")  # fmt: skip
+ADJUNCTS = ("According to our notes,", "As far as I know,", "By the way,", "Officially,", "Last I heard,", "For the record,", "In short,", "Believe it or not,", "To be fair,", "As it turns out,")  # fmt: skip
 
 
 def _after(frame: Frame, rng: random.Random, rest: list[tuple[Attr, Any]]) -> list[str]:
@@ -127,6 +129,13 @@ def _subject_clause(frame: Frame, rng: random.Random, head_text: str, present: l
     clause = rng.choice(a.subj).replace("{v}", _shown(a, rng, v)).replace("{h}", head_text)
     rest = [(b, w) for b, w in present if b is not a]
     rng.shuffle(rest)
+    tails = [x for x in rest if x[0].tail]
+    if tails and rng.random() < 0.6:  # "Ana Lee founded Kelvo in 1998"
+        b, w = tails[0]
+        clause += " " + _fill(rng, rng.choice(b.tail), _shown(b, rng, w))
+        rest = [x for x in rest if x is not tails[0]]
+    elif rng.random() < 0.2:
+        clause += " " + rng.choice(TIME)
     return " ".join([_cap(clause) + rng.choice([".", ".", "!"]), *_after(frame, rng, rest)])
 
 
@@ -134,6 +143,11 @@ def _opener_clause(frame: Frame, rng: random.Random, np: str, present: list[tupl
     """The head as an object of an unrelated clause ("I met Ana Lee, 34,"), the fields in
     follow-ups."""
     clause = rng.choice(frame.openers).replace("{h}", np.rstrip(","))
+    tails = [x for x in present if x[0].tail]
+    if tails and rng.random() < 0.5:  # "We visited the Kelvo Fair in Lyon"
+        b, w = tails[0]
+        clause += " " + _fill(rng, rng.choice(b.tail), _shown(b, rng, w))
+        present = [x for x in present if x is not tails[0]]
     after = _after(frame, rng, present)
     if after and rng.random() < 0.3:
         return _cap(clause) + "; " + " ".join(after)[0].lower() + " ".join(after)[1:]
@@ -278,7 +292,10 @@ def make_natural_example(rng: random.Random, split: str, frame: Frame | None = N
     if frame.pronoun is None and rng.random() < 0.1:
         extra.append(rng.choice(OTHER_MENTIONS).replace("{P}", rng.choice(["He", "She"])).replace("{o}", nv.person_name(rng, split)))
     for e in extra:
-        text = f"{e} {text}" if rng.random() < 0.3 else f"{text} {e}"
+        if rng.random() < 0.3:
+            text = f"{e} {text}"
+        else:
+            text = f"{text}{'' if text.endswith(('.', '!', '?')) else '.'} {e}"
     answer_values = {id(frame.head): head, **{id(a): values[id(a)] for a in in_text}}
     lower = rng.random() < 0.06
     if lower:

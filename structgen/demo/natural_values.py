@@ -241,7 +241,14 @@ def product(rng: random.Random, split: str) -> str:
     """A product name: brand + model, adjective + noun, or a brand with a model number."""
     brand = made_up_name_part(rng) if rng.random() < 0.4 else rng.choice(_pool(BRANDS, split))
     noun = rng.choice(_pool(PRODUCT_NOUN, split))
-    kind = rng.randrange(6)
+    kind = rng.randrange(7)
+    if kind == 6:  # "Trail Blazer 3 shoes", "4K monitor"
+        lead = f"{rng.choice(COMMON_WORDS).title()} {rng.choice(COMMON_WORDS).title()}" if rng.random() < 0.5 else brand
+        return (
+            f"{lead} {rng.randint(1, 12)} {noun}"
+            if rng.random() < 0.7
+            else f"{rng.randint(2, 8)}{rng.choice(['K', 'G', 'X', '-in-1'])} {noun}"
+        )
     if kind >= 4:  # a plain description: "blue ceramic mug", "espresso machine"
         return " ".join(
             [rng.choice(_pool(COLORS, split))] * (rng.random() < 0.3)
@@ -266,8 +273,10 @@ def event(rng: random.Random, split: str) -> str:
         return f"{rng.choice(SEASONS)} {rng.choice(['Olympics', 'Games', 'Market', 'Festival', 'Concert', 'Parade', 'Fair'])}"
     if r < 0.18:
         return f"{topic} {noun} {rng.choice(['final', 'opening night', 'closing ceremony', 'finals'])}"
+    if r < 0.3:  # one word: "Zorvafest", "Kelvocon"
+        return made_up_name_part(rng) + rng.choice(["", "", "fest", "con", "Fest", " Live", str(rng.randint(10, 30))])
     if r < 0.35:
-        return f"{city(rng, split)} {topic} {noun}"
+        return f"{topic} {rng.choice(COMMON_WORDS).title()} {noun}"
     if r < 0.5:
         return f"{rng.choice(['International', 'Global', 'European', 'National', 'Annual'])} {topic} {noun}"
     return f"{topic} {noun}"
