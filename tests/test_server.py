@@ -749,3 +749,20 @@ def test_ignore_eos_and_min_tokens_run_to_their_length(client: httpx.Client) -> 
         assert body["choices"][0]["finish_reason"] == "length" and body["usage"]["completion_tokens"] == 12, body
     err = _error(client.post("/v1/completions", json={**base, "ignore_eos": True, "guided_regex": "a+"}), 400)
     assert err["param"] == "ignore_eos" and "constraint" in err["message"]
+
+
+@pytest.mark.parametrize("field", ["response_format", "structured_outputs"])
+def test_json_object_allows_any_object_not_only_the_empty_one(field: str, gpt2_vocab: Any) -> None:
+    """``json_object`` means any JSON object: the compiled constraint accepts objects with keys
+    (the compiler narrows a bare ``{"type": "object"}`` to ``{}``, so the route must not send that)."""
+    from structgen.fsm import GrammarCompiler
+    from structgen.server.constraints import request_constraint
+    from structgen.server.protocol import ChatCompletionRequest
+
+    extra: dict[str, Any] = {"response_format": {"type": "json_object"}} if field == "response_format" else {"structured_outputs": {"json_object": True}}
+    body = ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "hi"}], **extra})
+    constraint, name = request_constraint(body)
+    assert constraint is not None and name == field
+    dfa = GrammarCompiler(gpt2_vocab, CompilerConfig(cache_size=0)).compile(constraint).dfa
+    assert dfa.accepts(b'{"name": "Ana", "age": 34, "tags": ["a"]}') and dfa.accepts(b"{}")
+    assert not dfa.accepts(b"[1]") and not dfa.accepts(b'"x"')

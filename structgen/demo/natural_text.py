@@ -2,6 +2,7 @@
 example around it: field placement by a small grammar, label lists, bare value lists, lower-case
 texts, distractor sentences, free-form field names and ``json_object`` requests."""
 
+# ruff: noqa: E501  (phrasings read best one per line)
 from __future__ import annotations
 
 import random
@@ -9,10 +10,14 @@ from typing import Any
 
 from structgen.demo import natural_values as nv
 from structgen.demo.domains import Example
-from structgen.demo.natural import FRAMES, TIME, Attr, Frame
+from structgen.demo.natural import TIME, Attr, Frame
+from structgen.demo.natural_people import CITY, EVENT, PERSON, PET
+from structgen.demo.natural_things import BOOK, COMPANY, FILM, ORDER, PRODUCT
 from structgen.engine.prompt_format import PROMPT_TEMPLATE, format_prompt
 from structgen.schemas import SchemaOptions
 
+# the entities and how often each is drawn (people most: the commonest extraction request)
+FRAMES = (PERSON, PERSON, PERSON, CITY, PRODUCT, PRODUCT, EVENT, ORDER, COMPANY, BOOK, FILM, PET)
 DISTRACTORS = (
     "It was a long week.", "Nobody expected that.", "More news next week.", "Photos are on the website.", "The office is on the 4th floor.",
     "We met 3 times before.", "It rained all day.", "Thanks to everyone who helped.", "The report is due on the 15th.", "Call us at 555-0142.",

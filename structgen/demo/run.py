@@ -10,7 +10,19 @@ from typing import Any
 from structgen.demo.examples import Person
 
 HANDWRITTEN: list[tuple[Any, str]] = [
-    (Person, "Profile notes. The name is Marta Kowalczyk. She is 41 years old. Email: marta.k@post.eu."),
+    (Person, "Marta Kowalczyk, 41, can be reached at marta.k@post.eu."),
+    (
+        {"type": "object", "properties": {"city": {"type": "string"}, "population": {"type": "integer"}}},
+        "Tartu has a population of 97,000 and a university older than most.",
+    ),
+    (
+        {
+            "type": "object",
+            "properties": {"product": {"type": "string"}, "price": {"type": "number"}, "in_stock": {"type": "boolean"}},
+            "required": ["product", "price", "in_stock"],
+        },
+        "The Kelvo X2 kettle costs $39.99 but is sold out until May.",
+    ),
     (
         {
             "type": "object",
@@ -22,7 +34,7 @@ HANDWRITTEN: list[tuple[Any, str]] = [
             "required": ["order_id", "status"],
             "additionalProperties": False,
         },
-        "Order details. Order ID: 48213. The order is shipped. The total comes to $129.95.",
+        "Your order 48213 has shipped; the total came to $129.95.",
     ),
 ]
 

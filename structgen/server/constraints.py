@@ -14,6 +14,10 @@ from structgen.schemas import SchemaOptions
 from structgen.server.protocol import APIError, ChatCompletionRequest, CompletionRequest
 
 _REGEX_SPECIAL = set("\\^$.|?*+()[]{}/-")
+# ``json_object``: any JSON object.  ``additionalProperties`` is spelled out because the compiler
+# narrows an object without it to its declared properties (``SchemaOptions``), which would
+# leave only ``{}``.
+JSON_OBJECT_SCHEMA = {"type": "object", "additionalProperties": True}
 
 
 def choice_regex(choices: list[str]) -> str:
@@ -28,10 +32,10 @@ def request_constraint(body: ChatCompletionRequest | CompletionRequest) -> tuple
     found: list[tuple[str, Constraint]] = []
     fmt = getattr(body, "response_format", None)
     if fmt is not None and fmt.type == "json_object":
-        found.append(("response_format", Constraint.json_schema({"type": "object"})))
+        found.append(("response_format", Constraint.json_schema(JSON_OBJECT_SCHEMA)))
     elif fmt is not None and fmt.type == "json_schema":
         assert fmt.json_schema is not None
-        schema = fmt.json_schema.schema_ if fmt.json_schema.schema_ is not None else {"type": "object"}
+        schema = fmt.json_schema.schema_ if fmt.json_schema.schema_ is not None else JSON_OBJECT_SCHEMA
         found.append(("response_format", Constraint.json_schema(schema, SchemaOptions(strict=fmt.json_schema.strict is not False))))
     so = body.structured_outputs
     if so is not None:
@@ -70,7 +74,7 @@ def _pick(field: str, schema: Any, regex: str | None, choice: list[str] | None, 
     if choice is not None:
         return Constraint.regex(choice_regex(choice))
     if json_object:
-        return Constraint.json_schema({"type": "object"})
+        return Constraint.json_schema(JSON_OBJECT_SCHEMA)
     if isinstance(schema, str):
         try:
             schema = json.loads(schema)
