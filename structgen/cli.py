@@ -61,7 +61,8 @@ def _add_generate(sub: Any) -> None:
     what.add_argument(
         "--pydantic",
         help="module:Class of a Pydantic model (default: structgen.demo.examples:Person, which the embedded model reads "
-        "in prompts like 'Name: Ben Okafor. Age: 41.'; structgen.demo.examples:Character is SGLang's benchmark model, for a real model)",
+        "in sentences like 'Ben Okafor, 41, can be reached at ben@post.eu.'; "
+        "structgen.demo.examples:Character is SGLang's benchmark model, for a real model)",
     )
     gen.add_argument("--prompt", required=True, help="prompt text")
     gen.add_argument("--chat", action="store_true", help="send the prompt as one user message through the chat template")
