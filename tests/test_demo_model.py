@@ -238,7 +238,6 @@ def test_demo_command_rejects_bad_input(tmp_path: Path, capsys: pytest.CaptureFi
 def test_generate_defaults_to_the_demo_model_and_demo_command(capsys: pytest.CaptureFixture[str]) -> None:
     from structgen.cli import main
     from structgen.demo.examples import Person
-
     from structgen.demo.run import HANDWRITTEN
 
     # the README's examples, read by the default model as the README says

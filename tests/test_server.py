@@ -756,10 +756,13 @@ def test_json_object_allows_any_object_not_only_the_empty_one(field: str, gpt2_v
     """``json_object`` means any JSON object: the compiled constraint accepts objects with keys
     (the compiler narrows a bare ``{"type": "object"}`` to ``{}``, so the route must not send that)."""
     from structgen.fsm import GrammarCompiler
+
     from structgen.server.constraints import request_constraint
     from structgen.server.protocol import ChatCompletionRequest
 
-    extra: dict[str, Any] = {"response_format": {"type": "json_object"}} if field == "response_format" else {"structured_outputs": {"json_object": True}}
+    extra: dict[str, Any] = (
+        {"response_format": {"type": "json_object"}} if field == "response_format" else {"structured_outputs": {"json_object": True}}
+    )
     body = ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "hi"}], **extra})
     constraint, name = request_constraint(body)
     assert constraint is not None and name == field
