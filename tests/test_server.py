@@ -760,9 +760,9 @@ def test_json_object_allows_any_object_not_only_the_empty_one(field: str, gpt2_v
     from structgen.server.constraints import request_constraint
     from structgen.server.protocol import ChatCompletionRequest
 
-    extra: dict[str, Any] = (
-        {"response_format": {"type": "json_object"}} if field == "response_format" else {"structured_outputs": {"json_object": True}}
-    )
+    extra: dict[str, Any] = {"structured_outputs": {"json_object": True}}
+    if field == "response_format":
+        extra = {"response_format": {"type": "json_object"}}
     body = ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "hi"}], **extra})
     constraint, name = request_constraint(body)
     assert constraint is not None and name == field
