@@ -86,13 +86,23 @@ class ConversionReport:
 
     dropped: list[tuple[str, str]] = field(default_factory=list)
     ignored_formats: list[tuple[str, str]] = field(default_factory=list)
-    # id(node) -> (node, JSON pointer) for each ``And`` / ``Minus`` of the IR: the innermost
-    # subschema whose conversion built it (what a state cap or time-out in its product names)
-    product_origins: dict[int, tuple[Node, str]] = field(default_factory=dict)
+    # (IR, JSON pointer) of every subschema conversion in the order they finished, inner ones
+    # first: what :meth:`origin_of` reads (only when a product fails, so a compile pays nothing)
+    converted: list[tuple[Node, str]] = field(default_factory=list)
+    _origins: dict[int, tuple[Node, str]] | None = field(default=None, repr=False, compare=False)
+    _counted: int = field(default=0, repr=False, compare=False)
 
     def origin_of(self, node: object) -> str | None:
-        """The JSON pointer of the subschema that built ``node`` (an ``And`` / ``Minus``), or None."""
-        got = self.product_origins.get(id(node))
+        """The JSON pointer of the innermost subschema whose conversion built ``node`` (an
+        ``And`` / ``Minus`` of the IR), or None: what a state cap or time-out in its product
+        names.  The first call walks the conversions once (each IR node once)."""
+        if self._origins is None or len(self.converted) != self._counted:
+            self._origins, walked = {}, {}
+            for ir, ptr in self.converted:
+                for product in new_products(ir, walked):
+                    self._origins[id(product)] = (product, ptr)
+            self._counted = len(self.converted)
+        got = self._origins.get(id(node))
         return got[1] if got is not None and got[0] is node else None
 
 
@@ -112,7 +122,6 @@ class Converter:
         self._keep: list[Any] = []  # schema objects whose ids key the memo
         self.check: Callable[[], None] | None = None
         self.calls = 0
-        self._walked: dict[int, Node] = {}  # IR nodes whose products have an origin, by id
         if options.whitespace == "flexible":
             ws = rep(chars(CharSet.of_chars(" \t\n\r")), 0, options.max_ws)
             self.item_sep = seq(ws, lit(","), ws)
@@ -251,10 +260,10 @@ class Converter:
         return got
 
     def _note_origins(self, node: Node, ptr: str) -> Node:
-        """Record ``ptr`` as the origin of the products ``node`` holds that no inner subschema
-        claimed (inner conversions return first, so the innermost pointer wins)."""
-        for product in new_products(node, self._walked):
-            self.report.product_origins[id(product)] = (product, ptr)
+        """Record ``node`` as converted at ``ptr``: the origin of the products it holds that no
+        inner subschema claimed (inner conversions finish first, so the innermost pointer wins;
+        :meth:`ConversionReport.origin_of` reads the records when a product fails)."""
+        self.report.converted.append((node, ptr))
         return node
 
     def reachable_refs(self, schema: Any) -> frozenset[str] | None:
