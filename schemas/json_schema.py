@@ -78,6 +78,9 @@ class SchemaOptions:
         return json.dumps(value, ensure_ascii=False, separators=seps, allow_nan=False)
 
 
+_NO_DEPTHS: frozenset[tuple[str, int]] = frozenset()
+
+
 @dataclass
 class ConversionReport:
     """What the conversion did not enforce: ``dropped`` (keyword, pointer) pairs (``strict=False``
@@ -248,9 +251,14 @@ class Converter:
             self.check()
         if not isinstance(schema, dict):
             return self._note_origins(self._convert(schema, ptr), ptr)
-        reach = self.reachable_refs(schema)  # the unrolling of other targets cannot change this result
-        depths = frozenset(kv for kv in self.ref_depth.items() if kv[1] and (reach is None or kv[0] in reach))
-        inlined = frozenset(kv for kv in self.inline_depth.items() if kv[1] and (reach is None or kv[0] in reach))
+        unrolling = [kv for kv in self.ref_depth.items() if kv[1]]
+        merging = [kv for kv in self.inline_depth.items() if kv[1]]
+        if unrolling or merging:  # the unrolling of targets this schema cannot reach cannot change its result
+            reach = self.reachable_refs(schema)
+            depths = frozenset(kv for kv in unrolling if reach is None or kv[0] in reach)
+            inlined = frozenset(kv for kv in merging if reach is None or kv[0] in reach)
+        else:  # no $ref being unrolled or merged: the common case, no reachability needed
+            depths = inlined = _NO_DEPTHS
         key = (id(schema), depths, inlined, self.opt, self.key_order)
         got = self.memo.get(key)
         if got is None:
