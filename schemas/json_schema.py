@@ -100,7 +100,8 @@ class ConversionReport:
         ``And`` / ``Minus`` of the IR), or None: what a state cap or time-out in its product
         names.  The first call walks the conversions once (each IR node once)."""
         if self._origins is None or len(self.converted) != self._counted:
-            self._origins, walked = {}, {}
+            self._origins = {}
+            walked: dict[int, Node] = {}
             for ir, ptr in self.converted:
                 for product in new_products(ir, walked):
                     self._origins[id(product)] = (product, ptr)
