@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from _gpu_common import HERE, run_meta, write_results
 from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler, Vocabulary
-from structgen.fsm.compiler import GC_PAUSE
+from structgen.fsm.compiler_config import GC_PAUSE
 from structgen.fsm.lazy_dfa import LazyDFA
 from structgen.schemas import SchemaOptions
 

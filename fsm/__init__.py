@@ -6,7 +6,8 @@ Entry points: :func:`compile` (one constraint, no caching) and
 
 from __future__ import annotations
 
-from .compiler import CompilerConfig, CompileStats, GrammarCompiler, compile
+from .compiler import GrammarCompiler, compile
+from .compiler_config import CompilerConfig, CompileStats
 from .constraint import Constraint, OutputValidationError
 from .cursor import Cursor, JumpForward, TokenRejectedError
 from .dfa import Budget, ByteDFA

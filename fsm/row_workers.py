@@ -277,7 +277,7 @@ def _worker_main(conn: Connection) -> None:
     # the vocabulary and every grammar loaded are frozen out of the collector's passes (long
     # lived; a loaded grammar holds no reference cycles, so an evicted one still goes by
     # reference counting): its passes over the grammars held would cost more than the rows,
-    # and it stays on for the small cycles expansions leave behind (see fsm.compiler.GcPause)
+    # and it stays on for the small cycles expansions leave behind (see fsm.compiler_config.GcPause)
     gc.collect()
     gc.freeze()
     inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()

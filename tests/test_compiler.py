@@ -5,7 +5,8 @@ import threading
 
 import numpy as np
 import pytest
-from structgen.fsm.compiler import WARM_UP, CompilerConfig, GcPause, GrammarCompiler
+from structgen.fsm.compiler import WARM_UP, GrammarCompiler
+from structgen.fsm.compiler_config import CompilerConfig, GcPause
 from structgen.fsm.constraint import Constraint
 from structgen.fsm.errors import GrammarCompileError, GrammarTimeoutError
 from structgen.fsm.vocab import Vocabulary

@@ -7,7 +7,8 @@ import pickle
 
 import numpy as np
 import pytest
-from structgen.fsm.compiler import CompilerConfig, GrammarCompiler
+from structgen.fsm.compiler import GrammarCompiler
+from structgen.fsm.compiler_config import CompilerConfig
 from structgen.fsm.constraint import Constraint
 from structgen.fsm.dfa import ByteDFA
 from structgen.fsm.product_cache import ProductCache, structural_key

@@ -906,7 +906,8 @@ def test_a_dropped_grammar_is_freed_without_the_cyclic_collector(gpt2_vocab: Voc
     import gc
     import weakref
 
-    from structgen.fsm.compiler import CompilerConfig, GrammarCompiler
+    from structgen.fsm.compiler import GrammarCompiler
+    from structgen.fsm.compiler_config import CompilerConfig
     from structgen.fsm.constraint import Constraint
 
     schema = {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}}}}
