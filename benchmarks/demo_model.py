@@ -163,10 +163,11 @@ def evaluate(model: str | None, n: int, seed: int = 0) -> dict[str, Any]:
     }
 
 
-def independent_eval(engine: Any) -> dict[str, Any]:
+def independent_eval(engine: Any, show_misses: bool = False) -> dict[str, Any]:
     """The independent set (:mod:`demo_eval_set`) through ``structgen.generate`` as a user calls
     it (the model's declared prompt wrapping, greedy, constrained): field and whole-object exact
-    match, validity, and whole-object exact match per schema."""
+    match, validity, and whole-object exact match per schema.  With ``show_misses`` every
+    sentence whose object is not exactly right is printed with the object wanted and got."""
     from demo_eval_set import rows
 
     import structgen
@@ -179,6 +180,10 @@ def independent_eval(engine: Any) -> dict[str, Any]:
             valid += 1
         except structgen.GenerationError:
             got = None
+        if show_misses and got != r["answer"]:
+            print(
+                f"{r['group']}: {r['text']}\n  want {json.dumps(r['answer'], ensure_ascii=False)}\n  got  {json.dumps(got, ensure_ascii=False)}"
+            )
         h, t = field_matches(r["answer"], got)
         hits, total, exact = hits + h, total + t, exact + (got == r["answer"])
         per_group.setdefault(r["group"], []).append(int(got == r["answer"]))
@@ -237,18 +242,22 @@ def main() -> None:
     ap.add_argument("--out", default=str(HERE / "results" / "demo-model"))
     ap.add_argument("--field-em-only", action="store_true", help="print the batched held-out field exact match and exit")
     ap.add_argument("--independent-only", action="store_true", help="print the independent set's exact match and exit")
-    ap.add_argument("--misses", action="store_true", help="with --field-em-only: print every missed field first")
+    ap.add_argument(
+        "--misses",
+        action="store_true",
+        help="with --field-em-only: print every missed field first; with --independent-only: every missed object",
+    )
     args = ap.parse_args()
     if args.n < 1:
         ap.error("--n must be ≥ 1")
-    if args.misses and not args.field_em_only:
-        ap.error("--misses needs --field-em-only")
+    if args.misses and not (args.field_em_only or args.independent_only):
+        ap.error("--misses needs --field-em-only or --independent-only")
     if args.independent_only:
         from structgen import Engine
         from structgen.api import default_model_path
 
         with Engine(args.model or default_model_path()) as engine:
-            ind = independent_eval(engine)
+            ind = independent_eval(engine, args.misses)
         print(f"independent set, {ind['n']} sentences: whole-object {100 * ind['object_em']:.1f}%, field {100 * ind['field_em']:.1f}%, "
               f"valid {100 * ind['valid']:.1f}%; per schema " + ", ".join(f"{g} {100 * v:.0f}%" for g, v in ind["per_group"].items()))  # fmt: skip
         return

@@ -98,7 +98,7 @@ def _subject(frame: Frame, rng: random.Random, head: str, pre: list[tuple[Attr, 
     """The noun phrase around the head value, and whether it already ends in a comma."""
     premod = _fill(rng, rng.choice(pre[0][0].pre), _shown(pre[0][0], rng, pre[0][1])) if pre else ""
     r = rng.random()
-    if head.startswith("the "):  # "the Aeron chair": no role before it
+    if head.startswith("the "):  # "the Kelvo kettle": no role before it
         return (f"the {premod} {head[4:]}" if premod else head), False
     if premod and "year-old" not in premod:  # "architect Ana Lee"
         return f"{premod} {head}", False
