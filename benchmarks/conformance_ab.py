@@ -17,10 +17,15 @@ from typing import Any
 
 
 def first_masks(path: str) -> tuple[dict[str, float], dict[str, Any]]:
-    """(schema name -> first mask ms for the compiled schemas, the report's meta) of one report."""
-    data = json.loads(Path(path).read_text())
-    times = {f"{i['suite']}/{i['name']}": float(i["first_mask_ms"]) for i in data["items"] if i.get("first_mask_ms") is not None}
-    return times, data["meta"]
+    """(schema name -> first mask ms for the compiled schemas, the report's meta) of one report.
+    Raises ``ValueError`` naming the file when it is not a conformance report."""
+    try:
+        data = json.loads(Path(path).read_text())
+        items, meta = data["items"], data["meta"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: not a structgen bench conformance JSON report ({type(e).__name__}: {e})") from None
+    times = {f"{i['suite']}/{i['name']}": float(i["first_mask_ms"]) for i in items if i.get("first_mask_ms") is not None}
+    return times, meta
 
 
 def quantiles(xs: list[float]) -> tuple[float, float, float]:
@@ -30,11 +35,17 @@ def quantiles(xs: list[float]) -> tuple[float, float, float]:
 
 
 def compare(old: list[str], new: list[str]) -> str:
+    """The Markdown comparison of the ``old`` and ``new`` trees' reports (paths).  Raises
+    ``ValueError`` for a file that is not a report or when fewer than two schemas compiled in
+    every run."""
     runs = {"old": [first_masks(p) for p in old], "new": [first_masks(p) for p in new]}
     common = set.intersection(*(set(t) for tree in runs.values() for t, _ in tree))
     med = {k: {s: statistics.median(t[s] for t, _ in tree) for s in common} for k, tree in runs.items()}
+    if len(common) < 2:
+        raise ValueError(f"{len(common)} schemas compiled in every run: too few to compare")
     ratios = [med["new"][s] / med["old"][s] for s in common if med["old"][s] > 0]
-    small = [med["new"][s] / med["old"][s] for s in common if 0 < med["old"][s] < 10.0]
+    small_keys = [s for s in common if 0 < med["old"][s] < 10.0]
+    small = [med["new"][s] / med["old"][s] for s in small_keys]
     lines = ["| tree | runs (commit, date) |", "|---|---|"]
     for k, tree in runs.items():
         lines.append(f"| {k} | " + ", ".join(f"{meta.get('commit', '?')} {meta.get('date', '')}".strip() for _, meta in tree) + " |")
@@ -45,7 +56,7 @@ def compare(old: list[str], new: list[str]) -> str:
     ]
     for label, keys, rs in (
         ("compiled by every run", common, ratios),
-        ("old under 10 ms", [s for s in common if med["old"][s] < 10.0], small),
+        ("old under 10 ms", small_keys, small),
     ):
         o = quantiles([med["old"][s] for s in keys])
         n = quantiles([med["new"][s] for s in keys])
@@ -59,7 +70,10 @@ def main() -> None:
     ap.add_argument("--old", nargs="+", required=True, help="the old tree's conformance JSON reports")
     ap.add_argument("--new", nargs="+", required=True, help="the new tree's conformance JSON reports")
     args = ap.parse_args()
-    print(compare(args.old, args.new))
+    try:
+        print(compare(args.old, args.new))
+    except ValueError as e:
+        ap.error(str(e))
 
 
 if __name__ == "__main__":

@@ -96,10 +96,10 @@ def test_prices_and_populations_are_written_as_their_values() -> None:
     rng = random.Random(3)
     for _ in range(300):
         v = nv.price_value(rng)
-        shown = nv.show_price(rng, v)
+        shown = nv.price_text(rng, v)
         digits = "".join(c for c in shown if c.isdigit() or c == ".")
         assert float(digits) == pytest.approx(v)
         n = nv.population_value(rng)
-        text = nv.show_population(rng, n)
+        text = nv.population_text(rng, n)
         value = float(text.split()[0]) * 1_000_000 if text.endswith("million") else int(text.replace(",", ""))
         assert round(value) == n

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from structgen.demo.domains import DOMAINS, Domain, Example
+from structgen.demo.natural_text import make_natural_example
 from structgen.demo.phrasing import DISTRACTORS, noise_sentence, phrase
 from structgen.demo.values import SPLITS
 from structgen.engine.prompt_format import format_prompt
@@ -88,8 +89,6 @@ def generate_examples(
     ``"natural"`` (:mod:`structgen.demo.natural_text`: sentences as people write them, free-form
     field names, ``json_object``) or ``"mixed"`` (natural with probability ``natural_share``).
     Raises ``ValueError`` for an unknown source or a share outside [0, 1]."""
-    from structgen.demo.natural_text import make_natural_example
-
     if source not in SOURCES:
         raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
     if not 0.0 <= natural_share <= 1.0:

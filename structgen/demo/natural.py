@@ -75,28 +75,28 @@ class Frame:
     openers: tuple[str, ...] = field(default=())
 
 
-def _int_show(words: float = 0.15) -> Callable[[random.Random, Any], str]:
-    return lambda rng, v: nv.show_int(rng, v, words)
+def int_shown(words: float = 0.15) -> Callable[[random.Random, Any], str]:
+    """An ``Attr.show`` for integers: digits, or words (0–99) with probability ``words``."""
+    return lambda rng, v: nv.int_text(rng, v, words)
 
 
-def _year(rng: random.Random, _s: str) -> int:
-    return rng.randint(1890, 2026)
-
-
-def _ri(lo: int, hi: int) -> Gen:
+def int_between(lo: int, hi: int) -> Gen:
+    """A value generator: an integer in [lo, hi]."""
     return lambda rng, _s: rng.randint(lo, hi)
 
 
-def _price(rng: random.Random, _s: str) -> float | int:
-    v = nv.price_value(rng)
-    return int(v) if v == int(v) else v
+def price(rng: random.Random, _s: str) -> float:
+    """A value generator: :func:`~structgen.demo.natural_values.price_value`."""
+    return nv.price_value(rng)
 
 
-def _bool(rng: random.Random, _s: str) -> bool:
+def coin(rng: random.Random, _s: str) -> bool:
+    """A value generator: true or false, evenly."""
     return rng.random() < 0.5
 
 
-def _choice(items: tuple[str, ...]) -> Gen:
+def listed_or_made_up(items: tuple[str, ...]) -> Gen:
+    """A value generator: an entry of the split's share of ``items`` (70%) or a made-up word."""
     return lambda rng, split: rng.choice(nv.split_items(items, split)) if rng.random() < 0.7 else nv.made_up_word(rng).lower()
 
 

@@ -5,7 +5,7 @@ event and a pet, each an entity (:class:`~structgen.demo.natural.Frame`) with it
 from __future__ import annotations
 
 from structgen.demo import natural_values as nv
-from structgen.demo.natural import Attr, Frame, _bool, _choice, _int_show, _ri, _year
+from structgen.demo.natural import Attr, Frame, coin, int_between, int_shown, listed_or_made_up
 
 PERSON_FILLERS = (
     "leads the sales team",
@@ -37,8 +37,8 @@ PERSON_FILLERS = (
 ATTR_AGE = Attr(
     ("age", "person_age", "years", "ageYears"),
     "integer",
-    _ri(1, 99),
-    _int_show(0.15),
+    int_between(1, 99),
+    int_shown(0.15),
     pre=("{v}-year-old",),
     app=("{v}", "aged {v}", "age {v}", "who is {v}", "who just turned {v}", "{v} years old", "now {v}"),
     pred=(
@@ -86,7 +86,7 @@ PERSON = Frame(
         Attr(
             ("occupation", "job", "profession", "job_title", "role"),
             "string",
-            _choice(nv.JOBS),
+            listed_or_made_up(nv.JOBS),
             pre=("{v}",),
             app=("a {v}", "the {v}", "who works as a {v}"),
             pred=("works as a {v}", "is a {v}", "has been a {v} for years"),
@@ -140,7 +140,7 @@ CITY = Frame(
             ("population", "inhabitants", "residents", "pop"),
             "integer",
             lambda rng, _s: nv.population_value(rng),
-            nv.show_population,
+            nv.population_text,
             app=("home to {v} people", "population {v}", "with {v} inhabitants", "({v} residents)", "pop. {v}"),
             pred=(
                 "has a population of {v}",
@@ -173,7 +173,7 @@ CITY = Frame(
         Attr(
             ("founded", "founded_in", "year_founded"),
             "integer",
-            _year,
+            int_between(1890, 2026),
             app=("founded in {v}",),
             pred=("was founded in {v}", "dates back to {v}"),
             labels=("Founded",),
@@ -201,7 +201,7 @@ EVENT = Frame(
         Attr(
             ("year", "event_year", "edition_year"),
             "integer",
-            _ri(1950, 2030),
+            int_between(1950, 2030),
             app=("{v}", "in {v}", "of {v}"),
             pred=("took place in {v}", "was held in {v}", "will take place in {v}", "happened in {v}", "returns in {v}"),
             front=("In {v},",),
@@ -224,7 +224,7 @@ EVENT = Frame(
         Attr(
             ("attendees", "visitors", "participants"),
             "integer",
-            _ri(20, 90000),
+            int_between(20, 90000),
             app=("with {v} visitors",),
             pred=("drew {v} visitors", "had {v} participants", "attracted {v} people"),
             labels=("Attendees", "Visitors"),
@@ -232,7 +232,7 @@ EVENT = Frame(
         Attr(
             ("sold_out", "is_sold_out"),
             "boolean",
-            _bool,
+            coin,
             pred=("was sold out|still had tickets", "sold out in hours|had seats left"),
             labels=("Sold out",),
         ),
@@ -263,7 +263,7 @@ PET = Frame(
         Attr(
             ("species", "animal", "kind"),
             "string",
-            _choice(nv.SPECIES),
+            listed_or_made_up(nv.SPECIES),
             app=("a {v}", "the {v}"),
             pred=("is a {v}",),
             labels=("Species", "Animal"),
@@ -271,8 +271,8 @@ PET = Frame(
         Attr(
             ("age", "age_years"),
             "integer",
-            _ri(1, 19),
-            _int_show(0.3),
+            int_between(1, 19),
+            int_shown(0.3),
             pre=("{v}-year-old",),
             app=("{v}", "aged {v}"),
             pred=("is {v}", "is {v} years old"),

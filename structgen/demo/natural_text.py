@@ -49,10 +49,6 @@ def _pronoun(frame: Frame, rng: random.Random) -> str:
     return frame.pronoun or rng.choice(["He", "She"])
 
 
-def _shown(a: Attr, rng: random.Random, value: Any) -> str:
-    return a.show(rng, value)
-
-
 def _bool_pred(a: Attr, rng: random.Random, value: bool) -> str:
     yes, no = rng.choice(a.pred).split("|")
     return yes if value else no
@@ -79,7 +75,7 @@ def _place(rng: random.Random, present: list[tuple[Attr, Any]]) -> dict[str, lis
 
 
 def _pred_text(rng: random.Random, a: Attr, v: Any) -> str:
-    return _bool_pred(a, rng, v) if a.kind == "boolean" else _fill(rng, rng.choice(a.pred), _shown(a, rng, v))
+    return _bool_pred(a, rng, v) if a.kind == "boolean" else _fill(rng, rng.choice(a.pred), a.show(rng, v))
 
 
 def _appositives(rng: random.Random, apps: list[tuple[Attr, Any]]) -> str:
@@ -87,8 +83,8 @@ def _appositives(rng: random.Random, apps: list[tuple[Attr, Any]]) -> str:
         return ""
     bare = all("{v}" in a.app or "({v})" in a.app for a, _ in apps) and len({a.kind for a, _ in apps}) == len(apps)
     if bare and rng.random() < 0.3:  # bare values in one parenthesis: "(26, Cardiff)"
-        return " (" + ", ".join(_shown(a, rng, v) for a, v in apps) + ")"
-    parts = [_fill(rng, rng.choice(a.app), _shown(a, rng, v)) for a, v in apps]
+        return " (" + ", ".join(a.show(rng, v) for a, v in apps) + ")"
+    parts = [_fill(rng, rng.choice(a.app), a.show(rng, v)) for a, v in apps]
     if len(parts) == 1 and (parts[0].startswith("(") or (parts[0].split(" ")[0].isdigit() and rng.random() < 0.4)):
         return f" ({parts[0].strip('()')})"
     return "".join(f", {p.strip('()')}" for p in parts) + ","
@@ -96,7 +92,7 @@ def _appositives(rng: random.Random, apps: list[tuple[Attr, Any]]) -> str:
 
 def _subject(frame: Frame, rng: random.Random, head: str, pre: list[tuple[Attr, Any]]) -> tuple[str, bool]:
     """The noun phrase around the head value, and whether it already ends in a comma."""
-    premod = _fill(rng, rng.choice(pre[0][0].pre), _shown(pre[0][0], rng, pre[0][1])) if pre else ""
+    premod = _fill(rng, rng.choice(pre[0][0].pre), pre[0][0].show(rng, pre[0][1])) if pre else ""
     r = rng.random()
     if head.startswith("the "):  # "the Kelvo kettle": no role before it
         return (f"the {premod} {head[4:]}" if premod else head), False
@@ -131,13 +127,13 @@ def _subject_clause(frame: Frame, rng: random.Random, head_text: str, present: l
     if not holders:
         return None
     a, v = rng.choice(holders)
-    clause = rng.choice(a.subj).replace("{v}", _shown(a, rng, v)).replace("{h}", head_text)
+    clause = rng.choice(a.subj).replace("{v}", a.show(rng, v)).replace("{h}", head_text)
     rest = [(b, w) for b, w in present if b is not a]
     rng.shuffle(rest)
     tails = [x for x in rest if x[0].tail]
     if tails and rng.random() < 0.6:  # "Ana Lee founded Kelvo in 1998"
         b, w = tails[0]
-        clause += " " + _fill(rng, rng.choice(b.tail), _shown(b, rng, w))
+        clause += " " + _fill(rng, rng.choice(b.tail), b.show(rng, w))
         rest = [x for x in rest if x is not tails[0]]
     elif rng.random() < 0.2:
         clause += " " + rng.choice(TIME)
@@ -151,7 +147,7 @@ def _opener_clause(frame: Frame, rng: random.Random, np: str, present: list[tupl
     tails = [x for x in present if x[0].tail]
     if tails and rng.random() < 0.5:  # "We visited the Kelvo Fair in Lyon"
         b, w = tails[0]
-        clause += " " + _fill(rng, rng.choice(b.tail), _shown(b, rng, w))
+        clause += " " + _fill(rng, rng.choice(b.tail), b.show(rng, w))
         present = [x for x in present if x is not tails[0]]
     after = _after(frame, rng, present)
     if after and rng.random() < 0.3:
@@ -185,7 +181,7 @@ def _prose(frame: Frame, rng: random.Random, head: str, present: list[tuple[Attr
         sentence = f"{np} {vp}" + rng.choice([".", ".", ".", "!"])
     if slots["front"]:
         a, v = slots["front"][0]
-        sentence = _fill(rng, rng.choice(a.front), _shown(a, rng, v)) + " " + sentence
+        sentence = _fill(rng, rng.choice(a.front), a.show(rng, v)) + " " + sentence
     elif rng.random() < 0.1:
         sentence = rng.choice(ADJUNCTS) + " " + sentence
     sentence = _cap(sentence.replace(" ,", ",").replace(",.", ".").replace(",!", "!"))
@@ -199,13 +195,13 @@ def _label_list(frame: Frame, rng: random.Random, head: str, present: list[tuple
     parts = []
     for a, v in items:
         label = keys[id(a)] if rng.random() < 0.25 or not a.labels else rng.choice(a.labels)
-        shown = v if a is frame.head else ("yes" if v else "no") if a.kind == "boolean" else _shown(a, rng, v)
+        shown = v if a is frame.head else ("yes" if v else "no") if a.kind == "boolean" else a.show(rng, v)
         parts.append(f"{label}{colon}{shown}")
     return sep.join(parts) + ("." if sep == ". " else "")
 
 
 def _bare_list(frame: Frame, rng: random.Random, head: str, present: list[tuple[Attr, Any]]) -> str:
-    vals = [_shown(a, rng, v) for a, v in present if a.kind != "boolean"]
+    vals = [a.show(rng, v) for a, v in present if a.kind != "boolean"]
     return f"{head}, " + ", ".join(vals) + "." if vals else f"{head}."
 
 
@@ -255,7 +251,7 @@ def _join_order(rng: random.Random, values: dict[int, Any], present: list[tuple[
     (ia, item), (qa, q) = by_key["item"], by_key["quantity"]
     if rng.random() < 0.7:
         item = _plural(item) if q > 1 else item
-        shown = f"{nv.show_int(rng, q, 0.3)} {item}"
+        shown = f"{nv.int_text(rng, q, 0.3)} {item}"
     else:
         shown = rng.choice([f"{item} x{q}", f"{q} x {item}", f"{q} units of {item}", f"{item} (qty {q})"])
     values[id(ia)] = item
@@ -270,7 +266,8 @@ def make_natural_example(rng: random.Random, split: str, frame: Frame | None = N
     json_object = rng.random() < 0.1
     head = frame.head.gen(rng, split)
     chosen = [a for a in frame.attrs if rng.random() < 0.6]
-    rng.shuffle(chosen) if rng.random() < 0.3 else None
+    if rng.random() < 0.3:
+        rng.shuffle(chosen)
     values = {id(a): a.gen(rng, split) for a in chosen}
     required = {id(a) for a in chosen if rng.random() < 0.75}
     in_text = [a for a in chosen if id(a) in required or rng.random() < 0.6]

@@ -4,7 +4,7 @@ a book and a film, each an entity (:class:`~structgen.demo.natural.Frame`) with 
 from __future__ import annotations
 
 from structgen.demo import natural_values as nv
-from structgen.demo.natural import Attr, Frame, _bool, _choice, _int_show, _price, _ri
+from structgen.demo.natural import Attr, Frame, coin, int_between, int_shown, listed_or_made_up, price
 
 PRODUCT = Frame(
     "product",
@@ -13,8 +13,8 @@ PRODUCT = Frame(
         Attr(
             ("price", "cost", "price_usd", "amount"),
             "number",
-            _price,
-            nv.show_price,
+            price,
+            nv.price_text,
             app=("at {v}", "for {v}", "priced at {v}", "({v})", "{v}"),
             pred=("costs {v}", "sells for {v}", "is priced at {v}", "is {v}", "goes for {v}", "retails at {v}", "is on sale for {v}"),
             front=("For {v},", "At {v},"),
@@ -31,7 +31,7 @@ PRODUCT = Frame(
         Attr(
             ("in_stock", "available", "inStock", "is_available"),
             "boolean",
-            _bool,
+            coin,
             pred=(
                 "is in stock|is out of stock",
                 "is available|is unavailable",
@@ -54,7 +54,7 @@ PRODUCT = Frame(
         Attr(
             ("color", "colour"),
             "string",
-            _choice(nv.COLORS),
+            listed_or_made_up(nv.COLORS),
             pre=("{v}",),
             app=("in {v}",),
             pred=("comes in {v}",),
@@ -98,8 +98,8 @@ ORDER = Frame(
         Attr(
             ("quantity", "qty", "count", "units"),
             "integer",
-            _ri(1, 60),
-            _int_show(0.3),
+            int_between(1, 60),
+            int_shown(0.3),
             app=("{v} units", "qty {v}", "{v} pieces"),
             pred=("has {v} units", "is for {v} pieces"),
             labels=("Quantity", "Qty"),
@@ -107,8 +107,8 @@ ORDER = Frame(
         Attr(
             ("total", "total_price", "amount", "sum"),
             "number",
-            _price,
-            nv.show_price,
+            price,
+            nv.price_text,
             app=("total {v}", "worth {v}", "({v})"),
             pred=("comes to {v}", "totals {v}", "costs {v} in total", "was charged {v}"),
             labels=("Total", "Amount"),
@@ -143,7 +143,7 @@ COMPANY = Frame(
         Attr(
             ("founded", "year_founded", "founded_year", "since"),
             "integer",
-            _ri(1850, 2025),
+            int_between(1850, 2025),
             app=("founded in {v}", "est. {v}", "({v})"),
             pred=("was founded in {v}", "was started in {v}", "has existed since {v}", "dates from {v}"),
             front=("Founded in {v},", "In {v},", "Since {v},"),
@@ -172,7 +172,7 @@ COMPANY = Frame(
         Attr(
             ("employees", "staff", "headcount"),
             "integer",
-            _ri(3, 250000),
+            int_between(3, 250000),
             app=("with {v} employees",),
             pred=("employs {v} people", "has {v} employees", "has a staff of {v}"),
             labels=("Employees", "Staff"),
@@ -195,7 +195,7 @@ _WORK_ATTRS = (
     Attr(
         ("year", "published", "release_year", "publication_year"),
         "integer",
-        _ri(1800, 2026),
+        int_between(1800, 2026),
         app=("({v})", "published in {v}", "from {v}"),
         pred=("was published in {v}", "came out in {v}", "appeared in {v}", "was released in {v}"),
         front=("In {v},",),
@@ -205,7 +205,7 @@ _WORK_ATTRS = (
     Attr(
         ("pages", "page_count", "length"),
         "integer",
-        _ri(40, 1200),
+        int_between(40, 1200),
         app=("{v} pages",),
         pred=("has {v} pages", "runs to {v} pages"),
         labels=("Pages",),
@@ -213,7 +213,7 @@ _WORK_ATTRS = (
     Attr(
         ("genre",),
         "string",
-        _choice(("mystery", "fantasy", "romance", "history", "science fiction", "poetry", "thriller", "memoir", "horror")),
+        listed_or_made_up(("mystery", "fantasy", "romance", "history", "science fiction", "poetry", "thriller", "memoir", "horror")),
         pre=("{v}",),
         app=("a {v}",),
         pred=("is a {v}",),
@@ -262,7 +262,7 @@ FILM = Frame(
         Attr(
             ("runtime_minutes", "runtime", "minutes", "duration"),
             "integer",
-            _ri(60, 210),
+            int_between(60, 210),
             app=("{v} minutes",),
             pred=("runs {v} minutes", "is {v} minutes long"),
             labels=("Runtime",),

@@ -140,6 +140,7 @@ BOOK_WORDS = tuple(
 COMMON_WORDS = tuple(
     "time year people way day man thing woman life child world school family student group country problem hand part place case week company system program question work government number night point home water room mother area money story fact month lot right study book eye job word business issue side kind head house service friend father power hour game line end member law car city community name team minute idea kid body information back parent face others level office door health person art war history party result change morning reason research girl guy moment air teacher force education foot boy age policy music market sense nation plan college interest death experience effect class control care field development role effort rate heart drug show leader light voice wife police mind price report decision son view relationship town road arm difference value building action model season society tax director position player record paper space ground form event official matter center couple site project activity star table need court oil situation cost industry figure street image phone data picture practice piece land product doctor wall patient worker news test movie north love support technology step baby computer type attention film tree source organization hair window evidence population truth song".split()
 )
+SMALL_WORDS = frozenset(("of", "the", "and", "in", "for"))  # left lower case inside a title
 SEASONS = ("Summer", "Winter", "Spring", "Autumn", "Spring", "Night", "Midsummer", "Harvest", "Youth")
 COMPANY_SUFFIX = (
     "Inc.",
@@ -191,10 +192,6 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def _pool(items: tuple[str, ...], split: str) -> tuple[str, ...]:
-    return split_items(items, split)
-
-
 def made_up_name_part(rng: random.Random) -> str:
     """A made-up capitalized word, sometimes with a letter carrying a diacritic, so that copied
     values include bytes beyond ASCII."""
@@ -208,8 +205,8 @@ def made_up_name_part(rng: random.Random) -> str:
 def person_name(rng: random.Random, split: str) -> str:
     """A full name: real first and last names of many languages, made-up parts (a third),
     hyphenated first names, surnames with apostrophes and particles, middle names."""
-    first = rng.choice(_pool(HYPHEN_FIRST, split)) if rng.random() < 0.08 else rng.choice(_pool(FIRST_NAMES, split))
-    last = rng.choice(_pool(LAST_NAMES, split))
+    first = rng.choice(split_items(HYPHEN_FIRST, split)) if rng.random() < 0.08 else rng.choice(split_items(FIRST_NAMES, split))
+    last = rng.choice(split_items(LAST_NAMES, split))
     if rng.random() < 0.33:
         first = made_up_name_part(rng)
     if rng.random() < 0.33:
@@ -221,7 +218,7 @@ def person_name(rng: random.Random, split: str) -> str:
         first = " ".join(f"{rng.choice('ABCDEFGHJKLMNPRSTW')}." for _ in range(rng.randint(1, 3)))
     parts = [first, last]
     if rng.random() < 0.08:
-        parts.insert(1, rng.choice(_pool(FIRST_NAMES, split)))
+        parts.insert(1, rng.choice(split_items(FIRST_NAMES, split)))
     return " ".join(parts)
 
 
@@ -230,33 +227,37 @@ def city(rng: random.Random, split: str) -> str:
     if rng.random() < 0.3:
         w = made_up_name_part(rng)
         return w if rng.random() < 0.8 else f"{rng.choice(['San', 'Port', 'New', 'Santa', 'Bad'])} {w}"
-    return rng.choice(_pool(CITIES, split))
+    return rng.choice(split_items(CITIES, split))
 
 
 def country(rng: random.Random, split: str) -> str:
-    return made_up_name_part(rng) if rng.random() < 0.25 else rng.choice(_pool(COUNTRIES, split))
+    return made_up_name_part(rng) if rng.random() < 0.25 else rng.choice(split_items(COUNTRIES, split))
 
 
 def product(rng: random.Random, split: str) -> str:
     """A product name: brand + model, adjective + noun, or a brand with a model number."""
-    brand = made_up_name_part(rng) if rng.random() < 0.4 else rng.choice(_pool(BRANDS, split))
-    noun = rng.choice(_pool(PRODUCT_NOUN, split))
+    brand = made_up_name_part(rng) if rng.random() < 0.4 else rng.choice(split_items(BRANDS, split))
+    noun = rng.choice(split_items(PRODUCT_NOUN, split))
     kind = rng.randrange(7)
     if kind == 6:  # "Paper Star 3 lamp", "Kelvo 7 kettle", "5X tripod"
-        lead = f"{rng.choice(COMMON_WORDS).title()} {rng.choice(COMMON_WORDS).title()}" if rng.random() < 0.5 else brand
+        lead = (
+            f"{rng.choice(split_items(COMMON_WORDS, split)).title()} {rng.choice(split_items(COMMON_WORDS, split)).title()}"
+            if rng.random() < 0.5
+            else brand
+        )
         return (
             f"{lead} {rng.randint(1, 12)} {noun}" if rng.random() < 0.7 else f"{rng.randint(2, 8)}{rng.choice(['G', 'X', '-in-1'])} {noun}"
         )
     if kind >= 4:  # a plain description: "blue ceramic mug", "espresso machine"
         return " ".join(
-            [rng.choice(_pool(COLORS, split))] * (rng.random() < 0.3)
-            + [rng.choice(_pool(PRODUCT_ADJ, split))] * (rng.random() < 0.5)
+            [rng.choice(split_items(COLORS, split))] * (rng.random() < 0.3)
+            + [rng.choice(split_items(PRODUCT_ADJ, split))] * (rng.random() < 0.5)
             + [noun]
         )
     if kind == 0:
-        return f"{brand} {rng.choice(_pool(PRODUCT_ADJ, split))} {noun}"
+        return f"{brand} {rng.choice(split_items(PRODUCT_ADJ, split))} {noun}"
     if kind == 1:
-        return f"{rng.choice(_pool(PRODUCT_ADJ, split))} {noun}"
+        return f"{rng.choice(split_items(PRODUCT_ADJ, split))} {noun}"
     if kind == 2:
         return f"{brand} {rng.choice(['X', 'Pro', 'Air', 'Max', 'S', 'One', 'Mini'])}{rng.choice(['', ' ', '-'])}{rng.randint(1, 99)}"
     return f"{brand} {noun}"
@@ -264,8 +265,8 @@ def product(rng: random.Random, split: str) -> str:
 
 def event(rng: random.Random, split: str) -> str:
     """An event name: ``Lisbon Jazz Festival``, ``Data Summit 2019`` style, or made-up."""
-    topic = made_up_name_part(rng) if rng.random() < 0.3 else rng.choice(_pool(EVENT_TOPIC, split))
-    noun = rng.choice(_pool(EVENT_NOUN, split))
+    topic = made_up_name_part(rng) if rng.random() < 0.3 else rng.choice(split_items(EVENT_TOPIC, split))
+    noun = rng.choice(split_items(EVENT_NOUN, split))
     r = rng.random()
     if r < 0.1:  # "Winter Games", "Night Market"
         return f"{rng.choice(SEASONS)} {rng.choice(['Games', 'Market', 'Festival', 'Concert', 'Parade', 'Fair'])}"
@@ -274,7 +275,7 @@ def event(rng: random.Random, split: str) -> str:
     if r < 0.3:  # one word: "Zorvafest", "Kelvocon"
         return made_up_name_part(rng) + rng.choice(["", "", "fest", "con", "Fest", " Live", str(rng.randint(10, 30))])
     if r < 0.35:
-        return f"{topic} {rng.choice(COMMON_WORDS).title()} {noun}"
+        return f"{topic} {rng.choice(split_items(COMMON_WORDS, split)).title()} {noun}"
     if r < 0.5:
         return f"{rng.choice(['International', 'Global', 'European', 'National', 'Annual'])} {topic} {noun}"
     return f"{topic} {noun}"
@@ -284,25 +285,18 @@ def title(rng: random.Random, split: str) -> str:
     """A book or film title: ``The Silent Orchard``, ``Letters from Tartu``, ``Nights of Ash``."""
 
     def w() -> str:
-        return made_up_name_part(rng) if rng.random() < 0.25 else rng.choice(_pool(BOOK_WORDS, split))
+        return made_up_name_part(rng) if rng.random() < 0.25 else rng.choice(split_items(BOOK_WORDS, split))
 
     def c() -> str:
-        return rng.choice(_pool(COMMON_WORDS, split))
+        return rng.choice(split_items(COMMON_WORDS, split))
 
     k = rng.randrange(9)
     if k == 5:  # any short phrase of ordinary words: "Things of the Night", "Paper Year"
         words = [c() for _ in range(rng.randint(1, 4))]
         glue = rng.choice([" ", " ", " of the ", " and ", " in the ", " for "])
-        return (
-            glue.join([" ".join(words[: len(words) // 2 or 1]), " ".join(words[len(words) // 2 or 1 :])])
-            .strip()
-            .title()
-            .replace(" Of ", " of ")
-            .replace(" The ", " the ")
-            .replace(" And ", " and ")
-            .replace(" In ", " in ")
-            .replace(" For ", " for ")
-        )
+        half = len(words) // 2 or 1
+        phrase = glue.join([" ".join(words[:half]), " ".join(words[half:])]).strip()
+        return " ".join(w if i and w in SMALL_WORDS else w.capitalize() for i, w in enumerate(phrase.split()))
     if k == 6:
         return (
             str(rng.randint(2100, 2999))
@@ -326,19 +320,19 @@ def title(rng: random.Random, split: str) -> str:
 
 def company(rng: random.Random, split: str) -> str:
     """A company name: a made-up or family name with a legal or trade suffix, or an acronym."""
-    root = made_up_name_part(rng) if rng.random() < 0.6 else rng.choice(_pool(LAST_NAMES, split))
+    root = made_up_name_part(rng) if rng.random() < 0.6 else rng.choice(split_items(LAST_NAMES, split))
     r = rng.random()
     if r < 0.15:
         return "".join(rng.choice("ABCDEFGHKLMNPRSTVXZ") for _ in range(rng.randint(2, 4)))
     if r < 0.3:
-        return f"{root} & {rng.choice(_pool(LAST_NAMES, split))}"
+        return f"{root} & {rng.choice(split_items(LAST_NAMES, split))}"
     if r < 0.38:
-        return f"The {rng.choice(_pool(COMMON_WORDS, split)).title()} {rng.choice(['Company', 'Store', 'Club', 'Kitchen', 'Works'])}"
+        return f"The {rng.choice(split_items(COMMON_WORDS, split)).title()} {rng.choice(['Company', 'Store', 'Club', 'Kitchen', 'Works'])}"
     return f"{root} {rng.choice(COMPANY_SUFFIX)}" if rng.random() < 0.75 else root
 
 
 def item(rng: random.Random, split: str) -> str:
-    return product(rng, split).lower() if rng.random() < 0.3 else rng.choice(_pool(ITEMS, split))
+    return product(rng, split).lower() if rng.random() < 0.3 else rng.choice(split_items(ITEMS, split))
 
 
 def order_id(rng: random.Random, _split: str) -> str:
@@ -360,11 +354,11 @@ def price_value(rng: random.Random) -> float:
     """A price in currency units: whole or with cents, from 1 to a few thousand."""
     whole = rng.choice([rng.randint(1, 30), rng.randint(1, 300), rng.randint(1, 3000)])
     if rng.random() < 0.3:
-        return float(whole)
+        return whole  # a whole price is written and answered as an integer: "$12", 12
     return round(whole + rng.choice([0.99, 0.95, 0.5, 0.49, rng.randint(1, 99) / 100]), 2)
 
 
-def show_price(rng: random.Random, v: float) -> str:
+def price_text(rng: random.Random, v: float) -> str:
     """``v`` written as people write prices: ``$19.99``, ``19.99 dollars``, ``€5``, ``EUR 12.50``,
     ``£1,299.00``."""
     num = f"{v:.2f}" if v != int(v) or rng.random() < 0.3 else str(int(v))
@@ -375,7 +369,7 @@ def show_price(rng: random.Random, v: float) -> str:
     return [f"${num}", f"${num}", f"€{num}", f"£{num}", f"{num} dollars", f"{num} euros", f"EUR {num}", f"{num} USD"][k]
 
 
-def show_int(rng: random.Random, n: int, words: float = 0.15) -> str:
+def int_text(rng: random.Random, n: int, words: float = 0.15) -> str:
     """An integer as digits, sometimes in words (0–99)."""
     return number_word(n) if n <= 99 and rng.random() < words else str(n)
 
@@ -391,7 +385,7 @@ def population_value(rng: random.Random) -> int:
     return rng.randint(11, 399) * 100_000
 
 
-def show_population(rng: random.Random, n: int) -> str:
+def population_text(rng: random.Random, n: int) -> str:
     """``n`` as digits, with thousands separators, or as ``2.1 million`` when it is a round
     number of hundred-thousands."""
     if n >= 1_000_000 and n % 10_000 == 0 and rng.random() < 0.5:
