@@ -6,6 +6,7 @@ texts, distractor sentences, free-form field names and ``json_object`` requests.
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 from structgen.demo import natural_values as nv
@@ -36,8 +37,8 @@ OTHER_MENTIONS = (
 def _fill(rng: random.Random, template: str, shown: str) -> str:
     if "{c}" in template:  # a place that is no field's value
         template = template.replace("{c}", nv.city(rng, "train"))
-    if shown[:1].lower() in "aeiou" and ("a {v}" in template.split(" ", 1)[-1] or template.startswith("a {v}")):
-        template = template.replace("a {v}", "an {v}")
+    if shown[:1].lower() in "aeiou":  # "a nurse", "an engineer"
+        template = re.sub(r"\ba \{v\}", "an {v}", template)
     return template.replace("{v}", shown).replace("{t}", rng.choice(TIME))
 
 
