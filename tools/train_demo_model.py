@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from structgen.demo.data import generate_examples
+from structgen.demo.data import SOURCES, generate_examples
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -102,7 +102,7 @@ def _encode_chunk(job: tuple[str, int, str, int, int, str, float]) -> list[tuple
 
 
 def encode_examples(
-    tok_dir: str, n: int, split: str, seed: int, max_len: int, source: str = "templated", share: float = 0.6, chunk: int = 25_000
+    tok_dir: str, n: int, split: str, seed: int, max_len: int, source: str, share: float, chunk: int = 25_000
 ) -> list[tuple[Any, int]]:
     """``n`` examples of ``split`` from ``source`` (:func:`generate_examples`) encoded in parallel
     chunks; chunk ``i`` uses generator seed ``seed * 100_000 + i`` (deterministic for a given
@@ -323,7 +323,7 @@ def main() -> None:
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--eval-examples", type=int, default=4000, help="validation examples (held-out distribution, seed + 7)")
     tr.add_argument("--max-train-s", type=float, default=420.0, help="stop early past this many seconds of training")
-    tr.add_argument("--source", default="mixed", choices=("templated", "natural", "mixed"), help="training data (structgen.demo.data)")
+    tr.add_argument("--source", default="mixed", choices=SOURCES, help="training data (structgen.demo.data)")
     tr.add_argument("--natural-share", type=float, default=0.6, help="share of natural sentences with --source mixed")
     tr.add_argument("--init", default=None, help="start from this trained model folder (same tokenizer) instead of random weights")
     tr.add_argument("--save-final", action="store_true", help="also save the last step's weights under OUT/final")
