@@ -161,6 +161,33 @@ def test_max_tokens_cover_the_longest_accepted_output(tiny_vocab: object) -> Non
         bound_max_tokens(reqs, lambda c: 3, cap=0)
 
 
+def test_compile_check_bounds_the_longest_output_without_expanding(tiny_vocab: object) -> None:
+    """bench json's check gives the compile's length bound: at least the exact longest output
+    (the full expansion's) and close to it, None for unbounded or refused constraints, and the
+    automaton stays as lazy as the compile left it."""
+    from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler
+
+    from structgen.bench.json_bench import _CompileCheck
+
+    check = _CompileCheck(tiny_vocab, CompilerConfig())  # type: ignore[arg-type]
+    exact = GrammarCompiler(tiny_vocab)  # type: ignore[arg-type]
+    schemas = [
+        {"type": "object", "properties": {"a": {"type": "string", "maxLength": 3}}, "required": ["a"], "additionalProperties": False},
+        {"enum": ["x", "yy", {"k": [1, 2]}]},
+        {"type": "array", "items": {"type": "boolean"}, "maxItems": 3},
+    ]
+    for schema in schemas:
+        c = Constraint.json_schema(schema)
+        assert check(c)
+        states = check.compiler.compile(c).dfa.num_states
+        bound = check.max_length(c)
+        assert check.compiler.compile(c).dfa.num_states == states, schema  # nothing expanded
+        longest = exact.compile(c).dfa.max_length()
+        assert longest is not None and bound is not None and longest <= bound <= longest + 4, (schema, bound, longest)
+    assert check.max_length(Constraint.regex(r"a*")) is None
+    assert check.max_length(Constraint.json_schema({"type": "strin"})) is None
+
+
 def test_bound_schema_adds_bounds_only_where_missing() -> None:
     from structgen.bench.workloads import bound_schema
 
