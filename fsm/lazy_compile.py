@@ -37,8 +37,8 @@ def compile_lazy(node: Node, budget: Budget | None = None, shared: ProductCache 
         start, end = builder.build(pruned)
         budget.check_time()
         dfa = LazyDFA(builder, start, end, budget.max_states)
-        dfa.distance_bound = builder.worst_distance(pruned)
-        longest = builder.longest(pruned)
+        dfa.distance_bound = builder.lengths.worst_distance(pruned)
+        longest = builder.lengths.longest(pruned)
     except RecursionError:  # an IR nested deeper than the interpreter's stack (every pass here recurses)
         raise GrammarCompileError("the constraint is nested too deeply to compile") from None
     dfa.length_bound = None if longest >= NO_PATH else longest

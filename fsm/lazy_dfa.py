@@ -461,7 +461,7 @@ class LazyDFA:
     def distance_to_accept(self, state: int) -> int:
         """Bytes in the shortest accepted continuation from ``state`` (0 when accepting;
         ``NO_PATH`` for the dead state).  Exact: NFA shortest paths where a fragment not built
-        yet costs its language's exact shortest length (:meth:`NFABuilder.shortest`), so building
+        yet costs its language's exact shortest length (:meth:`~.node_lengths.NodeLengths.shortest`), so building
         it later never changes a known distance.  Memoized; updating the NFA distances costs
         O(states and edges added since the last call).  Callers serialize it with expansions.
         Raises ``ValueError`` for a state the automaton has not discovered."""
@@ -497,7 +497,7 @@ class LazyDFA:
         rev: defaultdict[int, list[tuple[int, int]]] = defaultdict(list)  # new state -> [(new predecessor, cost)]
         heap: list[tuple[int, int]] = []
         pending = self.builder.pending
-        shortest = self.builder.shortest
+        shortest = self.builder.lengths.shortest
 
         if n0 <= self.final < n1:
             dist[self.final] = 0
@@ -546,12 +546,6 @@ class LazyDFA:
         state.setdefault("_single", [])
         state.setdefault("_reach", [])
         self.__dict__.update(state)
-        if self.complete:
-            return
-        self.builder.__dict__.setdefault("_shortest", {})
-        self.builder.__dict__.setdefault("_worst", {})
-        self.builder.__dict__.setdefault("_longest", {})
-        self.builder.__dict__.setdefault("_chars", {})  # pickles from before the class fragment templates
 
 
 def has_compiled_expansion() -> bool:

@@ -123,3 +123,34 @@ def test_a_pickled_grammar_leaves_the_cache_behind(gpt2_vocab: Vocabulary) -> No
     assert _rows_along(back, gpt2_vocab, text) == _rows_along(fsm, gpt2_vocab, text)
     builder = getattr(getattr(back, "dfa", None), "builder", None)
     assert builder is None or builder.shared is None
+
+
+def test_a_pickled_grammar_carries_no_object_ids_and_keeps_its_language(tiny_vocab: Vocabulary) -> None:
+    """A grammar shipped to another process (pickled, as compile processes, row workers and the
+    disk cache do) drops the builder's ``id(node)`` keys, which would name other objects there,
+    and its copy, expanding its stubs and products afresh, accepts exactly what the original
+    does."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "maxLength": 4, "not": {"enum": ["ab", "b"]}},
+            "b": {"oneOf": [{"type": "integer", "maximum": 9}, {"type": "integer", "minimum": 5}]},
+        },
+        "required": ["a", "b"],
+        "additionalProperties": False,
+    }
+    fsm = GrammarCompiler(tiny_vocab, CompilerConfig()).compile(Constraint.json_schema(schema))
+    builder = fsm.dfa.builder
+    assert builder is not None and builder._node_ids and builder._keep  # ids of this process
+    copy = pickle.loads(pickle.dumps(fsm))
+    shipped = copy.dfa.builder
+    assert shipped._node_ids == {} and shipped._keep == [] and shipped.lengths._nullable == {}
+    assert shipped.lengths._shortest == builder.lengths._shortest  # structural memos travel
+    texts = [
+        '{"a": "ab", "b": 3}', '{"a": "abc", "b": 3}', '{"a": "b", "b": 12}', '{"a": "", "b": 12}',
+        '{"a": "abcd", "b": 7}', '{"a": "abcd", "b": 4}', '{"a": "abcde", "b": 1}', '{"a": "ba", "b": 10}',
+    ]  # fmt: skip
+    got = [copy.dfa.accepts(t.encode()) for t in texts]
+    assert got == [fsm.dfa.accepts(t.encode()) for t in texts]
+    assert got == [False, True, False, True, False, True, False, True]  # 5..9 match both branches
+    assert copy.dfa.distance_to_accept(copy.dfa.initial) == fsm.dfa.distance_to_accept(fsm.dfa.initial)
