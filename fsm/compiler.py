@@ -344,7 +344,7 @@ class GrammarCompiler:
 
     def _disk_path(self, key: str) -> str | None:
         d = self.config.cache_dir
-        return None if d is None else os.path.join(d, key[:2], key + ".pkl")
+        return None if d is None else os.path.join(d, code_digest(), key[:2], key + ".pkl")
 
     def _load_disk(self, key: str) -> TokenFSM | None:
         path = self._disk_path(key)
@@ -386,6 +386,25 @@ WARM_UP = Constraint.json_schema(
         "properties": {"a": {"$ref": "#/$defs/s"}},
     }
 )
+
+
+@functools.cache
+def code_digest() -> str:
+    """16 hex digits of BLAKE2b over the sources and compiled extensions of the ``fsm`` and
+    ``schemas`` packages (file names and bytes): the code that decides a pickled grammar's
+    layout and language.  The disk cache keeps its entries under this name, so a grammar
+    pickled by another version of the code is never loaded (its objects could lack fields
+    this version reads, or accept another language)."""
+    from structgen import schemas
+
+    h = hashlib.blake2b(digest_size=8)
+    for folder in (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.abspath(schemas.__file__))):
+        for name in sorted(os.listdir(folder)):
+            if name.endswith((".py", ".c", ".so", ".pyd")):
+                h.update(name.encode() + b"\0")
+                with open(os.path.join(folder, name), "rb") as f:
+                    h.update(f.read())
+    return h.hexdigest()
 
 
 def _worker_init(vocab: Vocabulary, config: CompilerConfig) -> None:

@@ -50,7 +50,8 @@ class CompilerConfig:
     """Limits and caches of a :class:`GrammarCompiler`.
 
     ``timeout_s`` (s) and ``max_states`` bound each compile; ``cache_size``: entries in the
-    in-memory LRU (successes and failures); ``cache_dir``: on-disk cache folder or None;
+    in-memory LRU (successes and failures); ``cache_dir``: on-disk cache folder or None (entries kept per version of
+    the compiler's code, :func:`~.compiler.code_digest`);
     ``workers``: threads for :meth:`GrammarCompiler.submit`; ``processes``: when > 0,
     :meth:`GrammarCompiler.submit` compiles on that many worker processes instead (spawned,
     each with its own copy of the vocabulary), so compiles and their eager rows run in parallel

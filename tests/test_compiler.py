@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import gc
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -57,6 +58,23 @@ def test_disk_cache(tiny_vocab: Vocabulary, tmp_path: object) -> None:
     f2 = c2.compile(Constraint.json_schema(SCHEMA))
     assert c2.stats().disk_hits == 1
     assert (f2.mask_row(f2.initial) == f1.mask_row(f1.initial)).all()
+
+
+def test_the_disk_cache_never_loads_what_other_code_wrote(tiny_vocab: Vocabulary, tmp_path: Path) -> None:
+    """Entries live under the digest of the compiler's code: one written by another version
+    (here: the same file under another digest's folder) is not read."""
+    from structgen.fsm.compiler import code_digest
+
+    cfg = CompilerConfig(cache_dir=str(tmp_path))
+    GrammarCompiler(tiny_vocab, cfg).compile(Constraint.json_schema(SCHEMA))
+    (written,) = [p for p in tmp_path.rglob("*.pkl")]
+    assert written.relative_to(tmp_path).parts[0] == code_digest() and len(code_digest()) == 16
+    other = tmp_path / "0123456789abcdef" / written.parent.name
+    other.mkdir(parents=True)
+    written.rename(other / written.name)
+    c2 = GrammarCompiler(tiny_vocab, cfg)
+    c2.compile(Constraint.json_schema(SCHEMA))
+    assert c2.stats().disk_hits == 0
 
 
 def test_state_cap_names_the_limit(tiny_vocab: Vocabulary) -> None:
