@@ -39,7 +39,7 @@ CHAT_TEMPLATE = (
 EOS = "<|endoftext|>"
 VALIDATION_SEED_OFFSET = 7  # the validation stream: held-out split, seed + 7 (benchmarks score seed 0)
 PAD = "<|pad|>"
-MODEL_SHAPE = {  # 11.75M parameters: 23.5 MB in bf16, inside the 25 MB package budget
+MODEL_SHAPE: dict[str, Any] = {  # 11.75M parameters: 23.5 MB in bf16, inside the 25 MB package budget
     "hidden_size": 384,
     "intermediate_size": 960,
     "num_hidden_layers": 6,
@@ -166,11 +166,12 @@ def train(args: argparse.Namespace) -> None:
         vocab_size=len(tok), bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **MODEL_SHAPE
     )
     if args.init:  # continue from a trained folder of the same shape and tokenizer
-        model = LlamaForCausalLM.from_pretrained(args.init, torch_dtype=torch.float32).to(device)
+        model = LlamaForCausalLM.from_pretrained(args.init, torch_dtype=torch.float32)
         if model.config.vocab_size != len(tok):
             raise SystemExit(f"--init {args.init}: vocabulary of {model.config.vocab_size} tokens, the tokenizer has {len(tok)}")
     else:
-        model = LlamaForCausalLM(config).to(device)
+        model = LlamaForCausalLM(config)
+    torch.nn.Module.to(model, device)  # in place; transformers types its own .to() as a decorator
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: {n_params / 1e6:.2f}M parameters", flush=True)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
@@ -257,7 +258,7 @@ def train(args: argparse.Namespace) -> None:
     log["train_s"] = time.perf_counter() - t0
     out = Path(args.out)
     if args.save_final:  # the last step's weights too, to pick between them on other sets
-        model.to(torch.bfloat16).save_pretrained(out / "final", safe_serialization=True)
+        model.bfloat16().save_pretrained(out / "final", safe_serialization=True)
         tok.save_pretrained(out / "final")
         model.float()
     if best[2] is not None:
@@ -267,7 +268,7 @@ def train(args: argparse.Namespace) -> None:
     log["device"] = torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu"
 
     out.mkdir(parents=True, exist_ok=True)
-    model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
+    model.bfloat16().save_pretrained(out, safe_serialization=True)
     tok.save_pretrained(out)
     (out / "train_log.json").write_text(json.dumps(log))
     print(f"saved to {out} ({sum(f.stat().st_size for f in out.iterdir()) / 1e6:.1f} MB); trained in {log['train_s']:.0f} s", flush=True)
