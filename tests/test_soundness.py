@@ -175,3 +175,17 @@ def test_instance_checks_leave_the_schema_unchanged() -> None:
     r = check_schema(schema, seed=1, instances=5)
     assert json.dumps(schema) == before
     assert r.status == "ok" and not r.unsound and r.valid_instances > 0
+
+
+def test_the_fuzzer_reads_numbers_with_any_exponent() -> None:
+    """JSON allows an exponent of any length; one past what ``Decimal`` holds reads as the
+    float (the automaton may sample it), others exactly where the float is not."""
+    from decimal import Decimal
+
+    from structgen.bench.schema_fuzz import exact_number
+
+    assert exact_number("1e9999999999999999999") == float("inf")
+    assert exact_number("-1E+99999999999999999999") == float("-inf")
+    assert exact_number("2.5e-99999999999999999999") == 0.0
+    assert exact_number("0.5") == 0.5 and isinstance(exact_number("0.5"), float)
+    assert exact_number("4676131203123158150682.0") == Decimal("4676131203123158150682")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import random
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any, NamedTuple
 
 from structgen.bench.conformance import sample_strings
@@ -245,18 +245,23 @@ class FuzzResult(NamedTuple):
     invalid_instances: int = 0
 
 
-def _exact_number(text: str) -> float | Decimal:
+def exact_number(text: str) -> float | Decimal:
     """A JSON number with a fraction or exponent: a float where the float is that decimal's
     shortest reading, else the exact Decimal (``4676131203123158150682.0`` is a multiple of
-    0.3 as JSON Schema reads numbers; its float is not)."""
+    0.3 as JSON Schema reads numbers; its float is not).  An exponent past what ``Decimal``
+    holds (JSON allows any number of digits) reads as the float: ±inf or ±0.0."""
     value = float(text)
-    return value if Decimal(repr(value)) == Decimal(text) else Decimal(text)
+    try:
+        exact = Decimal(text)
+    except InvalidOperation:
+        return value
+    return value if Decimal(repr(value)) == exact else exact
 
 
 def _invalid(validator: Any, text: bytes) -> str | None:
     """Why ``text`` is not a valid instance, or None when it is."""
     try:
-        value = json.loads(text.decode("utf-8"), parse_float=_exact_number)
+        value = json.loads(text.decode("utf-8"), parse_float=exact_number)
     except (UnicodeDecodeError, ValueError) as e:
         return f"not JSON: {e}"
     errors = list(validator.iter_errors(value))
