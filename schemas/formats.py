@@ -41,10 +41,11 @@ def _ipv6() -> str:
 
 _LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?"
 _TLD = r"[a-zA-Z](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?"
-# at most 3 labels of <= 63 characters: total length stays under RFC 1035's 253 (narrowing).
-_HOSTNAME = rf"(?:{_LABEL}\.){{0,2}}{_TLD}"
+# at most 5 labels of <= 63 characters (www.bbc.co.uk, maps.wien.gv.at, s3.eu-west-1.amazonaws.com),
+# which keeps the total under RFC 1035's 253 (narrowing: each label more adds ~250 DFA states).
+_HOSTNAME = rf"(?:{_LABEL}\.){{0,4}}{_TLD}"
 # local part: dot-atom of RFC 5322 atext without quoting (narrowing); domain: hostname with a dot.
-_EMAIL = rf"[a-zA-Z0-9_+-]+(?:\.[a-zA-Z0-9_+-]+)*@(?:{_LABEL}\.){{1,2}}{_TLD}"
+_EMAIL = rf"[a-zA-Z0-9_+-]+(?:\.[a-zA-Z0-9_+-]+)*@(?:{_LABEL}\.){{1,4}}{_TLD}"
 # absolute URI: scheme "://" reg-name host, optional port, path of unreserved/sub-delim
 # characters, optional query and fragment; no percent-escapes or IP literals (narrowing).
 _PCHAR = r"[a-zA-Z0-9._~!$&'()*+,;=:@-]"

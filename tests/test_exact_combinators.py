@@ -500,3 +500,25 @@ def test_one_of_disjointness_reads_the_keywords_beside_it(schema: Any) -> None:
     for text in ('"a"', '""', "{}", '{"x": 1}'):
         assert not _valid(schema, text) and not _accepts(dfa, text), text
     assert not list(sample_strings(dfa, 10, random.Random(0)))
+
+
+def test_hostnames_of_up_to_five_labels_pass_the_narrowed_formats() -> None:
+    """``hostname``, ``email`` and ``uri`` take hosts of up to five labels (``www.bbc.co.uk``),
+    each accepted text passing ``jsonschema``'s checker; a sixth label is the documented
+    narrowing."""
+    import jsonschema
+    from structgen.schemas.formats import format_ir
+
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    cases = {
+        "hostname": ["www.bbc.co.uk", "maps.wien.gv.at", "a1.b-2.c.d.example"],
+        "email": ["ana@www.bbc.co.uk", "x.y@a.b.c.d.org"],
+        "uri": ["http://maps.wien.gv.at/wmts", "https://s3.eu-west-1.amazonaws.com:443/b?k=v#f"],
+    }
+    for name, texts in cases.items():
+        node = format_ir(name)
+        assert node is not None
+        dfa = compile_lazy(node)
+        for text in texts:
+            assert checker.conforms(text, name) and dfa.accepts(text.encode()), (name, text)
+    assert not compile_lazy(format_ir("hostname")).accepts(b"a.b.c.d.e.org")  # type: ignore[arg-type]
