@@ -25,19 +25,15 @@ class NodeLengths:
 
     def __init__(self, builder: NFABuilder) -> None:
         self.builder = builder
-        self._nullable: dict[int, bool] = {}  # id(node) -> matches the empty string
+        self._nullable: dict[int, bool] = {}  # structural id -> matches the empty string
         self._shortest: dict[int, int] = {}  # structural id -> shortest string's bytes
         self._worst: dict[int, int] = {}  # structural id -> worst_distance
         self._longest: dict[int, int] = {}  # structural id -> longest bound
 
-    def __getstate__(self) -> dict[str, object]:
-        """The memos without ``_nullable``, whose ``id(node)`` keys name objects of this
-        process only (see :meth:`.nfa.NFABuilder.__getstate__`)."""
-        return {**self.__dict__, "_nullable": {}}
-
     def nullable(self, node: Node) -> bool:
-        """Whether ``node`` matches the empty string (memoized by identity)."""
-        got = self._nullable.get(id(node))
+        """Whether ``node`` matches the empty string (memoized by structure)."""
+        key = self.builder.structural_id(node)
+        got = self._nullable.get(key)
         if got is not None:
             return got
         if isinstance(node, Lit):
@@ -59,7 +55,7 @@ class NodeLengths:
             out = not dfa.is_empty() and bool(dfa.accepting[dfa.initial])
         else:
             out = False
-        self._nullable[id(node)] = out
+        self._nullable[key] = out
         return out
 
     def _memoized(self, table: dict[int, int], node: Node, compute: Callable[[Node], int]) -> int:
