@@ -454,8 +454,7 @@ class LazyDFA:
 
     def reach_bound(self, state: int) -> int | None:
         """The largest :meth:`distance_to_accept` among the states ``state`` can reach, itself
-        included (:func:`~.dfa_paths.reach_max`), once the automaton is complete; None before
-        (or from a pickle without it).  Pure query."""
+        included (:func:`~.dfa_paths.reach_max`), once the automaton is complete; None before.  Pure query."""
         return self._reach[state] if self._reach else None
 
     def distance_to_accept(self, state: int) -> int:
@@ -534,18 +533,6 @@ class LazyDFA:
                     dist[q] = d + cost
                     heapq.heappush(heap, (d + cost, q))
         self._nfa_dist_n = n1
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        state.setdefault("_closures", {})  # pickles from before the closure memo
-        state.setdefault("use_compiled", True)
-        if not isinstance(state.get("_nfa_dist"), list):  # pickles from before exact distances
-            state.update(_nfa_dist=[], _nfa_dist_n=0, _dfa_dist={})
-        state.setdefault("distance_bound", None)  # unknown: budgets then always check successors
-        state.setdefault("length_bound", None)
-        state.setdefault("complete", False)
-        state.setdefault("_single", [])
-        state.setdefault("_reach", [])
-        self.__dict__.update(state)
 
 
 def has_compiled_expansion() -> bool:

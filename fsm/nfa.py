@@ -304,25 +304,15 @@ class NFABuilder:
         name other nodes in the process that loads the copy (an engine, a row worker, a later
         run reading the disk cache), and a stale hit would give a node another's structural
         id, hence another's product DFA or lengths.  The structural memos (keyed by the
-        interned shallow keys) travel: the copy recomputes each node's id and finds them."""
+        interned shallow keys) travel: the copy recomputes each node's id and finds them.
+        Pickles are only ever loaded by the code that wrote them (the disk cache keeps entries
+        per :func:`~.compiler.code_digest`), so no older layout is read back."""
         state = self.__dict__.copy()
         state["shared"] = None  # the compiler's cache stays with the compiler
         state["_gkeys"] = {}
         state["_node_ids"] = {}
         state["_keep"] = []
         return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        state.setdefault("shared", None)
-        state.setdefault("_chars", {})  # pickles from before the class fragment templates
-        state["_gkeys"], state["_node_ids"], state["_keep"] = {}, {}, []  # pickles that still hold ids
-        if "lengths" not in state:  # pickles from before the length analyses had their own class
-            lengths = NodeLengths(self)
-            for name in ("_shortest", "_worst", "_longest"):
-                setattr(lengths, name, state.pop(name, {}))
-            state.pop("_nullable", None)
-            state["lengths"] = lengths
-        self.__dict__.update(state)
 
     def global_key(self, node: Node) -> bytes:
         """A key equal for structurally equal IR nodes across builders

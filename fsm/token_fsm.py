@@ -102,12 +102,7 @@ class TokenFSM:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        if "_rows" not in state:  # rows as read-only int32 views of their bytes (no copy)
-            self._rows = [np.frombuffer(b, dtype="<i4") for b in self._row_bytes]
-        if "_row_empty" not in state:  # pickled before the flag existed
-            self._row_empty = [not r.any() for r in self._rows]
-        self.__dict__.setdefault("_rows_complete", False)
-        self.__dict__.setdefault("_budget_rows", {})
+        self._rows = [np.frombuffer(b, dtype="<i4") for b in self._row_bytes]  # read-only views, no copy
         self._init_runtime()
 
     @property

@@ -338,18 +338,6 @@ def test_compiled_walks_over_a_lazy_table_match_the_byte_walk(
     assert any(n == -1 for n, _ in got) and any(n > 0 for n, _ in got)
 
 
-def test_a_lazy_automaton_pickled_before_the_class_templates_still_expands(gpt2_vocab: Vocabulary) -> None:
-    """A lazy automaton pickled by an earlier version (its NFA builder without the cache of
-    character-class fragments, e.g. from a disk cache) loads and builds fragments as before."""
-    fsm = _fsm(CASES[0], gpt2_vocab)
-    del fsm.dfa.builder.__dict__["_chars"]
-    old = _copy(fsm, gpt2_vocab)
-    cur = old.cursor()
-    for t in gpt2_vocab.encode_bytes(b'{"name": "Ada", "age": 36}') or []:
-        cur.advance(t)
-    assert cur.is_accepting()
-
-
 def test_ship_blob_ships_a_complete_automaton_and_names_bad_input(gpt2_vocab: Vocabulary) -> None:
     """What a compile process sends loads as a complete table without an NFA; anything but a
     TokenFSM is refused by name."""
