@@ -414,7 +414,6 @@ class _CompileCheck:
     def __init__(self, vocab: Vocabulary, config: CompilerConfig) -> None:
         self.compiler = GrammarCompiler(vocab, config)
         self.refusals: list[str] = []
-        self._lengths: dict[str, int | None] = {}
 
     def __call__(self, c: Constraint) -> bool:
         try:
@@ -430,12 +429,10 @@ class _CompileCheck:
         is counted after each), so no state is expanded here; the exact longest path expands
         every state of the automaton (minutes for a few hundred MaskBench schemas).  None
         when unbounded or refused."""
-        if c.key not in self._lengths:
-            try:
-                self._lengths[c.key] = self.compiler.compile(c).dfa.length_bound
-            except (ConstraintError, GrammarCompileError):
-                self._lengths[c.key] = None
-        return self._lengths[c.key]
+        try:
+            return self.compiler.compile(c).dfa.length_bound
+        except (ConstraintError, GrammarCompileError):
+            return None
 
     def min_length(self, c: Constraint) -> int | None:
         """Bytes of the shortest accepted output; None when refused."""

@@ -133,9 +133,9 @@ def bound_max_tokens(
     """``reqs`` with ``max_tokens`` raised to 1 + the longest output their constraint accepts
     (in bytes, an upper bound on tokens: a token emits at least one byte; + 1 for EOS), at most
     ``cap``, so that a finite language is never cut by ``max_tokens``.  ``max_length``: bytes
-    of the longest accepted string or an upper bound on them, None when unbounded; then ``min_length`` (bytes of the
-    shortest, if given) raises it to cover the shortest output, so that every request can end
-    valid.  Raises ``ValueError`` for ``cap`` < 1."""
+    of the longest accepted string (or an upper bound on them), None when unbounded; then
+    ``min_length`` (bytes of the shortest, if given) raises it to cover the shortest output,
+    so that every request can end valid.  Raises ``ValueError`` for ``cap`` < 1."""
     if cap < 1:
         raise ValueError(f"cap must be >= 1, got {cap}")
     out = []
