@@ -15,6 +15,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from structgen.bench.common import percentile
+
 
 def first_masks(path: str) -> tuple[dict[str, float], dict[str, Any]]:
     """(schema name -> first mask ms for the compiled schemas, the report's meta) of one report.
@@ -29,9 +31,8 @@ def first_masks(path: str) -> tuple[dict[str, float], dict[str, Any]]:
 
 
 def quantiles(xs: list[float]) -> tuple[float, float, float]:
-    """p10, p50, p90 of ``xs`` (inclusive method).  Raises ``ValueError`` for fewer than 2."""
-    q = statistics.quantiles(xs, n=10, method="inclusive")
-    return q[0], statistics.median(xs), q[8]
+    """p10, p50, p90 of ``xs``, linear between ranks (NaN when empty)."""
+    return percentile(xs, 0.1, interpolate=True), percentile(xs, 0.5, interpolate=True), percentile(xs, 0.9, interpolate=True)
 
 
 def compare(old: list[str], new: list[str]) -> str:
