@@ -21,7 +21,15 @@ CASES = [
     (["benchmarks/retime_failures.py", "--tokenizer", "x", "--report", "/no/such/report.json"], "does not exist"),
     (["benchmarks/mask_rows_cpu.py", "--tokenizer", "x", "--num-requests", "0"], "--num-requests must be ≥ 1"),
     (["benchmarks/demo_model.py", "--n", "0"], "--n must be ≥ 1"),
-    (["benchmarks/demo_model.py", "--misses"], "--misses needs --field-em-only"),
+    (["benchmarks/demo_model.py", "--misses"], "--misses needs --field-em-only or --independent-only"),
+    (
+        ["benchmarks/conformance_ab.py", "--old", "/no/such.json", "--new", "pyproject.toml"],
+        "/no/such.json: not a structgen bench conformance JSON report",
+    ),
+    (
+        ["benchmarks/conformance_ab.py", "--old", "README.md", "--new", "README.md"],
+        "README.md: not a structgen bench conformance JSON report",
+    ),
     (["benchmarks/decode_roofline.py", "--extend-graph-tokens", "-1"], "--extend-graph-tokens must be ≥ 0"),
     (["benchmarks/decode_roofline.py", "--gemv", "qkvx=fma:16:512:4:3"], "unknown projection 'qkvx'"),
     (["benchmarks/engine_decode_mbu.py", "--gemv", "qkv=fma:16:x:4:3"], "is not NAME=kind:block_n"),
