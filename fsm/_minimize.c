@@ -13,6 +13,8 @@
  *
  * Raises ValueError for a target out of range or buffers too small, MemoryError.
  *
+ * refine_byte_classes(table, cls): the bytes whose columns agree (below, before the module table).
+ *
  * Hopcroft's algorithm: J. Hopcroft, "An n log n algorithm for minimizing states in a finite
  * automaton" (1971), O(C n log n), with the worklist holding blocks (each one a splitter for
  * every class) and the partition kept as one permuted array of states, each block a range of it
@@ -207,11 +209,98 @@ done:
     return result;
 }
 
+/* refine_byte_classes(table, cls) -> number of classes
+ *
+ *   table  int32 [S, 256]: a transition table over raw bytes (any values)
+ *   cls    int32 [256]:    read and written: a partition of the bytes (class ids 0..k-1), refined
+ *                          so that bytes of one class have equal columns in `table`; classes end
+ *                          numbered in the order of their first byte
+ *
+ * One pass over the rows: a row splits nothing unless some byte's target differs from its class
+ * representative's (the class's first byte), a check of 256 entries; a row that does split is
+ * regrouped by (class, target).  At most 255 rows split, so the pass is O(S * 256) compares with
+ * no sort and no hashing.  Called once per table, it gives the bytes whose columns agree in every
+ * table.  Raises ValueError for buffers smaller than their shapes or class ids out of range.
+ */
+static PyObject *refine_byte_classes(PyObject *self, PyObject *args) {
+    PyObject *o_table, *o_cls;
+    if (!PyArg_ParseTuple(args, "OO", &o_table, &o_cls)) return NULL;
+    Py_buffer tb, cb;
+    if (PyObject_GetBuffer(o_table, &tb, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(o_cls, &cb, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&tb);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (tb.len % (256 * 4) != 0 || cb.len < 256 * 4) {
+        PyErr_SetString(PyExc_ValueError, "refine_byte_classes: table must be int32 [S, 256] and cls int32 [256]");
+        goto done;
+    }
+    const int32_t *table = (const int32_t *)tb.buf;
+    int32_t *cls = (int32_t *)cb.buf;
+    Py_ssize_t S = tb.len / (256 * 4);
+    for (int b = 0; b < 256; b++)
+        if (cls[b] < 0 || cls[b] > 255) {
+            PyErr_SetString(PyExc_ValueError, "refine_byte_classes: a class id is outside 0..255");
+            goto done;
+        }
+    int32_t rep[256], repb[256], k = 0;
+    int32_t key_cls[256], key_val[256], key_id[256];
+    Py_BEGIN_ALLOW_THREADS;
+    int32_t first_id[256]; /* the given classes renumbered by their first byte, which represents them */
+    for (int c = 0; c < 256; c++) first_id[c] = -1;
+    for (int b = 0; b < 256; b++) {
+        int32_t c = cls[b];
+        if (first_id[c] < 0) first_id[c] = k, rep[k] = b, k++;
+        cls[b] = first_id[c];
+    }
+    for (int b = 0; b < 256; b++) repb[b] = rep[cls[b]];
+    for (Py_ssize_t s = 0; s < S && k < 256; s++) {
+        const int32_t *row = table + s * 256;
+        int diff = 0;
+        for (int b = 0; b < 256; b++) diff |= row[b] != row[repb[b]];
+        if (!diff) continue;
+        int n_keys = 0;
+        for (int b = 0; b < 256; b++) { /* ascending: a new class's first byte is its representative */
+            int32_t v = row[b];
+            if (v == row[repb[b]]) continue;
+            int32_t c = cls[b], id = -1;
+            for (int i = 0; i < n_keys; i++)
+                if (key_cls[i] == c && key_val[i] == v) {
+                    id = key_id[i];
+                    break;
+                }
+            if (id < 0) {
+                id = k++;
+                key_cls[n_keys] = c, key_val[n_keys] = v, key_id[n_keys] = id, n_keys++;
+                rep[id] = b;
+            }
+            cls[b] = id;
+        }
+        for (int b = 0; b < 256; b++) repb[b] = rep[cls[b]];
+    }
+    /* number classes by their first byte */
+    int32_t renum[256];
+    for (int c = 0; c < 256; c++) renum[c] = -1;
+    int32_t next = 0;
+    for (int b = 0; b < 256; b++) {
+        if (renum[cls[b]] < 0) renum[cls[b]] = next++;
+        cls[b] = renum[cls[b]];
+    }
+    k = next;
+    Py_END_ALLOW_THREADS;
+    result = PyLong_FromLong(k);
+done:
+    PyBuffer_Release(&tb), PyBuffer_Release(&cb);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"minimize", minimize, METH_VARARGS, "Hopcroft minimization of a complete table: block of every state; see fsm/_minimize.c."},
+    {"refine_byte_classes", refine_byte_classes, METH_VARARGS, "Refine a partition of the 256 bytes by a table's columns; see fsm/_minimize.c."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_minimize", "Compiled DFA minimization.", -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_minimize", "Compiled DFA minimization and byte classes.", -1, methods};
 
 PyMODINIT_FUNC PyInit__minimize(void) { return PyModule_Create(&module); }

@@ -1,5 +1,6 @@
-"""Type stub for the compiled DFA minimization (fsm/_minimize.c)."""
+"""Type stub for the compiled DFA minimization and byte classes (fsm/_minimize.c)."""
 
 from typing import Any
 
 def minimize(table: Any, n: int, num_classes: int, labels: Any, out: Any) -> int: ...
+def refine_byte_classes(table: Any, cls: Any) -> int: ...

@@ -21,10 +21,12 @@ import numpy as np
 from .errors import GrammarCompileError, GrammarTimeoutError
 
 _c_minimize: Any
-try:  # Hopcroft's minimization (fsm/_minimize.c); optional, see setup.py
+_c_refine_byte_classes: Any
+try:  # Hopcroft's minimization and byte classes (fsm/_minimize.c); optional, see setup.py
     from ._minimize import minimize as _c_minimize
+    from ._minimize import refine_byte_classes as _c_refine_byte_classes
 except ImportError:  # pragma: no cover - exercised when no C compiler was available at install
-    _c_minimize = None
+    _c_minimize = _c_refine_byte_classes = None
 
 if TYPE_CHECKING:
     from .nfa import NFA
@@ -202,8 +204,10 @@ def trim_and_minimize(
     live = accepting.copy()
     frontier = np.flatnonzero(live)
     while frontier.size:
-        preds = np.concatenate([rsrc[indptr[f] : indptr[f + 1]] for f in frontier])
-        preds = np.unique(preds)
+        lens = indptr[frontier + 1] - indptr[frontier]  # [F] each frontier state's predecessor count
+        # the frontier's CSR segments gathered at once: segment i starts at indptr[f_i]
+        at = np.repeat(indptr[frontier] - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+        preds = np.unique(rsrc[at])
         preds = preds[~live[preds]]
         live[preds] = True
         frontier = preds
@@ -294,14 +298,17 @@ def _moore(full: np.ndarray, acc: np.ndarray, live: np.ndarray, sink: int, budge
 
 
 def forced_strings(table: np.ndarray, accepting: np.ndarray) -> tuple[bytes, ...]:
+    """Per state of the byte table ``table`` (``int32 [S, 256]``, row 0 dead; ``accepting``
+    ``bool [S]``), the bytes every continuation starts with: the chain of non-accepting states
+    with one live byte each, followed from it (``b""`` for the others; a chain that closes on
+    itself stops where it would repeat)."""
     n = table.shape[0]
     live_counts = (table != DEAD).sum(axis=1)
     first_live = np.argmax(table != DEAD, axis=1)
     single = (live_counts == 1) & ~accepting
     single[0] = False
-    forced: list[bytes | None] = [None] * n
-    forced[0] = b""
-    for s in range(n):
+    forced: list[bytes | None] = [None if one else b"" for one in single.tolist()]  # only single states force bytes
+    for s in np.flatnonzero(single).tolist():
         if forced[s] is not None:
             continue
         chain: list[int] = []
@@ -326,16 +333,24 @@ def empty_dfa() -> ByteDFA:
 _CLASS_KEYS = np.random.default_rng(0xC1A55).integers(1, 2**63, size=(2, 1 << 16), dtype=np.uint64) | np.uint64(1)
 
 
-def byte_classes(*tables: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def byte_classes(*tables: np.ndarray, use_compiled: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Bytes whose columns agree in every table share a class.  ``tables``: integer ``[S_i, 256]``
     transition tables.  Returns ``(rep_bytes, class_of_byte)``: ``int64 [C]``, each class's first
     byte, ascending (classes are numbered by it), and ``int32 [256]``.
 
-    Each column is hashed to 128 bits (a random linear combination of its entries, two keys,
-    arithmetic mod 2**64) and bytes are grouped by hash: O(S * 256) instead of a lexicographic
-    sort of the 256 columns.  The grouping is then checked entry by entry, and an exact
-    ``np.unique`` over the columns takes over in the (astronomically unlikely) case of a
-    collision, so the result is always exact."""
+    With the C extension (and ``use_compiled``), one pass over each table's rows refines the
+    partition (``refine_byte_classes`` in fsm/_minimize.c: a row costs 256 compares unless it
+    splits a class, which at most 255 rows do).  Otherwise each column is hashed to 128 bits
+    (a random linear combination of its entries, two keys, arithmetic mod 2**64) and bytes are
+    grouped by hash: O(S * 256) instead of a lexicographic sort of the 256 columns.  The
+    grouping is then checked entry by entry, and an exact ``np.unique`` over the columns takes
+    over in the (astronomically unlikely) case of a collision, so the result is always exact."""
+    if use_compiled and _c_refine_byte_classes is not None:
+        class_of_byte = np.zeros(256, dtype=np.int32)  # [256]
+        for t in tables:
+            _c_refine_byte_classes(np.ascontiguousarray(t, dtype=np.int32), class_of_byte)
+        _, rep = np.unique(class_of_byte, return_index=True)  # classes are numbered by their first byte
+        return rep.astype(np.int64), class_of_byte
     h = np.zeros((2, 256), dtype=np.uint64)  # [2, 256]
     with np.errstate(over="ignore"):
         for t in tables:

@@ -130,12 +130,30 @@ def test_minimize_rejects_incomplete_tables_and_short_buffers() -> None:
 
 def test_byte_classes_group_bytes_whose_columns_agree_in_every_table() -> None:
     rng = np.random.default_rng(3)
-    for _ in range(50):
-        tables = [rng.integers(-1, 4, size=(int(rng.integers(1, 30)), 256))[:, rng.integers(0, 6, size=256)] for _ in range(2)]
-        reps, cob = byte_classes(*tables)
+    for k in range(60):
+        columns = rng.integers(0, [6, 40, 256][k % 3], size=256)  # few, many or all-distinct column shapes
+        tables = [rng.integers(-1, 4, size=(int(rng.integers(1, 30)), 256))[:, columns] for _ in range(1 + k % 3)]
         exact_reps, exact_cob = _grouped(np.concatenate(tables, axis=0).T)
-        assert reps.tolist() == exact_reps.tolist() and cob.tolist() == exact_cob.tolist()
-        assert reps.tolist() == sorted(reps.tolist()) and cob[reps].tolist() == list(range(len(reps)))
+        for use_compiled in (True, False):  # the C refinement (where built) and the column hashes
+            reps, cob = byte_classes(*tables, use_compiled=use_compiled)
+            assert reps.tolist() == exact_reps.tolist() and cob.tolist() == exact_cob.tolist()
+            assert reps.tolist() == sorted(reps.tolist()) and cob[reps].tolist() == list(range(len(reps)))
+
+
+@compiled
+def test_refine_byte_classes_rejects_bad_shapes_and_class_ids() -> None:
+    cls = np.zeros(256, dtype=np.int32)
+    with pytest.raises(ValueError, match="int32 \\[S, 256\\]"):
+        dfa_mod._c_refine_byte_classes(np.zeros((2, 255), dtype=np.int32), cls)
+    with pytest.raises(ValueError, match="int32 \\[S, 256\\]"):
+        dfa_mod._c_refine_byte_classes(np.zeros((2, 256), dtype=np.int32), cls[:100])
+    bad = cls.copy()
+    bad[7] = 256
+    with pytest.raises(ValueError, match=r"outside 0\.\.255"):
+        dfa_mod._c_refine_byte_classes(np.zeros((2, 256), dtype=np.int32), bad)
+    table = np.zeros((1, 256), dtype=np.int32)
+    table[0, 200:] = 1
+    assert dfa_mod._c_refine_byte_classes(table, cls) == 2 and cls[199] == 0 and cls[200] == 1
 
 
 def test_table_runs_are_each_rows_maximal_runs() -> None:
