@@ -354,6 +354,27 @@ def test_compile_limit_errors_surface_as_themselves(tiny_llama_dir: str) -> None
         assert eng.generate([GenerateRequest("still serving", SamplingParams(max_tokens=3))])[0].finish_reason in ("stop", "length")
 
 
+def test_state_cap_met_mid_output_ends_that_request_only(tiny_llama_dir: str) -> None:
+    """A lazily built automaton that passes ``max_states`` while its request is generating
+    (the compile built only the first states) ends that request with a named error; the
+    engine keeps serving the others in the same batch."""
+    from structgen.fsm import CompilerConfig
+    from structgen.fsm.errors import GrammarCompileError
+
+    long_text = Constraint.regex("[a-z ]{300,400}")  # 300+ characters: one automaton state each
+    with Engine(tiny_llama_dir, EngineConfig(compiler=CompilerConfig(max_states=150))) as eng:
+        for jump_forward in (True, False):
+            capped, plain = eng.generate(
+                [
+                    GenerateRequest("x", SamplingParams(max_tokens=400, temperature=1.0, seed=3, jump_forward=jump_forward), long_text),
+                    GenerateRequest("still serving", SamplingParams(max_tokens=5)),
+                ]
+            )
+            assert capped.finish_reason == "error" and isinstance(capped.error, GrammarCompileError)
+            assert "max_states=150" in str(capped.error) and "reached while generating" in str(capped.error)
+            assert plain.finish_reason in ("stop", "length") and plain.error is None
+
+
 @pytest.mark.shared
 @pytest.mark.parametrize("tokenizer", ["llama3", "qwen2"])
 def test_real_tokenizer_chat_generate(tokenizer: str, tmp_path) -> None:

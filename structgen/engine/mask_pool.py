@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from structgen.fsm import Cursor, fill_rows
+from structgen.fsm import Cursor, GrammarCompileError, fill_rows
 from structgen.runtime.staging import to_device
 
 
@@ -53,6 +53,7 @@ class MaskRowPool:
         dead: list[int] | None = None,
         tokens_left: Sequence[int | None] | None = None,
         narrowed: list[int] | None = None,
+        failed: dict[int, GrammarCompileError] | None = None,
     ) -> torch.Tensor:
         """Pool slots for each cursor's current state (int32 ``[B]`` host tensor, −1 for None),
         uploading missing rows first (one batched host → device copy).  Where ``tokens_left[i]``
@@ -62,7 +63,10 @@ class MaskRowPool:
         whose row allows no token (a grammar dead end) are appended to ``dead`` when given.
         First-visit rows (and budget rows) of grammars served by row workers are computed
         there, the whole batch at once (:func:`~structgen.fsm.fill_rows`); the rest inline, on
-        first visit.
+        first visit.  A row whose computation hits its grammar's limits (a lazily built
+        automaton past ``max_states`` or its time-out: :class:`GrammarCompileError`) is not
+        looked up: the position gets −1 and, when ``failed`` is given, ``failed[i]`` the error,
+        and is appended to ``dead`` (the caller ends that request; the others are served).
         Raises ``RuntimeError`` when one step needs more distinct rows than the pool holds."""
         lefts = [None] * len(cursors) if tokens_left is None else tokens_left
         fill_rows([(c.fsm, c.state, left) for c, left in zip(cursors, lefts) if c is not None and c.fsm.row_source is not None])
@@ -75,9 +79,16 @@ class MaskRowPool:
                 continue
             fsm = cur.fsm
             left = None if tokens_left is None else tokens_left[i]
-            r = fsm.mask_row_index(cur.state) if left is None else cur.budget_row_index(left)
-            if left is not None and narrowed is not None and r != fsm.mask_row_index(cur.state):
-                narrowed.append(i)
+            try:
+                r = fsm.mask_row_index(cur.state) if left is None else cur.budget_row_index(left)
+                if left is not None and narrowed is not None and r != fsm.mask_row_index(cur.state):
+                    narrowed.append(i)
+            except GrammarCompileError as exc:  # this grammar's limits, met mid-output: its request ends
+                if failed is not None:
+                    failed[i] = exc
+                if dead is not None:
+                    dead.append(i)
+                continue
             if dead is not None and fsm.row_is_empty(r):
                 dead.append(i)
             key = (fsm.uid, r)

@@ -23,6 +23,7 @@ import torch
 from structgen.engine.mask_pool import MaskRowPool
 from structgen.engine.penalties import apply_penalties
 from structgen.engine.request import Req
+from structgen.fsm import GrammarCompileError
 from structgen.kernels import apply_mask_rows, masked_argmax, resolve_placeholders
 from structgen.runtime.staging import to_device
 
@@ -125,7 +126,8 @@ class Sampler:
         """Sample from ``logits`` (float32 ``[S, V]`` on the pool's device, modified in place)
         without waiting for the device: the ids land in ``future.ids_gpu[:S]`` and are copied to
         the host asynchronously; the handle's ``result()`` gives S ids, ``DEAD_END`` (−1) for a
-        request whose grammar state allows no token at all.  Rows with ``active[i]`` False are
+        request whose grammar state allows no token at all, or whose row met its grammar's
+        limits (the :class:`GrammarCompileError` is then set as the request's ``error``).  Rows with ``active[i]`` False are
         drawn greedily without mask or random draw, and their ids mean nothing (a request whose
         sample an overlapped step made stale).  ``ValueError`` when ``active`` has not S entries;
         ``RuntimeError`` when S exceeds a given ``future`` buffer.
@@ -143,9 +145,12 @@ class Sampler:
         if any(c is not None for c in cursors):
             lefts = [r.tokens_left() if a else None for r, a in zip(reqs, on)]
             narrowed: list[int] = []
-            row_idx = to_device(self.pool.row_indices(cursors, dead, lefts, narrowed), device)  # [S] int32
+            failed: dict[int, GrammarCompileError] = {}
+            row_idx = to_device(self.pool.row_indices(cursors, dead, lefts, narrowed, failed), device)  # [S] int32
             for i in narrowed:
                 reqs[i].budget_narrowed = True  # its end will be reported as "length", not "stop"
+            for i, exc in failed.items():
+                reqs[i].error = exc  # drawn as DEAD_END: the scheduler ends it with this error
         else:
             row_idx = self._unconstrained_rows(n, device)  # [S] int32, all −1: no copy
         penalized: list[int] = []

@@ -36,6 +36,7 @@ from structgen.engine.grammar_manager import GrammarManager
 from structgen.engine.prefill_manager import PrefillManager
 from structgen.engine.request import Req, Status, StreamChunk
 from structgen.engine.sampling import DEAD_END, FutureIds, SampledIds
+from structgen.fsm import GrammarCompileError
 from structgen.fsm.cursor import JumpForward, utf8_complete_prefix
 from structgen.fsm.row_workers import RowWant, request_rows
 from structgen.runtime.attention import ForwardBatch
@@ -263,12 +264,19 @@ class Scheduler:
                 req.first_token_s = now
             if tok == DEAD_END:
                 assert req.cursor is not None
-                req.error = RuntimeError(f"grammar dead end: no token of the vocabulary continues FSM state {req.cursor.state}")
+                if isinstance(req.error, GrammarCompileError):  # the sampler could not compute its row
+                    req.error = _limit_met(req, req.error)
+                else:
+                    req.error = RuntimeError(f"grammar dead end: no token of the vocabulary continues FSM state {req.cursor.state}")
                 self._finish(req, "error")
             else:
-                self._on_token(req, tok)
+                try:
+                    self._on_token(req, tok)
+                except GrammarCompileError as exc:  # the grammar's limits met mid-output (advance, jump-forward)
+                    req.error = _limit_met(req, exc)
+                    self._finish(req, "error")
                 cur = req.cursor
-                if cur is not None and cur.fsm.row_source is not None and not cur.finished:
+                if req.status is not Status.FINISHED and cur is not None and cur.fsm.row_source is not None and not cur.finished:
                     wanted.append((cur.fsm, cur.state, req.tokens_left()))
             out.append(self._stream_chunk(req))
             self._reported.add(req.rid)
@@ -388,3 +396,9 @@ class Scheduler:
         if done:
             return StreamChunk(req.rid, delta, True, req.finish_reason, req.usage(), req.error, req.matched_stop)
         return StreamChunk(req.rid, delta, False)
+
+
+def _limit_met(req: Req, exc: GrammarCompileError) -> GrammarCompileError:
+    """``exc`` (a lazily built automaton past its state cap or time-out while ``req`` was being
+    generated) with where it happened; the same type, so callers map it as a compile limit."""
+    return type(exc)(f"{exc} (reached while generating, after {len(req.output_ids)} output tokens; the output so far is incomplete)")
