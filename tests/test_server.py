@@ -356,6 +356,20 @@ def test_422_compile_timeout(make_server: Callable[..., ServerThread]) -> None:
         assert err["code"] == "compile_timeout" and "timeout_s" in err["message"]
 
 
+def test_422_state_cap_met_while_generating(make_server: Callable[..., ServerThread]) -> None:
+    """A lazily built automaton that passes max_states mid-output: a 422 naming the cap and
+    that it was reached while generating, plain or streamed; the server keeps serving."""
+    st = make_server(compiler={"max_states": 150})
+    body = {"prompt": "x", "regex": "[a-z ]{300,400}", "max_tokens": 400, "temperature": 1.0, "seed": 3}
+    with httpx.Client(base_url=st.url, timeout=60) as c:
+        err = _error(c.post("/v1/structured", json=body), 422)
+        assert err["code"] == "compile_limit" and "max_states=150" in err["message"] and "reached while generating" in err["message"]
+        with c.stream("POST", "/v1/structured", json={**body, "stream": True}) as s:
+            events = [json.loads(line[6:]) for line in s.iter_lines() if line.startswith("data: ") and line != "data: [DONE]"]
+        assert events and "error" in events[-1] and "reached while generating" in events[-1]["error"]["message"]
+        assert c.post("/v1/structured", json={"prompt": "x", "max_tokens": 2}).status_code == 200
+
+
 def test_429_queue_full(make_server: Callable[..., ServerThread]) -> None:
     st = make_server(max_queue=1)
     with httpx.Client(base_url=st.url, timeout=60) as c:
