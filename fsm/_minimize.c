@@ -13,7 +13,9 @@
  *
  * Raises ValueError for a target out of range or buffers too small, MemoryError.
  *
- * refine_byte_classes(table, cls): the bytes whose columns agree (below, before the module table).
+ * refine_byte_classes(table, cls): the bytes whose columns agree; coreachable(table, n, C,
+ * accepting, live): the states that reach acceptance; forced_strings(table, accepting): each
+ * state's forced bytes (all three below, before the module table).
  *
  * Hopcroft's algorithm: J. Hopcroft, "An n log n algorithm for minimizing states in a finite
  * automaton" (1971), O(C n log n), with the worklist holding blocks (each one a splitter for
@@ -209,6 +211,166 @@ done:
     return result;
 }
 
+/* coreachable(table, n, num_classes, accepting, live) -> number of live states
+ *
+ *   table      int32 [n, C]: transitions, -1 for none (any other target in [0, n))
+ *   accepting  bool [n]
+ *   live       bool [n]: written: whether the state reaches an accepting one
+ *
+ * A breadth-first search backwards from the accepting states over the reversed edges (built by
+ * a counting sort of the edges by target): O(n * C).  Raises ValueError for a target out of
+ * range or buffers smaller than their shapes, MemoryError.
+ */
+static PyObject *coreachable(PyObject *self, PyObject *args) {
+    PyObject *o_table, *o_acc, *o_live;
+    Py_ssize_t n, C;
+    if (!PyArg_ParseTuple(args, "OnnOO", &o_table, &n, &C, &o_acc, &o_live)) return NULL;
+    if (n < 0 || C < 1 || n > INT32_MAX / 2 || (size_t)n * (size_t)C >= (size_t)INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "coreachable: n must be >= 0, num_classes >= 1 and n * num_classes < 2**31");
+        return NULL;
+    }
+    Py_buffer tb, ab, lb;
+    if (PyObject_GetBuffer(o_table, &tb, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(o_acc, &ab, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&tb);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(o_live, &lb, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&tb), PyBuffer_Release(&ab);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    int32_t *start = NULL, *preds = NULL, *queue = NULL;
+    if (tb.len < (Py_ssize_t)(n * C * 4) || ab.len < n || lb.len < n) {
+        PyErr_SetString(PyExc_ValueError, "coreachable: table, accepting or live smaller than their shapes");
+        goto done;
+    }
+    const int32_t *table = (const int32_t *)tb.buf;
+    const uint8_t *acc = (const uint8_t *)ab.buf;
+    uint8_t *live = (uint8_t *)lb.buf;
+    for (Py_ssize_t i = 0; i < n * C; i++)
+        if (table[i] < -1 || table[i] >= n) {
+            PyErr_SetString(PyExc_ValueError, "coreachable: a target is out of range");
+            goto done;
+        }
+    start = (int32_t *)calloc((size_t)n + 2, sizeof(int32_t));
+    preds = (int32_t *)malloc(((size_t)n * (size_t)C + 1) * sizeof(int32_t));
+    queue = (int32_t *)malloc(((size_t)n + 1) * sizeof(int32_t));
+    if (!start || !preds || !queue) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t n_live = 0;
+    Py_BEGIN_ALLOW_THREADS;
+    for (Py_ssize_t i = 0; i < n * C; i++)
+        if (table[i] >= 0) start[table[i] + 2]++;
+    for (Py_ssize_t t = 0; t < n; t++) start[t + 2] += start[t + 1];
+    for (Py_ssize_t s = 0; s < n; s++) /* start[t + 1] walks along t's slots */
+        for (Py_ssize_t c = 0; c < C; c++) {
+            int32_t t = table[s * C + c];
+            if (t >= 0) preds[start[t + 1]++] = (int32_t)s;
+        }
+    /* start[t] .. start[t + 1] now holds t's predecessors */
+    Py_ssize_t head = 0, tail = 0;
+    for (Py_ssize_t s = 0; s < n; s++) {
+        live[s] = acc[s] != 0;
+        if (live[s]) queue[tail++] = (int32_t)s;
+    }
+    while (head < tail) {
+        int32_t t = queue[head++];
+        for (int32_t k = start[t]; k < start[t + 1]; k++) {
+            int32_t p = preds[k];
+            if (!live[p]) live[p] = 1, queue[tail++] = p;
+        }
+    }
+    n_live = tail;
+    Py_END_ALLOW_THREADS;
+    result = PyLong_FromSsize_t(n_live);
+done:
+    free(start), free(preds), free(queue);
+    PyBuffer_Release(&tb), PyBuffer_Release(&ab), PyBuffer_Release(&lb);
+    return result;
+}
+
+/* forced_strings(table, accepting) -> tuple of n bytes
+ *
+ *   table      int32 [n, 256]: a byte table, row 0 the dead state (targets in [0, n))
+ *   accepting  bool [n]
+ *
+ * Per state, the bytes every continuation starts with: the only live byte of each state on the
+ * chain of non-accepting states with exactly one live byte, followed from it (b"" for the
+ * others; a chain that closes on itself stops before it repeats).  Lengths first (each state's
+ * chain walked once, memoized), then each string filled by walking its chain: O(n * 256 + the
+ * strings' total length).  Raises ValueError for a target out of range or buffers smaller than
+ * their shapes, MemoryError.
+ */
+static PyObject *forced_strings(PyObject *self, PyObject *args) {
+    PyObject *o_table, *o_acc;
+    if (!PyArg_ParseTuple(args, "OO", &o_table, &o_acc)) return NULL;
+    Py_buffer tb, ab;
+    if (PyObject_GetBuffer(o_table, &tb, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(o_acc, &ab, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&tb);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    int32_t *fb = NULL, *nx = NULL, *len = NULL, *stack = NULL;
+    Py_ssize_t n = tb.len / (256 * 4);
+    if (tb.len % (256 * 4) != 0 || n < 1 || n > INT32_MAX / 2 || ab.len < n) {
+        PyErr_SetString(PyExc_ValueError, "forced_strings: table must be int32 [n >= 1, 256] and accepting bool [n]");
+        goto done;
+    }
+    const int32_t *table = (const int32_t *)tb.buf;
+    const uint8_t *acc = (const uint8_t *)ab.buf;
+    for (Py_ssize_t i = 0; i < n * 256; i++)
+        if (table[i] < 0 || table[i] >= n) {
+            PyErr_SetString(PyExc_ValueError, "forced_strings: a target is out of range");
+            goto done;
+        }
+    fb = (int32_t *)malloc((size_t)n * sizeof(int32_t));
+    nx = (int32_t *)malloc((size_t)n * sizeof(int32_t));
+    len = (int32_t *)malloc((size_t)n * sizeof(int32_t));
+    stack = (int32_t *)malloc((size_t)n * sizeof(int32_t));
+    if (!fb || !nx || !len || !stack) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t s = 0; s < n; s++) { /* the one live byte of a non-accepting state, or -1 */
+        fb[s] = -1, len[s] = -1;
+        if (s == 0 || acc[s]) continue;
+        const int32_t *row = table + s * 256;
+        int live = 0, b1 = -1;
+        for (int b = 0; b < 256 && live < 2; b++)
+            if (row[b] != 0) live++, b1 = b;
+        if (live == 1) fb[s] = b1, nx[s] = row[b1];
+    }
+    for (Py_ssize_t s = 0; s < n; s++) { /* chain lengths; len -2 marks a state on the stack */
+        Py_ssize_t top = 0;
+        int32_t cur = (int32_t)s;
+        while (len[cur] == -1 && fb[cur] >= 0) len[cur] = -2, stack[top++] = cur, cur = nx[cur];
+        int32_t base = len[cur] >= 0 ? len[cur] : 0; /* known, no forced byte, or a state met again */
+        if (len[cur] == -1) len[cur] = 0;
+        while (top) base++, len[stack[--top]] = base;
+    }
+    result = PyTuple_New(n);
+    if (!result) goto done;
+    for (Py_ssize_t s = 0; s < n; s++) {
+        PyObject *item = PyBytes_FromStringAndSize(NULL, len[s]);
+        if (!item) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        char *out = PyBytes_AS_STRING(item);
+        int32_t cur = (int32_t)s;
+        for (int32_t i = 0; i < len[s]; i++) out[i] = (char)fb[cur], cur = nx[cur];
+        PyTuple_SET_ITEM(result, s, item);
+    }
+done:
+    free(fb), free(nx), free(len), free(stack);
+    PyBuffer_Release(&tb), PyBuffer_Release(&ab);
+    return result;
+}
+
 /* refine_byte_classes(table, cls) -> number of classes
  *
  *   table  int32 [S, 256]: a transition table over raw bytes (any values)
@@ -297,6 +459,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"minimize", minimize, METH_VARARGS, "Hopcroft minimization of a complete table: block of every state; see fsm/_minimize.c."},
+    {"forced_strings", forced_strings, METH_VARARGS, "Each state's forced bytes; see fsm/_minimize.c."},
+    {"coreachable", coreachable, METH_VARARGS, "The states that reach an accepting one; see fsm/_minimize.c."},
     {"refine_byte_classes", refine_byte_classes, METH_VARARGS, "Refine a partition of the 256 bytes by a table's columns; see fsm/_minimize.c."},
     {NULL, NULL, 0, NULL},
 };

@@ -22,11 +22,15 @@ from .errors import GrammarCompileError, GrammarTimeoutError
 
 _c_minimize: Any
 _c_refine_byte_classes: Any
-try:  # Hopcroft's minimization and byte classes (fsm/_minimize.c); optional, see setup.py
+_c_coreachable: Any
+_c_forced_strings: Any
+try:  # minimization, byte classes, co-reachability, forced strings (fsm/_minimize.c); optional, see setup.py
+    from ._minimize import coreachable as _c_coreachable
+    from ._minimize import forced_strings as _c_forced_strings
     from ._minimize import minimize as _c_minimize
     from ._minimize import refine_byte_classes as _c_refine_byte_classes
 except ImportError:  # pragma: no cover - exercised when no C compiler was available at install
-    _c_minimize = _c_refine_byte_classes = None
+    _c_minimize = _c_refine_byte_classes = _c_coreachable = _c_forced_strings = None
 
 if TYPE_CHECKING:
     from .nfa import NFA
@@ -189,28 +193,16 @@ def trim_and_minimize(
     """Drop states that cannot reach acceptance, optionally minimise, renumber with dead = 0.
 
     ``trans``: ``int32 [S, C]`` over ``C`` byte classes, -1 for no transition; ``accepting``:
-    ``bool [S]``; ``class_of_byte``: ``int32 [256]``.  Minimization is Hopcroft's algorithm in C
-    where ``fsm/_minimize.c`` is built and ``use_compiled``, else Moore's refinement in numpy
-    (up to ``_MOORE_MAX_STATES`` states); the same automaton up to state numbering."""
+    ``bool [S]``; ``class_of_byte``: ``int32 [256]``.  Co-reachability and minimization
+    (Hopcroft's algorithm) run in C where ``fsm/_minimize.c`` is built and ``use_compiled``,
+    else in numpy (Moore's refinement, up to ``_MOORE_MAX_STATES`` states); the same automaton
+    up to state numbering."""
     n, c = trans.shape
-    # co-reachability by reverse BFS over a CSR of reversed edges
-    src = np.repeat(np.arange(n, dtype=np.int64), c)
-    dst = trans.reshape(-1).astype(np.int64)
-    ok = dst >= 0
-    src, dst = src[ok], dst[ok]
-    order = np.argsort(dst, kind="stable")
-    rsrc = src[order]
-    indptr = np.searchsorted(dst[order], np.arange(n + 1))
-    live = accepting.copy()
-    frontier = np.flatnonzero(live)
-    while frontier.size:
-        lens = indptr[frontier + 1] - indptr[frontier]  # [F] each frontier state's predecessor count
-        # the frontier's CSR segments gathered at once: segment i starts at indptr[f_i]
-        at = np.repeat(indptr[frontier] - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
-        preds = np.unique(rsrc[at])
-        preds = preds[~live[preds]]
-        live[preds] = True
-        frontier = preds
+    if use_compiled and _c_coreachable is not None:
+        live = np.empty(n, dtype=bool)  # [S]
+        _c_coreachable(np.ascontiguousarray(trans, dtype=np.int32), n, c, np.ascontiguousarray(accepting, dtype=bool), live)
+    else:
+        live = _coreachable(trans, accepting)
     # map: dead/pruned -> 0, live states -> 1..L ; add an explicit dead row
     full = np.where(trans >= 0, trans, n)  # n = sink
     full = np.vstack([full, np.full((1, c), n, dtype=full.dtype)])
@@ -232,9 +224,35 @@ def trim_and_minimize(
     table_cls[0] = 0
     acc = acc_ext[rep].copy()
     acc[0] = False
-    table = table_cls[:, class_of_byte]
+    table = np.take(table_cls, class_of_byte, axis=1)  # [num, 256], C order (a[:, idx] is not)
     init = int(part[initial])
-    return ByteDFA(table=np.ascontiguousarray(table), accepting=acc, initial=init, forced=forced_strings(table, acc))
+    forced = forced_strings(table, acc, use_compiled=use_compiled)
+    return ByteDFA(table=np.ascontiguousarray(table), accepting=acc, initial=init, forced=forced)
+
+
+def _coreachable(trans: np.ndarray, accepting: np.ndarray) -> np.ndarray:
+    """``bool [S]``: the states of ``trans`` (``[S, C]``, -1 for no edge) that reach an
+    accepting one; a breadth-first search backwards over a CSR of the reversed edges (numpy;
+    ``coreachable`` in fsm/_minimize.c is the compiled one)."""
+    n, c = trans.shape
+    src = np.repeat(np.arange(n, dtype=np.int64), c)
+    dst = trans.reshape(-1).astype(np.int64)
+    ok = dst >= 0
+    src, dst = src[ok], dst[ok]
+    order = np.argsort(dst, kind="stable")
+    rsrc = src[order]
+    indptr = np.searchsorted(dst[order], np.arange(n + 1))
+    live = np.asarray(accepting, dtype=bool).copy()
+    frontier = np.flatnonzero(live)
+    while frontier.size:
+        lens = indptr[frontier + 1] - indptr[frontier]  # [F] each frontier state's predecessor count
+        # the frontier's CSR segments gathered at once: segment i starts at indptr[f_i]
+        at = np.repeat(indptr[frontier] - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+        preds = np.unique(rsrc[at])
+        preds = preds[~live[preds]]
+        live[preds] = True
+        frontier = preds
+    return live
 
 
 def _minimal_partition(
@@ -297,11 +315,15 @@ def _moore(full: np.ndarray, acc: np.ndarray, live: np.ndarray, sink: int, budge
     return None
 
 
-def forced_strings(table: np.ndarray, accepting: np.ndarray) -> tuple[bytes, ...]:
+def forced_strings(table: np.ndarray, accepting: np.ndarray, *, use_compiled: bool = True) -> tuple[bytes, ...]:
     """Per state of the byte table ``table`` (``int32 [S, 256]``, row 0 dead; ``accepting``
     ``bool [S]``), the bytes every continuation starts with: the chain of non-accepting states
-    with one live byte each, followed from it (``b""`` for the others; a chain that closes on
-    itself stops where it would repeat)."""
+    with one live byte each, followed from it (``b""`` for the others).  In C where
+    ``fsm/_minimize.c`` is built and ``use_compiled`` (``forced_strings`` there), else here; a
+    trimmed table has no such chain that closes on itself (its states could not reach
+    acceptance)."""
+    if use_compiled and _c_forced_strings is not None:
+        return _c_forced_strings(np.ascontiguousarray(table, dtype=np.int32), np.ascontiguousarray(accepting, dtype=bool))  # type: ignore[no-any-return]
     n = table.shape[0]
     live_counts = (table != DEAD).sum(axis=1)
     first_live = np.argmax(table != DEAD, axis=1)
@@ -380,8 +402,8 @@ def product_dfa(a: ByteDFA, b: ByteDFA, budget: Budget, *, minus: bool) -> ByteD
     if a.is_empty() or (b.is_empty() and not minus):
         return empty_dfa()
     rep_bytes, class_of_byte = byte_classes(a.table, b.table)
-    ta = a.table[:, rep_bytes]  # [Sa, C]
-    tb = b.table[:, rep_bytes]  # [Sb, C]
+    ta = np.take(a.table, rep_bytes, axis=1)  # [Sa, C]
+    tb = np.take(b.table, rep_bytes, axis=1)  # [Sb, C]
     c = len(rep_bytes)
     sb = tb.shape[0]
     # breadth-first, a whole level at a time: a pair (x, y) is the code x * Sb + y, and only the

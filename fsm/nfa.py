@@ -401,7 +401,7 @@ def explicit_dfa(node: Automaton, budget: Budget) -> ByteDFA:
             trans[q, lo : hi + 1] = target
     accepting = np.array(node.accepting, dtype=bool)  # [S]
     first, class_of_byte = byte_classes(trans)  # bytes with equal columns share a class
-    classes = trans[:, first]  # [S, C]
+    classes = np.take(trans, first, axis=1)  # [S, C]
     return trim_and_minimize(classes, accepting, class_of_byte, 0, budget, minimize=True)
 
 

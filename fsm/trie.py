@@ -342,7 +342,7 @@ class VocabTrie:
                 break
             for s in missing[:-n].tolist():
                 dfa.expand(s)
-        return None if n == 0 else out[:n][:, cob]
+        return None if n == 0 else np.take(out[:n], cob, axis=1)
 
     def body_tokens(self, table: np.ndarray) -> np.ndarray:
         """``uint32 [W]`` bitmask of the tokens that the body automaton ``table`` (``int32

@@ -86,6 +86,25 @@ def test_compiled_eager_dfa_on_products(schema: dict) -> None:
     assert assert_isomorphic(compile_dfa(node), compile_dfa(node, use_compiled=False)) > 3
 
 
+@compiled
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(_regex())
+def test_compiled_forced_strings_are_the_reference(pattern: str) -> None:
+    for dfa in (compile_dfa(regex_to_ir(pattern)), compile_dfa(regex_to_ir(f'"key": "{pattern}", "next"'))):
+        assert dfa_mod.forced_strings(dfa.table, dfa.accepting) == dfa_mod.forced_strings(dfa.table, dfa.accepting, use_compiled=False)
+
+
+@compiled
+def test_compiled_forced_strings_reject_bad_tables() -> None:
+    with pytest.raises(ValueError, match="int32 \\[n >= 1, 256\\]"):
+        dfa_mod._c_forced_strings(np.zeros((2, 255), dtype=np.int32), np.zeros(2, dtype=bool))
+    with pytest.raises(ValueError, match="out of range"):
+        dfa_mod._c_forced_strings(np.full((2, 256), 2, dtype=np.int32), np.zeros(2, dtype=bool))
+    table = np.zeros((4, 256), dtype=np.int32)
+    table[1, ord("a")], table[2, ord("b")] = 2, 3  # 1 -a-> 2 -b-> 3 (accepting)
+    assert dfa_mod._c_forced_strings(table, np.array([False, False, False, True])) == (b"", b"ab", b"b", b"")
+
+
 def _planted(rng: np.random.Generator, n: int, c: int) -> tuple[np.ndarray, np.ndarray]:
     """A random table [2n, C] whose second half copies the first (every state has a twin), with
     some transitions missing (-1) and random acceptance, copied to the twins."""
@@ -138,6 +157,35 @@ def test_byte_classes_group_bytes_whose_columns_agree_in_every_table() -> None:
             reps, cob = byte_classes(*tables, use_compiled=use_compiled)
             assert reps.tolist() == exact_reps.tolist() and cob.tolist() == exact_cob.tolist()
             assert reps.tolist() == sorted(reps.tolist()) and cob[reps].tolist() == list(range(len(reps)))
+
+
+def test_coreachable_states_compiled_and_numpy_agree() -> None:
+    rng = np.random.default_rng(11)
+    for k in range(40):
+        n, c = int(rng.integers(1, 60)), int(rng.integers(1, 9))
+        trans = rng.integers(-1, n, size=(n, c)).astype(np.int32)
+        trans[rng.random((n, c)) < 0.5] = -1  # sparse: some states reach nothing
+        accepting = rng.random(n) < [0.0, 0.05, 0.3][k % 3]
+        want = {s for s in range(n) if accepting[s]}  # fixpoint over the forward edges
+        while True:
+            more = {s for s in range(n) if s not in want and any(t in want for t in trans[s].tolist() if t >= 0)}
+            if not more:
+                break
+            want |= more
+        assert set(np.flatnonzero(dfa_mod._coreachable(trans, accepting)).tolist()) == want
+        if dfa_mod._c_coreachable is not None:
+            live = np.empty(n, dtype=bool)
+            assert dfa_mod._c_coreachable(trans, n, c, accepting, live) == len(want)
+            assert set(np.flatnonzero(live).tolist()) == want
+
+
+@compiled
+def test_coreachable_rejects_out_of_range_targets_and_short_buffers() -> None:
+    live = np.empty(2, dtype=bool)
+    with pytest.raises(ValueError, match="out of range"):
+        dfa_mod._c_coreachable(np.array([[0], [2]], dtype=np.int32), 2, 1, np.zeros(2, dtype=bool), live)
+    with pytest.raises(ValueError, match="smaller than their shapes"):
+        dfa_mod._c_coreachable(np.array([[0], [1]], dtype=np.int32), 2, 1, np.zeros(1, dtype=bool), live)
 
 
 @compiled
