@@ -123,6 +123,21 @@ static void refine(parts *P, int32_t n, int32_t C) {
     }
 }
 
+/* Acquire the buffers of objs[0..n): C-contiguous, and writable where writable[i]; on a failure
+ * the ones taken are released and -1 returned (with the Python error set). */
+static int get_buffers(int n, PyObject *const *objs, const int *writable, Py_buffer *out) {
+    for (int i = 0; i < n; i++)
+        if (PyObject_GetBuffer(objs[i], &out[i], PyBUF_C_CONTIGUOUS | (writable[i] ? PyBUF_WRITABLE : 0)) < 0) {
+            while (i--) PyBuffer_Release(&out[i]);
+            return -1;
+        }
+    return 0;
+}
+
+static void release_buffers(int n, Py_buffer *bufs) {
+    for (int i = 0; i < n; i++) PyBuffer_Release(&bufs[i]);
+}
+
 static PyObject *minimize(PyObject *self, PyObject *args) {
     PyObject *o_table, *o_labels, *o_out;
     Py_ssize_t n, C;
@@ -131,16 +146,11 @@ static PyObject *minimize(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "minimize: n and num_classes must be positive and n * num_classes < 2**31");
         return NULL;
     }
-    Py_buffer tb, lb, ob;
-    if (PyObject_GetBuffer(o_table, &tb, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    if (PyObject_GetBuffer(o_labels, &lb, PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&tb);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(o_out, &ob, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&tb), PyBuffer_Release(&lb);
-        return NULL;
-    }
+    Py_buffer bufs[3];
+    PyObject *objs[3] = {o_table, o_labels, o_out};
+    const int writable[3] = {0, 0, 1};
+    if (get_buffers(3, objs, writable, bufs) < 0) return NULL;
+    Py_buffer tb = bufs[0], lb = bufs[1], ob = bufs[2];
     PyObject *result = NULL;
     labelled *order = NULL;
     parts P;
@@ -207,7 +217,7 @@ static PyObject *minimize(PyObject *self, PyObject *args) {
 done:
     free(order);
     if (have_parts) free_parts(&P);
-    PyBuffer_Release(&tb), PyBuffer_Release(&lb), PyBuffer_Release(&ob);
+    release_buffers(3, bufs);
     return result;
 }
 
@@ -229,16 +239,11 @@ static PyObject *coreachable(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "coreachable: n must be >= 0, num_classes >= 1 and n * num_classes < 2**31");
         return NULL;
     }
-    Py_buffer tb, ab, lb;
-    if (PyObject_GetBuffer(o_table, &tb, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    if (PyObject_GetBuffer(o_acc, &ab, PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&tb);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(o_live, &lb, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&tb), PyBuffer_Release(&ab);
-        return NULL;
-    }
+    Py_buffer bufs[3];
+    PyObject *objs[3] = {o_table, o_acc, o_live};
+    const int writable[3] = {0, 0, 1};
+    if (get_buffers(3, objs, writable, bufs) < 0) return NULL;
+    Py_buffer tb = bufs[0], ab = bufs[1], lb = bufs[2];
     PyObject *result = NULL;
     int32_t *start = NULL, *preds = NULL, *queue = NULL;
     if (tb.len < (Py_ssize_t)(n * C * 4) || ab.len < n || lb.len < n) {
@@ -288,7 +293,7 @@ static PyObject *coreachable(PyObject *self, PyObject *args) {
     result = PyLong_FromSsize_t(n_live);
 done:
     free(start), free(preds), free(queue);
-    PyBuffer_Release(&tb), PyBuffer_Release(&ab), PyBuffer_Release(&lb);
+    release_buffers(3, bufs);
     return result;
 }
 
@@ -307,12 +312,11 @@ done:
 static PyObject *forced_strings(PyObject *self, PyObject *args) {
     PyObject *o_table, *o_acc;
     if (!PyArg_ParseTuple(args, "OO", &o_table, &o_acc)) return NULL;
-    Py_buffer tb, ab;
-    if (PyObject_GetBuffer(o_table, &tb, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    if (PyObject_GetBuffer(o_acc, &ab, PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&tb);
-        return NULL;
-    }
+    Py_buffer bufs[2];
+    PyObject *objs[2] = {o_table, o_acc};
+    const int writable[2] = {0, 0};
+    if (get_buffers(2, objs, writable, bufs) < 0) return NULL;
+    Py_buffer tb = bufs[0], ab = bufs[1];
     PyObject *result = NULL;
     int32_t *fb = NULL, *nx = NULL, *len = NULL, *stack = NULL;
     Py_ssize_t n = tb.len / (256 * 4);
@@ -367,7 +371,7 @@ static PyObject *forced_strings(PyObject *self, PyObject *args) {
     }
 done:
     free(fb), free(nx), free(len), free(stack);
-    PyBuffer_Release(&tb), PyBuffer_Release(&ab);
+    release_buffers(2, bufs);
     return result;
 }
 
@@ -387,12 +391,11 @@ done:
 static PyObject *refine_byte_classes(PyObject *self, PyObject *args) {
     PyObject *o_table, *o_cls;
     if (!PyArg_ParseTuple(args, "OO", &o_table, &o_cls)) return NULL;
-    Py_buffer tb, cb;
-    if (PyObject_GetBuffer(o_table, &tb, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    if (PyObject_GetBuffer(o_cls, &cb, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&tb);
-        return NULL;
-    }
+    Py_buffer bufs[2];
+    PyObject *objs[2] = {o_table, o_cls};
+    const int writable[2] = {0, 1};
+    if (get_buffers(2, objs, writable, bufs) < 0) return NULL;
+    Py_buffer tb = bufs[0], cb = bufs[1];
     PyObject *result = NULL;
     if (tb.len % (256 * 4) != 0 || cb.len < 256 * 4) {
         PyErr_SetString(PyExc_ValueError, "refine_byte_classes: table must be int32 [S, 256] and cls int32 [256]");
@@ -453,7 +456,7 @@ static PyObject *refine_byte_classes(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS;
     result = PyLong_FromLong(k);
 done:
-    PyBuffer_Release(&tb), PyBuffer_Release(&cb);
+    release_buffers(2, bufs);
     return result;
 }
 
