@@ -314,6 +314,10 @@ class NFABuilder:
         state["_keep"] = []
         return state
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.lengths.attach(self)  # its reference to this builder is weak, so it did not travel
+
     def global_key(self, node: Node) -> bytes:
         """A key equal for structurally equal IR nodes across builders
         (:func:`~structgen.fsm.product_cache.structural_key`, memoized for this builder)."""

@@ -6,8 +6,9 @@ worst shortest way out from inside it, each memoized by structure.  ``And`` / ``
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from structgen.schemas.charset import utf8_sequences
 from structgen.schemas.ir import Alt, And, Automaton, Chars, Join, Lit, Members, Minus, Node, Rep, Seq
@@ -24,11 +25,29 @@ class NodeLengths:
     the builder, memos included."""
 
     def __init__(self, builder: NFABuilder) -> None:
-        self.builder = builder
+        # a weak reference: the builder holds its NodeLengths, and a cycle between them would
+        # leave every grammar's NFA to the cyclic collector, which never frees what gc.freeze
+        # froze (the engine freezes a grammar once it serves)
+        self._builder = weakref.ref(builder)
         self._nullable: dict[int, bool] = {}  # structural id -> matches the empty string
         self._shortest: dict[int, int] = {}  # structural id -> shortest string's bytes
         self._worst: dict[int, int] = {}  # structural id -> worst_distance
         self._longest: dict[int, int] = {}  # structural id -> longest bound
+
+    @property
+    def builder(self) -> NFABuilder:
+        got = self._builder()
+        assert got is not None, "NodeLengths outlived its NFABuilder"
+        return got
+
+    def attach(self, builder: NFABuilder) -> None:
+        """Point at ``builder`` (a copy unpickled with its memos)."""
+        self._builder = weakref.ref(builder)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_builder"]  # a weak reference does not pickle: the builder re-attaches its copy
+        return state
 
     def nullable(self, node: Node) -> bool:
         """Whether ``node`` matches the empty string (memoized by structure)."""

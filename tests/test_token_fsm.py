@@ -921,11 +921,16 @@ def test_a_dropped_grammar_is_freed_without_the_cyclic_collector(gpt2_vocab: Voc
         cur.advance(t)
     assert cur.is_accepting()
     ref = weakref.ref(fsm)
+    builder = fsm.dfa.builder  # the lazy automaton's NFA builder, which holds the NFA
+    assert builder is not None
+    bref, lref = weakref.ref(builder), weakref.ref(builder.lengths)
+    del builder
     was = gc.isenabled()
     gc.disable()
     try:
         del fsm, cur
         assert ref() is None
+        assert bref() is None and lref() is None  # no builder ↔ length analyses cycle either
     finally:
         if was:
             gc.enable()
