@@ -25,6 +25,7 @@ generation instead and the caller must post-validate (``structgen`` does).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -180,10 +181,7 @@ class Converter:
         if self._validator_cls is None:
             cls = jsonschema.validators.validator_for(self.root, default=jsonschema.Draft202012Validator)
             self._validator_cls = cls
-            if cls is not jsonschema.Draft202012Validator:
-                later = jsonschema.Draft202012Validator.VALIDATORS
-                cls = jsonschema.validators.extend(cls, {k: later[k] for k in ("const", "contains", "propertyNames")})
-            self._root_validator = cls(self.root, format_checker=self._validator_cls.FORMAT_CHECKER)
+            self._root_validator = _with_later_keywords(cls)(self.root, format_checker=cls.FORMAT_CHECKER)
         return self._root_validator.evolve(schema=schema)
 
     def draft_number(self) -> int:
@@ -485,3 +483,16 @@ def pydantic_schema(model: Any) -> dict[str, Any]:
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
         raise TypeError(f"expected a pydantic BaseModel subclass, got {model!r}")
     return model.model_json_schema()
+
+
+@functools.cache
+def _with_later_keywords(cls: Any) -> Any:
+    """``cls`` (a ``jsonschema`` validator class) reading ``const``, ``contains`` and
+    ``propertyNames`` as 2020-12 does (:meth:`Converter.validator`); made once per draft,
+    since every class ``jsonschema.validators.extend`` makes is a new reference cycle."""
+    import jsonschema
+
+    if cls is jsonschema.Draft202012Validator:
+        return cls
+    later = jsonschema.Draft202012Validator.VALIDATORS
+    return jsonschema.validators.extend(cls, {k: later[k] for k in ("const", "contains", "propertyNames")})

@@ -35,36 +35,38 @@ def encode_json_string_content(node: Node) -> Node:
     """
     if node is ANY_STRING_CONTENT:
         return ANY_STRING_ENCODED
-    memo: dict[int, Node] = {}
+    return _encode(node, {})
 
-    def enc(n: Node) -> Node:
-        got = memo.get(id(n))
-        if got is not None:
-            return got
-        out: Node
-        if isinstance(n, Chars):
-            out = encode_charset(n.cs)
-        elif isinstance(n, Lit):
-            text = n.data.decode("utf-8")
-            out = seq(*[encode_charset(CharSet.of_chars(c)) for c in text]) if text else EPSILON
-        elif isinstance(n, Seq):
-            out = seq(*[enc(i) for i in n.items]) if n.items else EPSILON
-        elif isinstance(n, Alt):
-            out = Alt(tuple(enc(i) for i in n.items))
-        elif isinstance(n, Rep):
-            out = Rep(enc(n.item), n.lo, n.hi)
-        elif isinstance(n, And):
-            out = And(tuple(enc(i) for i in n.items))
-        elif isinstance(n, Minus):
-            out = Minus(enc(n.left), enc(n.right))
-        elif isinstance(n, Join):
-            out = Join(enc(n.item), enc(n.sep), n.lo, n.hi)
-        else:
-            raise TypeError(f"cannot JSON-encode {n!r}")
-        memo[id(n)] = out
-        return out
 
-    return enc(node)
+def _encode(n: Node, memo: dict[int, Node]) -> Node:
+    """:func:`encode_json_string_content` of ``n``, shared sub-expressions encoded once
+    (``memo``: id of a node of the input → its encoding; a module-level function, so that no
+    closure refers to itself and every call's memo goes by reference counting)."""
+    got = memo.get(id(n))
+    if got is not None:
+        return got
+    out: Node
+    if isinstance(n, Chars):
+        out = encode_charset(n.cs)
+    elif isinstance(n, Lit):
+        text = n.data.decode("utf-8")
+        out = seq(*[encode_charset(CharSet.of_chars(c)) for c in text]) if text else EPSILON
+    elif isinstance(n, Seq):
+        out = seq(*[_encode(i, memo) for i in n.items]) if n.items else EPSILON
+    elif isinstance(n, Alt):
+        out = Alt(tuple(_encode(i, memo) for i in n.items))
+    elif isinstance(n, Rep):
+        out = Rep(_encode(n.item, memo), n.lo, n.hi)
+    elif isinstance(n, And):
+        out = And(tuple(_encode(i, memo) for i in n.items))
+    elif isinstance(n, Minus):
+        out = Minus(_encode(n.left, memo), _encode(n.right, memo))
+    elif isinstance(n, Join):
+        out = Join(_encode(n.item, memo), _encode(n.sep, memo), n.lo, n.hi)
+    else:
+        raise TypeError(f"cannot JSON-encode {n!r}")
+    memo[id(n)] = out
+    return out
 
 
 @functools.lru_cache(maxsize=4096)
