@@ -74,7 +74,7 @@ class GrammarCompiler:
                 self._counts["memory_hits"] += 1
         if got is not None:
             if isinstance(got, BaseException):
-                raise got
+                raise got.with_traceback(None)  # a fresh traceback each time, not one grown by every raise
             return got
         from_disk = self._load_disk(key)
         fsm_or_err: TokenFSM | BaseException | None = from_disk
@@ -136,7 +136,12 @@ class GrammarCompiler:
             pass  # the state cap: rows past it stay lazy, and serving there raises as before
 
     def _remember(self, key: str, fsm_or_err: TokenFSM | BaseException) -> None:
-        """Insert into the in-memory LRU (most recent last), trimming it to ``cache_size``."""
+        """Insert into the in-memory LRU (most recent last), trimming it to ``cache_size``.  A
+        failure is kept without its traceback and chained exceptions: their frames held what
+        the failed compile built (a state cap's automaton, tens of MB) for as long as the
+        failure stayed cached."""
+        if isinstance(fsm_or_err, BaseException):
+            _strip(fsm_or_err)
         with self._lock:
             if self.config.cache_size:
                 self._lru[key] = fsm_or_err
@@ -372,6 +377,19 @@ class GrammarCompiler:
         with os.fdopen(fd, "wb") as f:
             pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, path)
+
+
+def _strip(exc: BaseException) -> None:
+    """Drop the tracebacks of ``exc`` and of the exceptions it chains (``__cause__`` /
+    ``__context__``), and the context itself; the messages stay."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        cur.__traceback__ = None
+        nxt = cur.__cause__
+        cur.__context__ = None
+        cur = nxt
 
 
 _WORKER: GrammarCompiler | None = None

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -350,3 +351,16 @@ def test_the_compile_processes_warm_up_schema_compiles(gpt2_vocab: Vocabulary) -
     down): it compiles, and its language is not empty."""
     fsm = GrammarCompiler(gpt2_vocab, CompilerConfig(cache_size=0)).compile(WARM_UP)
     assert fsm.dfa.accepts(b"{}") and not fsm.dfa.accepts(b'{"a": 1}')
+
+
+def test_cached_failures_keep_nothing_of_the_failed_compile(gpt2_vocab: Vocabulary) -> None:
+    """A failure in the LRU is raised again without the frames of the compile that failed
+    (they held its partial automaton) and without a traceback grown by earlier raises."""
+    compiler = GrammarCompiler(gpt2_vocab, CompilerConfig(max_states=50))
+    c = Constraint.json_schema({"type": "string", "pattern": "^(a|b)*a(a|b){8}$", "maxLength": 30})  # an eager product
+    for _ in range(3):  # the compile, then two cache hits
+        with pytest.raises(GrammarCompileError, match="max_states=50") as info:
+            compiler.compile(c)
+        frames = [f.f_code.co_name for f, _line in traceback.walk_tb(info.value.__traceback__)]
+        assert frames == ["test_cached_failures_keep_nothing_of_the_failed_compile", "compile"], frames
+        assert info.value.__context__ is None and info.value.__cause__ is None
