@@ -179,7 +179,7 @@ class GrammarCompiler:
         import multiprocessing
 
         ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold CUDA
-        config = dataclasses.replace(self.config, cache_dir=None, workers=1)
+        config = dataclasses.replace(_process_config(self.config), cache_dir=None)
         with ProcessPoolExecutor(min(processes, len(distinct)), mp_context=ctx, initializer=_worker_init,
                                  initargs=(self.vocab, config)) as pool:  # fmt: skip
             futures = {k: pool.submit(_worker_compile, c) for k, c in distinct.items()}
@@ -247,7 +247,7 @@ class GrammarCompiler:
             import multiprocessing
 
             ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold CUDA
-            config = dataclasses.replace(self.config, workers=1, processes=0, row_processes=0)
+            config = _process_config(self.config)
             if self.config.row_processes and self._row_workers is None:
                 self._row_workers = RowWorkers(self.vocab, self.config.row_processes)
             self._procs = ProcessPoolExecutor(self.config.processes, mp_context=ctx, initializer=_worker_init,
@@ -423,6 +423,13 @@ def code_digest() -> str:
                 with open(os.path.join(folder, name), "rb") as f:
                     h.update(f.read())
     return h.hexdigest()
+
+
+def _process_config(config: CompilerConfig) -> CompilerConfig:
+    """What a compile process runs with: one thread, no processes of its own, and no LRU (the
+    compiler that owns the process caches what it ships, so a hit never reaches a worker; a
+    worker's own copies, each expanded whole, would only grow its memory)."""
+    return dataclasses.replace(config, workers=1, processes=0, row_processes=0, cache_size=0)
 
 
 def _worker_init(vocab: Vocabulary, config: CompilerConfig) -> None:

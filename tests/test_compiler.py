@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from structgen.fsm.compiler import WARM_UP, GrammarCompiler
+from structgen.fsm.compiler import WARM_UP, GrammarCompiler, _process_config
 from structgen.fsm.compiler_config import CompilerConfig, GcPause
 from structgen.fsm.constraint import Constraint
 from structgen.fsm.errors import GrammarCompileError, GrammarTimeoutError
@@ -364,3 +364,12 @@ def test_cached_failures_keep_nothing_of_the_failed_compile(gpt2_vocab: Vocabula
         frames = [f.f_code.co_name for f, _line in traceback.walk_tb(info.value.__traceback__)]
         assert frames == ["test_cached_failures_keep_nothing_of_the_failed_compile", "compile"], frames
         assert info.value.__context__ is None and info.value.__cause__ is None
+
+
+def test_compile_processes_keep_no_grammars() -> None:
+    """A compile process ships each grammar and keeps none (its owner caches them): no LRU,
+    one thread, no processes of its own; the limits are the owner's."""
+    owner = CompilerConfig(processes=4, row_processes=3, workers=8, cache_size=512, max_states=1234)
+    got = _process_config(owner)
+    assert (got.cache_size, got.workers, got.processes, got.row_processes) == (0, 1, 0, 0)
+    assert got.max_states == 1234 and got.timeout_s == owner.timeout_s
