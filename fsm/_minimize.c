@@ -138,6 +138,18 @@ static void release_buffers(int n, Py_buffer *bufs) {
     for (int i = 0; i < n; i++) PyBuffer_Release(&bufs[i]);
 }
 
+/* get_buffers for a function whose n arguments are all buffers: -1 (error set) when args is not
+ * an n-tuple or a buffer cannot be had. */
+static int buffer_args(const char *name, PyObject *args, int n, const int *writable, Py_buffer *out) {
+    if (PyTuple_GET_SIZE(args) != n) {
+        PyErr_Format(PyExc_TypeError, "%s takes %d arguments (%zd given)", name, n, PyTuple_GET_SIZE(args));
+        return -1;
+    }
+    PyObject *objs[8];
+    for (int i = 0; i < n; i++) objs[i] = PyTuple_GET_ITEM(args, i);
+    return get_buffers(n, objs, writable, out);
+}
+
 static PyObject *minimize(PyObject *self, PyObject *args) {
     PyObject *o_table, *o_labels, *o_out;
     Py_ssize_t n, C;
@@ -310,12 +322,9 @@ done:
  * their shapes, MemoryError.
  */
 static PyObject *forced_strings(PyObject *self, PyObject *args) {
-    PyObject *o_table, *o_acc;
-    if (!PyArg_ParseTuple(args, "OO", &o_table, &o_acc)) return NULL;
     Py_buffer bufs[2];
-    PyObject *objs[2] = {o_table, o_acc};
-    const int writable[2] = {0, 0};
-    if (get_buffers(2, objs, writable, bufs) < 0) return NULL;
+    const int writable[2] = {0, 0}; /* table, accepting */
+    if (buffer_args("forced_strings", args, 2, writable, bufs) < 0) return NULL;
     Py_buffer tb = bufs[0], ab = bufs[1];
     PyObject *result = NULL;
     int32_t *fb = NULL, *nx = NULL, *len = NULL, *stack = NULL;
@@ -389,12 +398,9 @@ done:
  * table.  Raises ValueError for buffers smaller than their shapes or class ids out of range.
  */
 static PyObject *refine_byte_classes(PyObject *self, PyObject *args) {
-    PyObject *o_table, *o_cls;
-    if (!PyArg_ParseTuple(args, "OO", &o_table, &o_cls)) return NULL;
     Py_buffer bufs[2];
-    PyObject *objs[2] = {o_table, o_cls};
-    const int writable[2] = {0, 1};
-    if (get_buffers(2, objs, writable, bufs) < 0) return NULL;
+    const int writable[2] = {0, 1}; /* table, cls */
+    if (buffer_args("refine_byte_classes", args, 2, writable, bufs) < 0) return NULL;
     Py_buffer tb = bufs[0], cb = bufs[1];
     PyObject *result = NULL;
     if (tb.len % (256 * 4) != 0 || cb.len < 256 * 4) {

@@ -198,11 +198,7 @@ def trim_and_minimize(
     else in numpy (Moore's refinement, up to ``_MOORE_MAX_STATES`` states); the same automaton
     up to state numbering."""
     n, c = trans.shape
-    if use_compiled and _c_coreachable is not None:
-        live = np.empty(n, dtype=bool)  # [S]
-        _c_coreachable(np.ascontiguousarray(trans, dtype=np.int32), n, c, np.ascontiguousarray(accepting, dtype=bool), live)
-    else:
-        live = _coreachable(trans, accepting)
+    live = _coreachable(trans, accepting, use_compiled=use_compiled)  # [S]
     # map: dead/pruned -> 0, live states -> 1..L ; add an explicit dead row
     full = np.where(trans >= 0, trans, n)  # n = sink
     full = np.vstack([full, np.full((1, c), n, dtype=full.dtype)])
@@ -230,11 +226,16 @@ def trim_and_minimize(
     return ByteDFA(table=np.ascontiguousarray(table), accepting=acc, initial=init, forced=forced)
 
 
-def _coreachable(trans: np.ndarray, accepting: np.ndarray) -> np.ndarray:
+def _coreachable(trans: np.ndarray, accepting: np.ndarray, *, use_compiled: bool = True) -> np.ndarray:
     """``bool [S]``: the states of ``trans`` (``[S, C]``, -1 for no edge) that reach an
-    accepting one; a breadth-first search backwards over a CSR of the reversed edges (numpy;
-    ``coreachable`` in fsm/_minimize.c is the compiled one)."""
+    accepting one; a breadth-first search backwards over the reversed edges, in C where
+    ``fsm/_minimize.c`` is built and ``use_compiled`` (``coreachable`` there), else over a CSR
+    in numpy."""
     n, c = trans.shape
+    if use_compiled and _c_coreachable is not None:
+        live = np.empty(n, dtype=bool)  # [S]
+        _c_coreachable(np.ascontiguousarray(trans, dtype=np.int32), n, c, np.ascontiguousarray(accepting, dtype=bool), live)
+        return live
     src = np.repeat(np.arange(n, dtype=np.int64), c)
     dst = trans.reshape(-1).astype(np.int64)
     ok = dst >= 0

@@ -100,6 +100,8 @@ def test_compiled_forced_strings_reject_bad_tables() -> None:
         dfa_mod._c_forced_strings(np.zeros((2, 255), dtype=np.int32), np.zeros(2, dtype=bool))
     with pytest.raises(ValueError, match="out of range"):
         dfa_mod._c_forced_strings(np.full((2, 256), 2, dtype=np.int32), np.zeros(2, dtype=bool))
+    with pytest.raises(TypeError, match=r"forced_strings takes 2 arguments \(1 given\)"):
+        dfa_mod._c_forced_strings(np.zeros((2, 256), dtype=np.int32))
     table = np.zeros((4, 256), dtype=np.int32)
     table[1, ord("a")], table[2, ord("b")] = 2, 3  # 1 -a-> 2 -b-> 3 (accepting)
     assert dfa_mod._c_forced_strings(table, np.array([False, False, False, True])) == (b"", b"ab", b"b", b"")
@@ -172,7 +174,8 @@ def test_coreachable_states_compiled_and_numpy_agree() -> None:
             if not more:
                 break
             want |= more
-        assert set(np.flatnonzero(dfa_mod._coreachable(trans, accepting)).tolist()) == want
+        for use_compiled in (True, False):  # the C search (where built) and the numpy one
+            assert set(np.flatnonzero(dfa_mod._coreachable(trans, accepting, use_compiled=use_compiled)).tolist()) == want
         if dfa_mod._c_coreachable is not None:
             live = np.empty(n, dtype=bool)
             assert dfa_mod._c_coreachable(trans, n, c, accepting, live) == len(want)
