@@ -516,7 +516,7 @@ def main() -> None:
         "- latency: client side, request sent → last byte; TTFT / TPOT: the server's `timings` (TTFT from the request's arrival, "
         "tokenization and the wait for the grammar included; TPOT = (total − TTFT) / (completion tokens − 1)); engine alone: "
         "the engine's usage (from submit).",
-        "- queue: the engine's time from a request's arrival to its first forward (the wait for its grammar included); "
+        "- queue: the engine's time from a request's arrival to its first forward (a prompt prefills while its grammar compiles); "
         "grammar: arrival to grammar ready; both from the server's `timings` (engine alone: the request's usage).",
         "- valid: schema outputs parsed and checked with jsonschema (formats included), regex outputs with `re.fullmatch`.",
     ]

@@ -134,6 +134,11 @@ def _add_serve(sub: Any) -> None:
     srv.add_argument(
         "--no-overlap-schedule", action="store_true", help="process each step's sampled tokens before launching the next forward"
     )
+    srv.add_argument(
+        "--no-prefill-while-compiling",
+        action="store_true",
+        help="queue a request for prefill only once its grammar is compiled (default: its prompt prefills meanwhile)",
+    )
     srv.add_argument("--random-weights-seed", type=int, default=None, help="draw random weights (benchmarks of a config-only folder)")
     srv.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
 
@@ -320,6 +325,7 @@ def _serve_command(args: argparse.Namespace) -> int:
                 radix_cache=not args.no_radix_cache,
                 jump_forward=not args.no_jump_forward,
                 overlap_schedule=not args.no_overlap_schedule,
+                prefill_while_compiling=not args.no_prefill_while_compiling,
             ),
             compiler=CompilerConfig(
                 timeout_s=args.compile_timeout_s,

@@ -14,6 +14,7 @@ from structgen.schemas import SchemaError, UnsupportedSchemaError
 
 import structgen
 from structgen import Constraint, Engine, EngineConfig, GenerateRequest, RequestError, SamplingParams
+from structgen.engine.request import RequestOutput, Status
 from structgen.engine.scheduler import SchedulerConfig
 from structgen.models import ModelLoadError, UnsupportedModelError
 from structgen.runtime.memory import MemoryConfig
@@ -314,26 +315,68 @@ def test_cli_generate(tiny_llama_dir: str, tmp_path, capsys: pytest.CaptureFixtu
     assert "does not exist" in capsys.readouterr().err
 
 
-def test_grammar_compiles_do_not_block_the_batch(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+def _held_run(path: str, monkeypatch: pytest.MonkeyPatch, prefill_while_compiling: bool, outcome: str) -> list[RequestOutput]:
+    """Two constrained requests (a long prompt and a one-token prompt) whose compile is held
+    while an unconstrained one runs; checks what each holds meanwhile, then releases the compile
+    with ``outcome`` ("ok", "fail") or aborts both ("abort"), and returns the three outputs."""
     from concurrent.futures import Future
 
-    from structgen.engine.request import Status
+    from structgen.fsm.errors import GrammarCompileError
 
     held: Future = Future()
-    real = engine.scheduler.grammar.compiler
-    assert real is not None
-    monkeypatch.setattr(real, "submit", lambda constraint: held)
-    slow = engine.submit(GenerateRequest("constrained", SamplingParams(max_tokens=30), Constraint.json_schema(SMALL)))
-    free = engine.submit(GenerateRequest("free", SamplingParams(max_tokens=4)))
-    for _ in range(6):
-        engine.step()
-    assert engine.output(free).finish_reason in ("stop", "length")
-    assert engine._reqs[slow].status is Status.GRAMMAR
-    monkeypatch.undo()
-    held.set_result(real.compile(Constraint.json_schema(SMALL)))
-    while engine.has_unfinished():
-        engine.step()
-    jsonschema.validate(json.loads(engine.output(slow).text), SMALL)
+    with make_engine(path, prefill_while_compiling=prefill_while_compiling) as eng:
+        kv_free = eng.runner.allocator.available
+        real = eng.scheduler.grammar.compiler
+        assert real is not None
+        monkeypatch.setattr(real, "submit", lambda constraint: held)
+        params = SamplingParams(max_tokens=30)
+        prompt = "constrained: describe a person as JSON with a name and a number"
+        slow = eng.submit(GenerateRequest(prompt, params, Constraint.json_schema(SMALL)))
+        short = eng.submit(GenerateRequest([7], params, Constraint.json_schema(SMALL)))
+        free = eng.submit(GenerateRequest("free", SamplingParams(max_tokens=4)))
+        for _ in range(6):
+            eng.step()
+        assert eng.output(free).finish_reason in ("stop", "length")
+        long_req, short_req = eng._reqs[slow], eng._reqs[short]
+        assert not long_req.output_ids and not short_req.output_ids and short_req.kv_len == 0
+        if prefill_while_compiling:  # the prompt but its last token is computed; a one-token prompt waits queued
+            assert long_req.status is Status.RUNNING and long_req.kv_len == len(long_req.prompt_ids) - 1
+            assert short_req.status is Status.WAITING
+        else:
+            assert long_req.status is Status.GRAMMAR and long_req.kv_len == 0 and short_req.status is Status.GRAMMAR
+        monkeypatch.undo()
+        if outcome == "abort":
+            assert eng.abort(slow) and eng.abort(short)
+        elif outcome == "fail":
+            held.set_exception(GrammarCompileError("automaton exceeds max_states=1 DFA states"))
+        else:
+            held.set_result(real.compile(Constraint.json_schema(SMALL)))
+        while eng.has_unfinished():
+            eng.step()
+        sched = eng.scheduler
+        assert not len(sched.grammar) and not sched.prefill.waiting and not sched.decode.running
+        radix = eng.cache.radix
+        assert radix is not None and radix.protected_size == 0
+        assert eng.runner.allocator.available + radix.evictable_size == kv_free  # every slot is back
+        return [eng.output(r) for r in (slow, short, free)]
+
+
+@pytest.mark.parametrize("outcome", ["ok", "fail", "abort"])
+def test_grammar_compiles_do_not_block_the_batch(tiny_llama_dir: str, monkeypatch: pytest.MonkeyPatch, outcome: str) -> None:
+    """While a grammar compiles the rest of the batch runs; with ``prefill_while_compiling``
+    its prompt prefills but the last token meanwhile.  Outputs are the same either way; a
+    failed compile or an abort frees what the prefill took."""
+    on = _held_run(tiny_llama_dir, monkeypatch, True, outcome)
+    off = _held_run(tiny_llama_dir, monkeypatch, False, outcome)
+    assert [(o.text, o.finish_reason) for o in on] == [(o.text, o.finish_reason) for o in off]
+    if outcome == "ok":
+        for o in on[:2]:
+            jsonschema.validate(json.loads(o.text), SMALL)
+    else:
+        want = "error" if outcome == "fail" else "abort"
+        assert [o.finish_reason for o in on[:2]] == [want, want] and on[2].finish_reason in ("stop", "length")
+        if outcome == "fail":
+            assert all("max_states=1" in str(o.error) for o in on[:2])
 
 
 def test_idle_engine_admits_a_prompt_that_fills_the_pool(tiny_llama_dir: str) -> None:

@@ -4,10 +4,12 @@ and PNG plots (:mod:`.report`).
 
 Modes (each a fresh engine, so no cache carries over): ``default`` (jump-forward, radix cache,
 constrained, CUDA graphs), ``no-jump-forward``, ``no-radix``, ``unconstrained`` (same prompts and
-``max_tokens``, no grammar; validity still checked) and ``no-cuda-graph`` (CUDA only).
+``max_tokens``, no grammar; validity still checked), ``no-cuda-graph`` (CUDA only) and
+``no-prefill-while-compiling`` (a request waits for its grammar before its prompt prefills).
 
-Metrics per (workload, mode, concurrency): requests/s, output tokens/s, TTFT and TPOT p50/p99,
-forwards per request, forced-token share, cache hit rate, validity rate, peak GPU memory.
+Metrics per (workload, mode, concurrency): requests/s, output tokens/s, TTFT, grammar wait and
+TPOT p50/p99, forwards per request, forced-token share, cache hit rate, validity rate, peak GPU
+memory.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler, TokenFSM,
 from structgen.fsm.errors import GrammarCompileError
 from structgen.schemas import ConstraintError
 
-MODES = ("default", "no-jump-forward", "no-radix", "unconstrained", "no-cuda-graph")
+MODES = ("default", "no-jump-forward", "no-radix", "unconstrained", "no-cuda-graph", "no-prefill-while-compiling")
 
 
 def mode_config(base: EngineConfig, mode: str) -> tuple[EngineConfig, bool]:
@@ -45,6 +47,8 @@ def mode_config(base: EngineConfig, mode: str) -> tuple[EngineConfig, bool]:
         sched = dataclasses.replace(sched, jump_forward=False)
     if mode == "no-radix":
         sched = dataclasses.replace(sched, radix_cache=False)
+    if mode == "no-prefill-while-compiling":
+        sched = dataclasses.replace(sched, prefill_while_compiling=False)
     cfg = dataclasses.replace(base, scheduler=sched, cuda_graph=base.cuda_graph and mode != "no-cuda-graph")
     return cfg, mode != "unconstrained"
 
@@ -78,6 +82,7 @@ def run(
                 records[i] = Record(
                     u.prompt_tokens, u.cached_tokens, u.completion_tokens, u.forced_tokens, u.forwards, u.ttft_s, u.latency_s,
                     out.finish_reason, out.finish_reason in ("stop", "length") and valid_output(requests[i].constraint, out.text),
+                    u.grammar_s,
                 )  # fmt: skip
                 if on_done is not None:
                     on_done()

@@ -14,7 +14,8 @@ from structgen.fsm.constraint import OutputValidationError
 
 
 class Record(NamedTuple):
-    """One finished request: token counts, seconds from submission, validity (None: rejected)."""
+    """One finished request: token counts, seconds from submission, validity (None: rejected);
+    ``grammar_s``: seconds from submission until its grammar was ready (0: none or a baseline)."""
 
     prompt_tokens: int
     cached_tokens: int
@@ -25,6 +26,7 @@ class Record(NamedTuple):
     latency_s: float
     finish_reason: str
     valid: bool
+    grammar_s: float = 0.0
 
 
 def valid_output(constraint: Constraint, text: str) -> bool:
@@ -53,6 +55,8 @@ def summarize(records: Sequence[Record], wall_s: float, peak_mem_bytes: int = 0)
         "out_tok_per_s": tokens / wall_s if wall_s > 0 else 0.0,
         "ttft_p50_ms": percentile([r.ttft_s * 1e3 for r in done], 0.5),
         "ttft_p99_ms": percentile([r.ttft_s * 1e3 for r in done], 0.99),
+        "grammar_p50_ms": percentile([r.grammar_s * 1e3 for r in done], 0.5),
+        "grammar_p99_ms": percentile([r.grammar_s * 1e3 for r in done], 0.99),
         "tpot_p50_ms": percentile(tpot, 0.5),
         "tpot_p99_ms": percentile(tpot, 0.99),
         "forwards_per_req": sum(r.forwards for r in done) / n,
@@ -68,7 +72,8 @@ def summarize(records: Sequence[Record], wall_s: float, peak_mem_bytes: int = 0)
 
 COLUMNS = [
     ("workload", "workload"), ("mode", "mode"), ("concurrency", "conc"), ("requests", "requests"), ("req_per_s", "req/s"),
-    ("out_tok_per_s", "out tok/s"), ("ttft_p50_ms", "TTFT p50 ms"), ("ttft_p99_ms", "TTFT p99 ms"), ("tpot_p50_ms", "TPOT p50 ms"),
+    ("out_tok_per_s", "out tok/s"), ("ttft_p50_ms", "TTFT p50 ms"), ("ttft_p99_ms", "TTFT p99 ms"),
+    ("grammar_p50_ms", "grammar wait p50 ms"), ("grammar_p99_ms", "grammar wait p99 ms"), ("tpot_p50_ms", "TPOT p50 ms"),
     ("tpot_p99_ms", "TPOT p99 ms"), ("forwards_per_req", "forwards/req"), ("forced_share", "forced share"),
     ("cache_hit_rate", "cache hit"), ("validity", "valid"), ("length_share", "hit max_tokens"),
     ("stopped_invalid", "stopped invalid"), ("peak_gpu_mem_mb", "peak GPU MB"), ("compile_s", "untimed compile s"),

@@ -1,5 +1,6 @@
 """``DecodeManager``: running requests (continuous batching: they join and leave between
-steps), their pending extends (decode tokens, jump-forward chains, prefill chunks) and
+steps), their pending extends (decode tokens, jump-forward chains, prefill chunks; a prompt
+whose grammar compiles stops before its last token) and
 retraction of the newest when the KV pool runs out."""
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class DecodeManager:
             plan: list[tuple[Req, int]] = []
             left = budget
             for req in self.running:
-                n = req.pending if req.prefill_done else min(req.pending, max(left, 0))
+                n = req.pending if req.prefill_done else min(req.extendable, max(left, 0))
                 left -= n - 1 if req.prefill_done else n
                 if n:
                     plan.append((req, n))

@@ -39,28 +39,40 @@ class PrefillManager:
 
     def schedule(self, budget: int, num_running: int) -> list[tuple[Req, int]]:
         """Admit waiting requests into this step within ``budget`` extend tokens and the KV
-        budget.  Order: cached prefix length + aging, longest first (SGLang's LPM policy with a
-        starvation guard).  Returns ``(req, extend_len)`` with slots assigned; a request whose
-        prompt does not fit in ``budget`` gets a first chunk."""
+        budget.  Order: requests whose grammar is ready (or that have none) before those whose
+        grammar compiles, then cached prefix length + aging, longest first (SGLang's LPM policy
+        with a starvation guard).  Returns ``(req, extend_len)`` with slots assigned; a request
+        whose prompt does not fit in ``budget`` gets a first chunk, and one whose grammar
+        compiles gets at most its prompt but the last token (:attr:`Req.extendable`)."""
         cfg = self.config
         if not self.waiting or budget <= 0:
             for r in self.waiting:
                 r.wait_steps += 1
             return []
-        scored = [(self.cache.peek_prefix_len(r) + cfg.aging_tokens_per_step * r.wait_steps, -i, r) for i, r in enumerate(self.waiting)]
-        scored.sort(key=lambda x: (x[0], x[1]), reverse=True)
+        scored = [
+            (not r.grammar_pending, self.cache.peek_prefix_len(r) + cfg.aging_tokens_per_step * r.wait_steps, -i, r)
+            for i, r in enumerate(self.waiting)
+        ]
+        scored.sort(key=lambda x: x[:3], reverse=True)
         admitted: list[tuple[Req, int]] = []
         batch_prompts: list[list[int]] = []
-        for _score, _i, req in scored:
+        for _ready, _score, _i, req in scored:
             if budget <= 0:
                 break
+            if req.extendable <= 0:
+                continue  # only its last prompt token is left: it waits for its grammar
             seq = req.token_at(0, req.seq_len)
             cached = self.cache.peek_prefix_len(req)
+            if req.grammar_pending and cached >= req.seq_len - 1:
+                continue  # all but the last prompt token is cached: nothing to prefill before the grammar
             if cached < req.seq_len - 1 and any(_lcp(seq, p) - cached >= cfg.in_batch_prefix_min for p in batch_prompts):
                 continue  # shares an uncached prefix with a request admitted now: reuse it next step
             if not self.cache.admit(req):
                 break  # every req-to-token row is taken: max_running_requests are running
-            n = min(req.pending, budget)
+            if req.extendable <= 0:  # admission matched more than the peek said
+                self.cache.unadmit(req)
+                continue
+            n = min(req.extendable, budget)
             alone = num_running + len(admitted) == 0  # an idle engine always admits (no reserve needed)
             reserve = 0 if n < req.pending or alone else min(cfg.decode_reserve_tokens, req.max_tokens - len(req.output_ids))
             if self.cache.available_tokens() < n + reserve or self.cache.assign(req, n) is None:

@@ -110,7 +110,8 @@ class Usage(NamedTuple):
     served by the radix cache.  ``forwards``: model forwards the request took part in.
     ``ttft_s`` / ``latency_s`` / ``queue_s``: seconds from submission to the first token / to the
     end / to the first forward that included it; ``grammar_s``: seconds from submission until its
-    grammar was compiled (or failed to; 0 without a constraint), part of ``queue_s``.
+    grammar was compiled (or failed to; 0 without a constraint); the prompt prefills meanwhile
+    (``SchedulerConfig.prefill_while_compiling``), so ``queue_s`` may end first.
     """
 
     prompt_tokens: int
@@ -159,7 +160,7 @@ class StreamChunk(NamedTuple):
 
 
 class Status(enum.Enum):
-    GRAMMAR = "waiting for grammar"
+    GRAMMAR = "waiting for grammar"  # and not queued for prefill (prefill_while_compiling off)
     WAITING = "waiting"
     RUNNING = "running"
     FINISHED = "finished"
@@ -222,6 +223,17 @@ class Req:
         m = self.params.max_tokens
         assert m is not None, "max_tokens is resolved when the request is submitted"
         return m
+
+    @property
+    def grammar_pending(self) -> bool:
+        """Whether this request's grammar is still compiling (a constraint, no cursor yet)."""
+        return self.constraint is not None and self.cursor is None
+
+    @property
+    def extendable(self) -> int:
+        """Pending tokens the next forward may extend: all of them, or while the grammar
+        compiles all but the last (whose logits are sampled under the grammar's first mask)."""
+        return self.pending - 1 if self.grammar_pending else self.pending
 
     @property
     def seq_len(self) -> int:

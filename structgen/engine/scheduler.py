@@ -1,7 +1,8 @@
 """The scheduler: small managers composed into one schedule → process-results loop.
 
-* :class:`~.grammar_manager.GrammarManager`: asynchronous grammar compiles; requests wait in
-  a grammar queue.
+* :class:`~.grammar_manager.GrammarManager`: asynchronous grammar compiles.  A request whose
+  grammar compiles is queued for prefill at once (``prefill_while_compiling``): its prompt
+  prefills up to its last token, which waits for the grammar (its logits need the first mask).
 * :class:`~.cache_manager.CacheManager`: req-to-token rows, KV slots, the radix cache (match,
   insert, evict).
 * :class:`~.prefill_manager.PrefillManager`: the waiting queue and admission (KV budget,
@@ -54,6 +55,11 @@ class SchedulerConfig:
     a waiting request sharing at least this many uncached tokens with one admitted in the same
     step waits one step so it can reuse that prefix; ``aging_tokens_per_step``: priority a
     waiting request gains per step (starvation guard for the longest-prefix-first order);
+    ``prefill_while_compiling``: a request whose grammar is still compiling prefills its prompt
+    but the last token meanwhile (its first token is sampled once the grammar is ready; requests
+    whose grammar is ready are admitted first), so prefill and compile overlap instead of adding up
+    in the time to first token (off: it waits for its grammar before it is queued, as SGLang's
+    grammar queue and vLLM's ``WAITING_FOR_FSM`` do);
     ``overlap_schedule``: launch each step's forward before processing the previous step's
     sampled tokens (hides the host's scheduling and result processing behind the GPU; every
     token is reported one step later; a request that finishes wastes the one decode launched
@@ -70,10 +76,12 @@ class SchedulerConfig:
     in_batch_prefix_min: int = 32
     aging_tokens_per_step: int = 16
     overlap_schedule: bool = True
+    prefill_while_compiling: bool = True
 
     def __post_init__(self) -> None:
-        if not isinstance(self.overlap_schedule, bool):
-            raise ValueError(f"overlap_schedule must be a bool, got {self.overlap_schedule!r}")
+        for name in ("overlap_schedule", "prefill_while_compiling", "radix_cache", "jump_forward"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if self.max_batch_tokens < 1:
             raise ValueError(f"max_batch_tokens must be ≥ 1, got {self.max_batch_tokens}")
         if self.max_running_requests < 1:
@@ -129,10 +137,11 @@ class Scheduler:
     # ------------------------------------------------------------------ queue management
 
     def add(self, req: Req) -> None:
-        if req.constraint is not None and req.cursor is None:
+        if req.grammar_pending:
             self.grammar.add(req)
-        else:
-            self.prefill.add(req)
+            if not self.config.prefill_while_compiling:
+                return  # queued for prefill once its grammar is ready
+        self.prefill.add(req)
 
     def has_work(self) -> bool:
         """True while a request is queued, running, or finished but not yet reported."""
@@ -140,7 +149,9 @@ class Scheduler:
 
     def abort(self, rid: int) -> Req | None:
         """Remove request ``rid`` wherever it is; returns it finished with reason "abort"."""
-        req = self.grammar.remove(rid) or self.prefill.remove(rid)
+        compiling = self.grammar.remove(rid)
+        queued = self.prefill.remove(rid)  # a request may prefill while its grammar compiles
+        req = compiling or queued
         if req is None:
             req = next((r for r in self.decode.running if r.rid == rid), None)
         if req is not None:
@@ -155,9 +166,11 @@ class Scheduler:
             now = time.perf_counter()
             for r in ready + failed:
                 r.grammar_s = now - r.arrival_s
-        for r in ready:
-            self.prefill.add(r)
+        if not self.config.prefill_while_compiling:
+            for r in ready:
+                self.prefill.add(r)
         for r in failed:
+            self.prefill.remove(r.rid)  # queued while compiling (running ones are released by _finish)
             self._finish(r, "error")
         items, budget = self.decode.schedule(self.config.max_batch_tokens)
         new = self.prefill.schedule(budget, len(self.decode))
