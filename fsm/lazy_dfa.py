@@ -16,6 +16,8 @@ from .dfa_paths import NO_PATH, distances_to_accept, reach_max
 from .errors import GrammarCompileError
 
 if TYPE_CHECKING:
+    from structgen.schemas.ir import Node
+
     from .nfa import NFABuilder
 
 _c_expand_state: Any
@@ -194,11 +196,16 @@ class LazyDFA:
         Returns the fragments built; callers serialize it with expansions."""
         if self.complete:
             return 0
-        pending = self.builder.pending
-        cap = self.builder.budget.max_nfa_states // 4 if max_nfa_states is None else max_nfa_states
+        builder = self.builder
+        pending = builder.pending
+        cap = builder.budget.max_nfa_states // 4 if max_nfa_states is None else max_nfa_states
         built = 0
+        sizes: dict[int, tuple[Node, int]] = {}  # eager NFA states per IR node
         while pending and len(self.eps) < cap and time.perf_counter() < deadline:
-            self._expand_stub(next(iter(pending)))
+            q = next(iter(pending))
+            room = cap - len(self.eps)
+            # whole when it fits (no stubs inside to expand one by one), else one level as a closure would
+            self._expand_stub(q, eager=builder.eager_states(pending[q][0], room, sizes) <= room)
             built += 1
         return built
 
@@ -253,9 +260,10 @@ class LazyDFA:
             self._unblock(got)
         return s
 
-    def _expand_stub(self, q: int) -> None:
-        """Build the pending fragment at NFA state ``q`` and note which new states have byte edges."""
-        self.builder.expand_stub(q)
+    def _expand_stub(self, q: int, *, eager: bool = False) -> None:
+        """Build the pending fragment at NFA state ``q`` (``eager``: whole) and note which new
+        states have byte edges."""
+        self.builder.expand_stub(q, eager=eager)
         self.has_edges.extend(map(bool, self.edges[len(self.has_edges) :]))
 
     def _closure_small(self, seed: int) -> tuple[frozenset[int], bool] | None:

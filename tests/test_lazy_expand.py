@@ -167,3 +167,40 @@ def test_expand_ahead_runs_the_step_over_discovered_states_and_stops_where_told(
     assert call(fresh, 1, 10_000, 10_000, max_states=2)[1] is False
     with pytest.raises(ValueError, match="negative"):
         call(fresh, 1, -1, 10_000)
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(_regex())
+def test_fragments_built_whole_before_shipping_give_the_same_automaton(pattern: str) -> None:
+    """``build_fragments`` builds a pending fragment whole (no stubs inside) where it fits in
+    the NFA cap, one level at a time where it does not: either way the automaton is the one
+    built lazily, state for state."""
+    node = regex_to_ir(pattern)
+    whole, tight, lazy = compile_lazy(node), compile_lazy(node), compile_lazy(node)
+    whole.build_fragments(float("inf"))
+    tight.build_fragments(float("inf"), max_nfa_states=len(tight.eps) + 8)  # most fragments too large to build whole
+    assert not whole.builder.pending
+    assert_isomorphic(whole, lazy)
+    assert_isomorphic(tight, lazy)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["abc", "[a-z]{3,9}", "(ab|c[0-9]){2,}", '[^"\\\\]{0,40}', "x(y|zz)*w?", "", "(a{2}b{0,3}){1,4}|\\u00e9+"],
+)
+def test_eager_states_counts_what_an_eager_build_makes(pattern: str) -> None:
+    """The size :meth:`NFABuilder.eager_states` gives is what an eager build of the node
+    makes (never fewer: a fragment judged to fit does), past ``limit`` it says so, and its memo
+    holds the nodes it counted, so that no id is reused while the memo lives."""
+    from structgen.fsm.dfa import Budget
+    from structgen.fsm.nfa import NFABuilder
+
+    node = regex_to_ir(pattern)
+    builder = NFABuilder(Budget())
+    memo: dict = {}
+    want = builder.eager_states(node, 10**9, memo)
+    before = len(builder.nfa.eps)
+    builder.build(node)
+    assert len(builder.nfa.eps) - before == want
+    assert all(held is not None and id(held) == key for key, (held, _n) in memo.items())
+    assert builder.eager_states(node, want - 1, {}) > want - 1
