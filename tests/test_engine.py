@@ -576,3 +576,31 @@ def test_cpu_threads_are_chosen_deliberately(tiny_llama_dir: str, monkeypatch: p
             assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_kv_pressure_retracts_a_prompt_waiting_for_its_grammar_first(tiny_llama_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A prompt prefilled while its grammar compiles has produced nothing: when the KV pool
+    runs short it is retracted before a request that is decoding, even a newer one."""
+    from concurrent.futures import Future
+
+    held: Future = Future()
+    memory = MemoryConfig(max_total_tokens=72, max_context=512)
+    with make_engine(tiny_llama_dir, memory=memory, radix_cache=False, decode_reserve_tokens=4) as eng:
+        real = eng.scheduler.grammar.compiler
+        assert real is not None
+        monkeypatch.setattr(real, "submit", lambda constraint: held)
+        slow = eng.submit(GenerateRequest(list(range(100, 130)), SamplingParams(max_tokens=20), Constraint.json_schema(SMALL)))
+        eng.step()
+        assert eng._reqs[slow].kv_len == 29
+        free = eng.submit(GenerateRequest(list(range(200, 205)), SamplingParams(max_tokens=60, ignore_eos=True)))
+        for _ in range(300):  # 60 tokens; retracting the decoding request instead livelocks
+            if eng._reqs[free].status is Status.FINISHED:
+                break
+            eng.step()
+        assert eng.output(free).usage.retractions == 0 and eng.output(free).usage.completion_tokens == 60
+        assert eng._reqs[slow].retractions == 1 and eng._reqs[slow].kv_len == 0  # not prefilled again before its grammar
+        monkeypatch.undo()
+        held.set_result(real.compile(Constraint.json_schema(SMALL)))
+        while eng.has_unfinished():
+            eng.step()
+        assert eng.output(slow).finish_reason in ("stop", "length")

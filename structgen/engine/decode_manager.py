@@ -1,7 +1,7 @@
 """``DecodeManager``: running requests (continuous batching: they join and leave between
 steps), their pending extends (decode tokens, jump-forward chains, prefill chunks; a prompt
-whose grammar compiles stops before its last token) and
-retraction of the newest when the KV pool runs out."""
+whose grammar compiles stops before its last token) and retraction when the KV pool runs out
+(prompts whose grammar still compiles first, then the newest)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 
 class DecodeManager:
-    """Running requests and their pending extends; retracts the newest when KV runs out."""
+    """Running requests and their pending extends; when KV runs out retracts those whose grammar
+    still compiles, then the newest."""
 
     def __init__(self, config: SchedulerConfig, cache: CacheManager, requeue: Callable[[Req], None]) -> None:
         self.config = config
@@ -36,8 +37,8 @@ class DecodeManager:
     def schedule(self, budget: int) -> tuple[list[tuple[Req, int]], int]:
         """Slots for every running request's pending tokens: whole decode / jump-forward extends
         (one token each outside ``budget``, the rest of a chain inside it) and prefill chunks
-        within ``budget``.  When the KV pool (free + evictable) cannot hold them, the newest
-        requests are retracted first.  Returns the items and the budget left."""
+        within ``budget``.  When the KV pool (free + evictable) cannot hold them, requests are
+        retracted: those whose grammar still compiles, then the newest.  Returns the items and the budget left."""
         while True:
             plan: list[tuple[Req, int]] = []
             left = budget
@@ -49,7 +50,8 @@ class DecodeManager:
             need = sum(n for _r, n in plan)
             if need <= self.cache.available_tokens() or len(self.running) <= 1:
                 break
-            self.retract(self.running[-1])
+            # a prompt prefilled while its grammar compiles goes first (it has produced nothing), then the newest
+            self.retract(next((r for r in reversed(self.running) if r.grammar_pending), self.running[-1]))
         for req, n in plan:
             if self.cache.assign(req, n) is None:  # submit caps prompt + max_tokens at the pool capacity
                 raise RuntimeError(f"KV pool of {self.cache.allocator.capacity} slots cannot hold request {req.rid}")

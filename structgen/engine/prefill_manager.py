@@ -59,8 +59,8 @@ class PrefillManager:
         for _ready, _score, _i, req in scored:
             if budget <= 0:
                 break
-            if req.extendable <= 0:
-                continue  # only its last prompt token is left: it waits for its grammar
+            if req.extendable <= 0 or (req.grammar_pending and req.retractions):
+                continue  # its last prompt token is left, or KV ran short for it once: it waits for its grammar
             seq = req.token_at(0, req.seq_len)
             cached = self.cache.peek_prefix_len(req)
             if req.grammar_pending and cached >= req.seq_len - 1:
