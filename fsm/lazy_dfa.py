@@ -205,7 +205,7 @@ class LazyDFA:
             q = next(iter(pending))
             room = cap - len(self.eps)
             # whole when it fits (no stubs inside to expand one by one), else one level as a closure would
-            self._expand_stub(q, eager=builder.eager_states(pending[q][0], room, sizes) <= room)
+            self._expand_stub(q, eager=builder.lengths.eager_states(pending[q][0], room, sizes) <= room)
             built += 1
         return built
 

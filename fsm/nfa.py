@@ -89,10 +89,10 @@ class NFABuilder:
 
     def expand_stub(self, q: int, *, eager: bool = False) -> None:
         """Build the fragment pending at stub ``q`` and connect it (``eager``: whole, with no
-        stubs inside; :meth:`eager_states` tells its size).  The stub stays pending until its
-        fragment is whole: a build that raises (a state cap while serving) leaves nothing
-        half-connected, so a later expansion tries again and fails the same way instead of
-        silently losing the strings through it."""
+        stubs inside; :meth:`NodeLengths.eager_states` tells its size).  The stub stays
+        pending until its fragment is whole: a build that raises (a state cap while serving)
+        leaves nothing half-connected, so a later expansion tries again and fails the same way
+        instead of silently losing the strings through it."""
         node, x = self.pending[q]
         lazy = self.lazy
         self.lazy = lazy and not eager
@@ -104,51 +104,13 @@ class NFABuilder:
         self.nfa.eps[q].append(s)
         self.nfa.eps[e].append(x)
 
-    def eager_states(self, node: Node, limit: int, memo: dict[int, tuple[Node, int]]) -> int:
-        """NFA states an eager :meth:`build` of ``node`` makes (no stubs inside), or a number
-        above ``limit`` once the count passes it (the walk stops there).  An ``And`` /
-        ``Minus`` / ``Automaton`` whose product is not built yet counts as above ``limit``.
-        ``memo``: ``id(node) -> (node, count)`` (holding each node, so no id is reused while
-        it lives)."""
-        got = memo.get(id(node))
-        if got is not None:
-            return got[1]
-        over = limit + 1
-        if isinstance(node, Lit):
-            n = len(node.data) + 1
-        elif isinstance(node, Chars):
-            n = self._chars_fragment(node.cs)[0]
-        elif isinstance(node, (Seq, Alt)):
-            n = 1 if isinstance(node, Seq) and not node.items else (0 if isinstance(node, Seq) else 2)
-            for it in node.items:
-                n += self.eager_states(it, limit, memo)
-                if n > limit:
-                    return over
-        elif isinstance(node, Rep):
-            k = self.eager_states(node.item, limit, memo)
-            copies = node.lo + (1 if node.hi is None else node.hi - node.lo)
-            n = 1 + copies * k + (node.hi is None or node.hi > node.lo)
-        elif isinstance(node, Join):
-            k, sep = self.eager_states(node.item, limit, memo), self.eager_states(node.sep, limit, memo)
-            copies = max(node.lo, 1) if node.hi is None else node.hi
-            n = 2 + copies * (k + sep)
-        elif isinstance(node, Members):
-            sep = self.eager_states(node.sep, limit, memo)
-            n = 2 * len(node.items) + 3
-            for member, _required in node.items:
-                n += self.eager_states(member, limit, memo) + sep
-                if n > limit:
-                    return over
-            if node.extra is not None:
-                n += self.eager_states(node.extra, limit, memo) + sep
-        elif isinstance(node, (And, Minus, Automaton)):
-            dfa = self._products.get(self._node_ids.get(id(node), -1))
-            n = over if dfa is None else dfa.num_states + 1
-        else:
-            return over  # anchors and anything else: built (and refused) the lazy way
-        n = min(n, over)
-        memo[id(node)] = (node, n)
-        return n
+    def chars_states(self, cs: CharSet) -> int:
+        """NFA states of the fragment of character class ``cs`` (as :meth:`build` copies it)."""
+        return self._chars_fragment(cs)[0]
+
+    def built_product(self, node: And | Minus | Automaton) -> ByteDFA | None:
+        """The eager DFA of ``node`` when :meth:`product` has built it for this node, else None."""
+        return self._products.get(self._node_ids.get(id(node), -1))
 
     def build(self, node: Node) -> tuple[int, int]:
         nfa = self.nfa

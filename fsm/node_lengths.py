@@ -1,6 +1,7 @@
 """Lengths of regex IR nodes, as the NFA builder and the lazy DFA need them: whether a node
 matches the empty string, its shortest string (exact), an upper bound on its longest, and the
-worst shortest way out from inside it, each memoized by structure.  ``And`` / ``Minus`` /
+worst shortest way out from inside it, each memoized by structure; and the NFA states an eager
+build of a node makes.  ``And`` / ``Minus`` /
 ``Automaton`` nodes are read off their eager product DFAs, which the builder owns.
 """
 
@@ -76,6 +77,52 @@ class NodeLengths:
             out = False
         self._nullable[key] = out
         return out
+
+    def eager_states(self, node: Node, limit: int, memo: dict[int, tuple[Node, int]]) -> int:
+        """NFA states an eager :meth:`NFABuilder.build` of ``node`` makes (no stubs inside), or a number
+        above ``limit`` once the count passes it (the walk stops there).  An ``And`` /
+        ``Minus`` / ``Automaton`` whose product is not built yet counts as above ``limit``.
+        ``memo``: ``id(node) -> (node, count)`` (holding each node, so no id is reused while
+        it lives)."""
+        got = memo.get(id(node))
+        if got is not None:
+            return got[1]
+        over = limit + 1
+        if isinstance(node, Lit):
+            n = len(node.data) + 1
+        elif isinstance(node, Chars):
+            n = self.builder.chars_states(node.cs)
+        elif isinstance(node, (Seq, Alt)):
+            n = 1 if isinstance(node, Seq) and not node.items else (0 if isinstance(node, Seq) else 2)
+            for it in node.items:
+                n += self.eager_states(it, limit, memo)
+                if n > limit:
+                    return over
+        elif isinstance(node, Rep):
+            k = self.eager_states(node.item, limit, memo)
+            copies = node.lo + (1 if node.hi is None else node.hi - node.lo)
+            n = 1 + copies * k + (node.hi is None or node.hi > node.lo)
+        elif isinstance(node, Join):
+            k, sep = self.eager_states(node.item, limit, memo), self.eager_states(node.sep, limit, memo)
+            copies = max(node.lo, 1) if node.hi is None else node.hi
+            n = 2 + copies * (k + sep)
+        elif isinstance(node, Members):
+            sep = self.eager_states(node.sep, limit, memo)
+            n = 2 * len(node.items) + 3
+            for member, _required in node.items:
+                n += self.eager_states(member, limit, memo) + sep
+                if n > limit:
+                    return over
+            if node.extra is not None:
+                n += self.eager_states(node.extra, limit, memo) + sep
+        elif isinstance(node, (And, Minus, Automaton)):
+            dfa = self.builder.built_product(node)
+            n = over if dfa is None else dfa.num_states + 1
+        else:
+            return over  # anchors and anything else: built (and refused) the lazy way
+        n = min(n, over)
+        memo[id(node)] = (node, n)
+        return n
 
     def _memoized(self, table: dict[int, int], node: Node, compute: Callable[[Node], int]) -> int:
         """``table[structural id of node]``, filled with ``compute(node)`` capped at ``NO_PATH``."""

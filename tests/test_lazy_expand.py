@@ -189,7 +189,7 @@ def test_fragments_built_whole_before_shipping_give_the_same_automaton(pattern: 
     ["abc", "[a-z]{3,9}", "(ab|c[0-9]){2,}", '[^"\\\\]{0,40}', "x(y|zz)*w?", "", "(a{2}b{0,3}){1,4}|\\u00e9+"],
 )
 def test_eager_states_counts_what_an_eager_build_makes(pattern: str) -> None:
-    """The size :meth:`NFABuilder.eager_states` gives is what an eager build of the node
+    """The size :meth:`NodeLengths.eager_states` gives is what an eager build of the node
     makes (never fewer: a fragment judged to fit does), past ``limit`` it says so, and its memo
     holds the nodes it counted, so that no id is reused while the memo lives."""
     from structgen.fsm.dfa import Budget
@@ -198,9 +198,9 @@ def test_eager_states_counts_what_an_eager_build_makes(pattern: str) -> None:
     node = regex_to_ir(pattern)
     builder = NFABuilder(Budget())
     memo: dict = {}
-    want = builder.eager_states(node, 10**9, memo)
+    want = builder.lengths.eager_states(node, 10**9, memo)
     before = len(builder.nfa.eps)
     builder.build(node)
     assert len(builder.nfa.eps) - before == want
     assert all(held is not None and id(held) == key for key, (held, _n) in memo.items())
-    assert builder.eager_states(node, want - 1, {}) > want - 1
+    assert builder.lengths.eager_states(node, want - 1, {}) > want - 1
