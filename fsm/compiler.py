@@ -72,10 +72,24 @@ class GrammarCompiler:
             if got is not None:
                 self._lru.move_to_end(key)
                 self._counts["memory_hits"] += 1
-        if got is not None:
-            if isinstance(got, BaseException):
-                raise got.with_traceback(None)  # a fresh traceback each time, not one grown by every raise
+        if isinstance(got, TokenFSM):
             return got
+        fsm_or_err: TokenFSM | BaseException | None = self._fetch_or_compile(key, constraint) if got is None else got.with_traceback(None)
+        got = None
+        if isinstance(fsm_or_err, BaseException):
+            # dropped from this frame as the exception leaves it: its traceback holds the frame,
+            # and a frame holding the exception is a cycle that a frozen collector never frees
+            err, fsm_or_err = fsm_or_err, None
+            try:
+                raise err  # a cached failure gets a fresh traceback, not one grown by every raise
+            finally:
+                del err
+        assert fsm_or_err is not None
+        return fsm_or_err
+
+    def _fetch_or_compile(self, key: str, constraint: Constraint) -> TokenFSM | BaseException:
+        """A miss of the memory LRU: the disk cache's grammar, else a compile (its failure
+        returned, not raised); remembered in the LRU either way."""
         from_disk = self._load_disk(key)
         fsm_or_err: TokenFSM | BaseException | None = from_disk
         if from_disk is None:
@@ -98,9 +112,6 @@ class GrammarCompiler:
                 self._counts["disk_hits"] += 1
         assert fsm_or_err is not None
         self._remember(key, fsm_or_err)
-        if isinstance(fsm_or_err, BaseException):
-            raise fsm_or_err
-        assert fsm_or_err is not None
         return fsm_or_err
 
     def _compile_uncached(self, constraint: Constraint) -> TokenFSM:

@@ -366,6 +366,30 @@ def test_cached_failures_keep_nothing_of_the_failed_compile(gpt2_vocab: Vocabula
         assert info.value.__context__ is None and info.value.__cause__ is None
 
 
+@pytest.mark.parametrize("cache_size", [0, 1])
+def test_a_failed_compile_leaves_no_reference_cycle(gpt2_vocab: Vocabulary, cache_size: int) -> None:
+    """The failure raised by a compile (and by each cache hit after it) is freed by reference
+    counting once nothing holds it (its handler is done, the LRU evicted it): nothing for the
+    cyclic collector, which the engine freezes (a cycle there is kept for the life of the
+    process)."""
+    compiler = GrammarCompiler(gpt2_vocab, CompilerConfig(max_states=50, cache_size=cache_size))
+    c = Constraint.json_schema({"type": "string", "pattern": "^(a|b)*a(a|b){8}$", "maxLength": 30})
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(3):  # the compile, then two cache hits when there is a cache
+            try:
+                compiler.compile(c)
+            except GrammarCompileError:
+                pass
+            else:
+                pytest.fail("the compile should meet max_states")
+        compiler.compile(Constraint.regex("[ab]{3}"))  # evicts the failure from a cache of one
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+
+
 def test_compile_processes_keep_no_grammars() -> None:
     """A compile process ships each grammar and keeps none (its owner caches them): no LRU,
     one thread, no processes of its own; the limits are the owner's."""
