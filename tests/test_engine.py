@@ -18,6 +18,7 @@ from structgen.engine.request import RequestOutput, Status
 from structgen.engine.scheduler import SchedulerConfig
 from structgen.models import ModelLoadError, UnsupportedModelError
 from structgen.runtime.memory import MemoryConfig
+from structgen.server.engine_client import engine_snapshot
 
 ENUMS = {
     "type": "object",
@@ -344,6 +345,8 @@ def _held_run(path: str, monkeypatch: pytest.MonkeyPatch, prefill_while_compilin
             assert short_req.status is Status.WAITING
         else:
             assert long_req.status is Status.GRAMMAR and long_req.kv_len == 0 and short_req.status is Status.GRAMMAR
+        snap = engine_snapshot(eng)  # each request counted once, wherever it waits
+        assert (snap.grammar, snap.waiting, snap.running) == ((1, 0, 1) if prefill_while_compiling else (2, 0, 0))
         monkeypatch.undo()
         if outcome == "abort":
             assert eng.abort(slow) and eng.abort(short)

@@ -39,10 +39,11 @@ class EngineInfo(NamedTuple):
 
 
 class EngineSnapshot(NamedTuple):
-    """Engine occupancy between two steps: requests waiting for a grammar, waiting for
-    admission, running; KV slots free / held by unpinned radix nodes / total; radix tokens
-    pinned by ``lock_ref`` (0 when idle); the grammar compiler's cache hits (memory and disk),
-    misses and failures since start."""
+    """Engine occupancy between two steps, each request counted once: waiting for its grammar
+    (queued or not), waiting for admission, running (a prompt prefilled while its grammar
+    compiles counts as running); KV slots free / held by unpinned radix nodes / total; radix
+    tokens pinned by ``lock_ref`` (0 when idle); the grammar compiler's cache hits (memory and
+    disk), misses and failures since start."""
 
     grammar: int = 0
     waiting: int = 0
@@ -100,9 +101,12 @@ def engine_snapshot(engine: Engine) -> EngineSnapshot:
     sched = engine.scheduler
     radix = engine.cache.radix
     stats = engine.compiler.stats()
+    # a request prefilled while its grammar compiles is counted once: running, or waiting for its grammar
+    held_running = sum(1 for r in sched.decode.running if r.grammar_pending)
+    held_waiting = sum(1 for r in sched.prefill.waiting if r.grammar_pending)
     return EngineSnapshot(
-        grammar=len(sched.grammar),
-        waiting=len(sched.prefill.waiting),
+        grammar=len(sched.grammar) - held_running,
+        waiting=len(sched.prefill.waiting) - held_waiting,
         running=len(sched.decode),
         kv_free=engine.runner.allocator.available,
         kv_evictable=radix.evictable_size if radix else 0,
