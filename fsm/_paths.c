@@ -18,8 +18,8 @@
  * Bytes in the shortest accepted continuation from each state of a complete transition table:
  * table int32 [n, C] (every row expanded), accepting uint8/bool [n], out int64 [n] (written;
  * states that reach no accepting one keep the value it holds).  A breadth-first search
- * backwards from the accepting states over the reverse edges, grouped by target with a counting
- * sort: O(n * C).  Raises ValueError for shapes that disagree or a target out of range.
+ * backwards from the accepting states over the reverse edges (those into the dead state left
+ * out: most of a table's), grouped by target with a counting sort: O(n * C).  Raises ValueError for shapes that disagree or a target out of range.
  */
 static PyObject *distances_to_accept(PyObject *self, PyObject *args) {
     PyObject *o_table, *o_acc, *o_out;
@@ -62,8 +62,14 @@ static PyObject *distances_to_accept(PyObject *self, PyObject *args) {
         }
         start[t + 2]++;
     }
+    start[2] = 0; /* edges into the dead state are never followed back (most edges of a table): left out */
     for (Py_ssize_t t = 0; t < n; t++) start[t + 2] += start[t + 1];
-    for (Py_ssize_t i = 0; i < m; i++) from[start[table[i] + 1]++] = (int32_t)(i / C); /* start[t + 1] ends as t's end */
+    for (Py_ssize_t q = 0, i = 0; q < n; q++) { /* start[t + 1] ends as t's end */
+        for (Py_ssize_t c = 0; c < C; c++, i++) {
+            int32_t t = table[i];
+            if (t) from[start[t + 1]++] = (int32_t)q;
+        }
+    }
     Py_ssize_t head = 0, tail = 0;
     for (Py_ssize_t q = 0; q < n; q++) {
         if (acc[q]) {
@@ -165,8 +171,12 @@ static PyObject *reach_max(PyObject *self, PyObject *args) {
         while (fp) {
             int32_t v = frame_v[fp - 1];
             if (frame_c[fp - 1] < C) {
-                int32_t w = table[(Py_ssize_t)v * C + frame_c[fp - 1]++];
-                if (w == 0) continue;
+                const int32_t *row = table + (Py_ssize_t)v * C;
+                int32_t c = frame_c[fp - 1];
+                while (c < C && row[c] == 0) c++; /* edges into the dead state: skipped in one run */
+                frame_c[fp - 1] = c + 1;
+                if (c == C) continue;
+                int32_t w = row[c];
                 if (index[w] < 0) {
                     index[w] = low[w] = counter++;
                     scc[sp++] = w;
