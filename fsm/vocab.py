@@ -56,6 +56,10 @@ def load_tokenizer(source: str | os.PathLike[str] | Any) -> Any:
     return source
 
 
+ENCODE_MEMO = 1 << 14  # texts whose canonical ids a Vocabulary remembers (jump-forward re-tokenization)
+_MISS: Any = object()  # not in the memo
+
+
 class Vocabulary:
     """Token id → exact bytes for one tokenizer.
 
@@ -97,6 +101,7 @@ class Vocabulary:
         self.special_ids = frozenset(int(s) for s in special_ids) | frozenset(self.eos_token_ids)
         self.kind = kind
         self._encoder = encoder
+        self._encoded: dict[bytes, tuple[int, ...] | None] = {}  # encode_bytes memo (never pickled)
         h = hashlib.sha256()
         h.update(kind.encode())
         h.update(repr(self.eos_token_ids).encode())
@@ -182,6 +187,17 @@ class Vocabulary:
         """
         if self._encoder is None:
             return None
+        got = self._encoded.get(data, _MISS)
+        if got is not _MISS:
+            return None if got is None else list(got)
+        ids = self._encode_uncached(data)
+        if len(self._encoded) >= ENCODE_MEMO:
+            self._encoded.clear()  # bounded; jump-forward texts recur across requests and schemas
+        self._encoded[data] = None if ids is None else tuple(ids)
+        return ids
+
+    def _encode_uncached(self, data: bytes) -> list[int] | None:
+        assert self._encoder is not None
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -244,7 +260,7 @@ class Vocabulary:
         return np.frombuffer(b"".join(strings), dtype=np.uint8), offsets
 
     def __getstate__(self) -> dict[str, Any]:
-        skip = ("trie", "sorted_order", "sorted_flat", "covers_every_byte", "_encoder")
+        skip = ("trie", "sorted_order", "sorted_flat", "covers_every_byte", "_encoder", "_encoded")
         state = {k: v for k, v in self.__dict__.items() if k not in skip}
         state["_encoder_json"] = self._encoder.to_str() if self._encoder is not None else None
         return state
@@ -252,6 +268,7 @@ class Vocabulary:
     def __setstate__(self, state: dict[str, Any]) -> None:
         enc_json = state.pop("_encoder_json", None)
         self.__dict__.update(state)
+        self._encoded = {}
         if enc_json is not None:
             from tokenizers import Tokenizer
 

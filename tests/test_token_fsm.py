@@ -934,3 +934,29 @@ def test_a_dropped_grammar_is_freed_without_the_cyclic_collector(gpt2_vocab: Voc
     finally:
         if was:
             gc.enable()
+
+
+def test_encode_bytes_remembers_texts_and_ships_without_them(gpt2_vocab: Vocabulary, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Jump-forward re-tokenizes the same short texts again and again: the vocabulary answers
+    a text it has encoded from memory (the tokenizer's own ids, a fresh list each time, the
+    refusals too), keeps at most ``ENCODE_MEMO`` texts, and a pickled copy carries none."""
+    import pickle
+
+    from structgen.fsm import vocab as vocab_module
+
+    texts = [b'", "age": ', b"caf\xc3\xa9", b"\xff not UTF-8", b""]
+    first = [gpt2_vocab.encode_bytes(t) for t in texts]
+    calls: list[bytes] = []
+    real = vocab_module.Vocabulary._encode_uncached
+    monkeypatch.setattr(vocab_module.Vocabulary, "_encode_uncached", lambda self, data: calls.append(data) or real(self, data))
+    again = [gpt2_vocab.encode_bytes(t) for t in texts]
+    assert again == first and not calls  # from memory
+    assert first[2] is None and gpt2_vocab.decode_bytes(first[0] or []) == texts[0]
+    again[0].append(0)  # type: ignore[union-attr]
+    assert gpt2_vocab.encode_bytes(texts[0]) == first[0]  # callers get their own list
+    copy = pickle.loads(pickle.dumps(gpt2_vocab))
+    assert copy._encoded == {} and copy.encode_bytes(texts[1]) == first[1] and calls == [texts[1]]
+    monkeypatch.setattr(vocab_module, "ENCODE_MEMO", 3)
+    for i in range(5):
+        gpt2_vocab.encode_bytes(b"x" * (i + 1))
+    assert len(gpt2_vocab._encoded) <= 3
