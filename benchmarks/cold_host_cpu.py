@@ -25,7 +25,7 @@ import time
 import numpy as np
 from _gpu_common import HERE, run_meta, write_results
 from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler, TokenFSM, Vocabulary
-from structgen.fsm.compiler import COMPLETE_BUDGET_S, COMPLETE_MAX_ENTRIES, FRAGMENT_BUDGET_S, FRAGMENT_MAX_NFA_STATES
+from structgen.fsm.compile_process import COMPLETE_BUDGET_S, COMPLETE_MAX_ENTRIES, FRAGMENT_BUDGET_S, FRAGMENT_MAX_NFA_STATES
 
 from structgen.demo.data import generate_examples
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from _gpu_common import HERE, run_meta, write_results
 from structgen.fsm import CompilerConfig, Constraint, GrammarCompileError, GrammarCompiler, Vocabulary
-from structgen.fsm.compiler import WARM_UP, ship_blob
+from structgen.fsm.compile_process import WARM_UP, ship_blob
 from structgen.fsm.compiler_config import GC_PAUSE
 from structgen.schemas.errors import ConstraintError
 

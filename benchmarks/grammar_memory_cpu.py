@@ -27,7 +27,7 @@ from pathlib import Path
 
 from _gpu_common import HERE, run_meta, write_results
 from structgen.fsm import CompilerConfig, GrammarCompileError, GrammarCompiler, TokenFSM, Vocabulary
-from structgen.fsm.compiler import ship_blob
+from structgen.fsm.compile_process import ship_blob
 from structgen.schemas.errors import ConstraintError
 
 from structgen.bench.conformance import sample_strings

@@ -36,7 +36,7 @@ from structgen.bench.workloads import build_workload, distinct_schemas
 ENGINE_LOOP = "EngineLoop.run"  # the frame of the engine process's stepping thread
 ROLES = (  # (role, files only its processes run), first match wins
     ("row workers", ("row_workers.py", "_worker_main")),
-    ("compile processes", ("compiler.py",)),
+    ("compile processes", ("compile_process.py",)),
 )
 
 

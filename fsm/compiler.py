@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import gc
 import hashlib
 import os
 import pickle
@@ -29,6 +28,7 @@ from typing import Any
 
 from structgen.schemas.errors import ConstraintError
 
+from .compile_process import process_config, state_without_vocab, worker_compile, worker_init, worker_ping
 from .compiler_config import GC_PAUSE, CompilerConfig, CompileStats
 from .constraint import Constraint, located
 from .dfa import Budget
@@ -190,10 +190,10 @@ class GrammarCompiler:
         import multiprocessing
 
         ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold CUDA
-        config = dataclasses.replace(_process_config(self.config), cache_dir=None)
-        with ProcessPoolExecutor(min(processes, len(distinct)), mp_context=ctx, initializer=_worker_init,
+        config = dataclasses.replace(process_config(self.config), cache_dir=None)
+        with ProcessPoolExecutor(min(processes, len(distinct)), mp_context=ctx, initializer=worker_init,
                                  initargs=(self.vocab, config)) as pool:  # fmt: skip
-            futures = {k: pool.submit(_worker_compile, c) for k, c in distinct.items()}
+            futures = {k: pool.submit(worker_compile, c) for k, c in distinct.items()}
             for k, fut in futures.items():
                 blob, _seconds = fut.result()
                 if isinstance(blob, BaseException):
@@ -250,7 +250,7 @@ class GrammarCompiler:
                 fut.set_result(got)
             return fut, None
         self._inflight[key] = fut
-        return fut, self._processes().submit(_worker_compile, constraint)
+        return fut, self._processes().submit(worker_compile, constraint)
 
     def _processes(self) -> ProcessPoolExecutor:
         """The worker processes (spawned on first use); caller holds the lock."""
@@ -258,10 +258,10 @@ class GrammarCompiler:
             import multiprocessing
 
             ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold CUDA
-            config = _process_config(self.config)
+            config = process_config(self.config)
             if self.config.row_processes and self._row_workers is None:
                 self._row_workers = RowWorkers(self.vocab, self.config.row_processes)
-            self._procs = ProcessPoolExecutor(self.config.processes, mp_context=ctx, initializer=_worker_init,
+            self._procs = ProcessPoolExecutor(self.config.processes, mp_context=ctx, initializer=worker_init,
                                               initargs=(self.vocab, config))  # fmt: skip
         return self._procs
 
@@ -279,7 +279,7 @@ class GrammarCompiler:
                 raise TimeoutError(f"{self.config.processes - len(seen)} compile worker processes did not start within {timeout_s} s")
             with self._lock:
                 pool = self._processes()
-                pings = [pool.submit(_worker_ping, 0.2) for _ in range(self.config.processes)]
+                pings = [pool.submit(worker_ping, 0.2) for _ in range(self.config.processes)]
             seen.update(p.result(timeout=left) for p in pings)
         if self._row_workers is not None:
             self._row_workers.start(timeout_s)
@@ -383,7 +383,7 @@ class GrammarCompiler:
         if path is None:
             return
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        state = _state_without_vocab(fsm)
+        state = state_without_vocab(fsm)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path))
         with os.fdopen(fd, "wb") as f:
             pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
@@ -403,20 +403,6 @@ def _strip(exc: BaseException) -> None:
         cur = nxt
 
 
-_WORKER: GrammarCompiler | None = None
-# compiled once by each compile process at start-up: it meets what the first compile of a process
-# would otherwise pay for (a `$ref` resolved through jsonschema's validator of the root's draft,
-# whose import builds its format checkers' parsers; the Unicode classes of \S \W \D), so no
-# request does
-WARM_UP = Constraint.json_schema(
-    {
-        "$defs": {"s": {"type": "string", "format": "email", "pattern": "^\\S\\W\\D$"}},
-        "type": "object",
-        "properties": {"a": {"$ref": "#/$defs/s"}},
-    }
-)
-
-
 @functools.cache
 def code_digest() -> str:
     """16 hex digits of BLAKE2b over the sources and compiled extensions of the ``fsm`` and
@@ -434,78 +420,6 @@ def code_digest() -> str:
                 with open(os.path.join(folder, name), "rb") as f:
                     h.update(f.read())
     return h.hexdigest()
-
-
-def _process_config(config: CompilerConfig) -> CompilerConfig:
-    """What a compile process runs with: one thread, no processes of its own, and no LRU (the
-    compiler that owns the process caches what it ships, so a hit never reaches a worker; a
-    worker's own copies, each expanded whole, would only grow its memory)."""
-    return dataclasses.replace(config, workers=1, processes=0, row_processes=0, cache_size=0)
-
-
-def _worker_init(vocab: Vocabulary, config: CompilerConfig) -> None:
-    global _WORKER
-    vocab.prepare()  # the trie and the walk's tables now, not in the first request's compile
-    _WORKER = GrammarCompiler(vocab, config)
-    _WORKER.compile(WARM_UP)  # and the one-time imports and tables a compile meets
-    gc.collect()
-    gc.freeze()  # the vocabulary lives as long as the process: the collector's passes skip it
-
-
-FRAGMENT_BUDGET_S = 0.05  # NFA fragments a compile process builds before shipping a grammar
-# ... up to this many NFA states: past it the pickle (which every copy of the grammar loads, the
-# engine's on its serving process) costs more than the fragments the copies would build
-FRAGMENT_MAX_NFA_STATES = 16_384
-# a compile process then expands the whole automaton within this time and table size, so the
-# engine and the row worker expand nothing (a complete table also ships without its NFA)
-COMPLETE_BUDGET_S = 0.03
-COMPLETE_MAX_ENTRIES = 1 << 20  # transitions (states × byte classes): 4 MB of int32
-
-
-def _worker_compile(constraint: Constraint) -> tuple[bytes | BaseException, float]:
-    """Compile in a worker process: (the FSM's state without the vocabulary (the parent has
-    it), pickled, so it can be forwarded to a row worker as it is; or the refusal; seconds
-    spent)."""
-    assert _WORKER is not None
-    t0 = time.perf_counter()
-    # the fragments and the pickle allocate as much as the compile: the collector stays off
-    # through all of it (the grammar is dropped by reference counting once shipped)
-    with GC_PAUSE.paused() if _WORKER.config.pause_gc else contextlib.nullcontext():
-        try:
-            out: bytes | BaseException = ship_blob(_WORKER.compile(constraint))
-        except (ConstraintError, GrammarCompileError) as e:
-            out = e
-    return out, time.perf_counter() - t0
-
-
-def ship_blob(fsm: TokenFSM) -> bytes:
-    """What a compile process sends for a freshly compiled ``fsm``: its NFA fragments built
-    (``FRAGMENT_BUDGET_S``, ``FRAGMENT_MAX_NFA_STATES``) and its automaton expanded whole where
-    that fits (``COMPLETE_BUDGET_S``, ``COMPLETE_MAX_ENTRIES``), so the engine and its row
-    worker expand nothing, then pickled without the vocabulary (the receiver has it).  Mutates
-    ``fsm`` (same language, same state ids).  Raises ``GrammarCompileError`` as a compile
-    does (a state cap met while building fragments), ``TypeError`` for anything but a
-    ``TokenFSM``."""
-    if not isinstance(fsm, TokenFSM):
-        raise TypeError(f"ship_blob takes a TokenFSM, got {type(fsm).__name__}")
-    fsm.build_fragments(time.perf_counter() + FRAGMENT_BUDGET_S, FRAGMENT_MAX_NFA_STATES)
-    fsm.complete_dfa(time.perf_counter() + COMPLETE_BUDGET_S, COMPLETE_MAX_ENTRIES)
-    return pickle.dumps(_state_without_vocab(fsm), protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def _worker_ping(seconds: float) -> int:
-    """A no-op task that holds its worker ``seconds`` and names it (its pid), so that
-    :meth:`GrammarCompiler.start_workers` sees every worker of the pool answer."""
-    assert _WORKER is not None
-    time.sleep(seconds)
-    return os.getpid()
-
-
-def _state_without_vocab(fsm: TokenFSM) -> dict[str, Any]:
-    """The FSM's pickled state minus the vocabulary (the receiver has it: disk cache, workers)."""
-    state = fsm.__getstate__()
-    state.pop("vocab")
-    return state
 
 
 def compile(constraint: Constraint | str, vocab: Vocabulary | Any, *, timeout_s: float = 10.0, max_states: int = 50_000) -> TokenFSM:

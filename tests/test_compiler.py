@@ -7,7 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from structgen.fsm.compiler import WARM_UP, GrammarCompiler, _process_config
+from structgen.fsm.compile_process import WARM_UP, process_config
+from structgen.fsm.compiler import GrammarCompiler
 from structgen.fsm.compiler_config import CompilerConfig, GcPause
 from structgen.fsm.constraint import Constraint
 from structgen.fsm.errors import GrammarCompileError, GrammarTimeoutError
@@ -394,6 +395,6 @@ def test_compile_processes_keep_no_grammars() -> None:
     """A compile process ships each grammar and keeps none (its owner caches them): no LRU,
     one thread, no processes of its own; the limits are the owner's."""
     owner = CompilerConfig(processes=4, row_processes=3, workers=8, cache_size=512, max_states=1234)
-    got = _process_config(owner)
+    got = process_config(owner)
     assert (got.cache_size, got.workers, got.processes, got.row_processes) == (0, 1, 0, 0)
     assert got.max_states == 1234 and got.timeout_s == owner.timeout_s

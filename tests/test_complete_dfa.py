@@ -342,7 +342,7 @@ def test_compiled_walks_over_a_lazy_table_match_the_byte_walk(
 def test_ship_blob_ships_a_complete_automaton_and_names_bad_input(gpt2_vocab: Vocabulary) -> None:
     """What a compile process sends loads as a complete table without an NFA; anything but a
     TokenFSM is refused by name."""
-    from structgen.fsm.compiler import ship_blob
+    from structgen.fsm.compile_process import ship_blob
 
     blob = ship_blob(_fsm(CASES[1], gpt2_vocab))
     loaded = TokenFSM.__new__(TokenFSM)

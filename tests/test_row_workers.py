@@ -227,7 +227,7 @@ def test_a_grammar_loads_while_a_large_answer_waits_to_be_read(gpt2_vocab: Vocab
     the engine thread waiting behind the load for the worker's send lock)."""
     import threading
 
-    from structgen.fsm.compiler import ship_blob
+    from structgen.fsm.compile_process import ship_blob
     from structgen.fsm.row_workers import RowWorkers
 
     big = {"type": "object", "properties": {f"field_{i}": {"type": "string", "maxLength": 40} for i in range(12)}}
