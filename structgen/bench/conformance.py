@@ -33,7 +33,8 @@ from structgen.bench.conformance_anchors import ANCHORS, Anchor, AnchorResult, a
 from structgen.bench.conformance_items import Item, ItemResult, KeyOrderer, exact_validator, load_maskbench, load_test_suite, tally
 from structgen.bench.conformance_report import TIMED_TOKENS, render_markdown, summarize
 from structgen.bench.item_pool import PoolSpec, limit_cpu, run_items
-from structgen.fsm.compiler import WARM_UP, GrammarCompiler
+from structgen.fsm.compile_process import WARM_UP
+from structgen.fsm.compiler import GrammarCompiler
 from structgen.fsm.compiler_config import CompilerConfig
 from structgen.fsm.constraint import Constraint
 from structgen.fsm.cursor import TokenRejectedError
