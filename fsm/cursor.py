@@ -44,7 +44,7 @@ def prefix_successor(prefix: bytes) -> bytes | None:
     return bytes(p)
 
 
-def utf8_complete_prefix(data: bytes) -> int:
+def utf8_complete_prefix(data: bytes | bytearray) -> int:
     """Length of the longest prefix of ``data`` that does not end inside a UTF-8 sequence."""
     n = len(data)
     i = n - 1

@@ -138,3 +138,17 @@ def test_package_faces_only_re_export() -> None:
 def _names(node: ast.Assign | ast.AugAssign) -> set[str]:
     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
     return {t.id for t in targets if isinstance(t, ast.Name)}
+
+
+def test_the_type_checker_sees_the_installed_package_layout() -> None:
+    """``mypy`` checks ``.mypy/structgen``: links to every module and package of ``structgen/``
+    and to the packages installed under it from top-level folders, so that an import of
+    ``structgen.fsm`` from the engine resolves (without them it would type as ``Any``)."""
+    tree = ROOT / ".mypy" / "structgen"
+    want = {p.name: p for p in (ROOT / "structgen").iterdir() if p.suffix == ".py" or p.name == "py.typed" or (p / "__init__.py").is_file()}
+    want.update({name: ROOT / name for name in ("fsm", "schemas", "kernels")})
+    got = {p.name: p for p in tree.iterdir()}
+    assert sorted(got) == sorted(want), "add or remove the links in .mypy/structgen"
+    for name, link in got.items():
+        assert link.is_symlink() and not Path(link.readlink()).is_absolute(), f"{name}: a relative link"
+        assert link.resolve() == want[name].resolve(), f"{name} points at {link.resolve()}"

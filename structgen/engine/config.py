@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import torch
 
@@ -44,7 +45,14 @@ def auto_worker_processes(device: torch.device, cpus: int | None = None, *, rese
     return compile_procs, max(1, min(cpus - reserved - compile_procs, 31))
 
 
-def worker_processes(compile_processes: int | str, row_processes: int | str, device: str, *, reserved: int = 1) -> dict[str, int]:
+class WorkerProcesses(TypedDict):
+    """``CompilerConfig`` fields from the ``--compile-processes`` / ``--row-processes`` flags."""
+
+    processes: int
+    row_processes: int
+
+
+def worker_processes(compile_processes: int | str, row_processes: int | str, device: str, *, reserved: int = 1) -> WorkerProcesses:
     """``CompilerConfig`` fields ``processes`` / ``row_processes`` from the ``serve`` / ``bench
     json`` flags: a count, or "auto" (:func:`auto_worker_processes` for ``device`` and
     ``reserved`` cores; auto row processes are 0 without compile processes).  Raises
@@ -61,7 +69,7 @@ def worker_processes(compile_processes: int | str, row_processes: int | str, dev
             out[name] = int(raw)
         else:
             raise ValueError(f"{flag} {raw!r}: give a number of processes or auto")
-    return out
+    return WorkerProcesses(processes=out["processes"], row_processes=out["row_processes"])
 
 
 @dataclass(frozen=True)

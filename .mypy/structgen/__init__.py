@@ -1,0 +1,1 @@
+../../structgen/__init__.py

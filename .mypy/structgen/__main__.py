@@ -1,0 +1,1 @@
+../../structgen/__main__.py

@@ -1,0 +1,1 @@
+../../structgen/api.py

@@ -1,0 +1,1 @@
+../../structgen/cli.py
