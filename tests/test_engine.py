@@ -607,3 +607,32 @@ def test_kv_pressure_retracts_a_prompt_waiting_for_its_grammar_first(tiny_llama_
         while eng.has_unfinished():
             eng.step()
         assert eng.output(slow).finish_reason in ("stop", "length")
+
+
+def test_held_prompts_leave_running_rows_to_ready_requests(tiny_llama_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prompts prefilled while their grammar compiles take at most half of
+    ``max_running_requests``: a request that can run is not kept out by held ones."""
+    from concurrent.futures import Future
+
+    held: Future = Future()
+    with make_engine(tiny_llama_dir, max_running_requests=4) as eng:
+        real = eng.scheduler.grammar.compiler
+        assert real is not None
+        monkeypatch.setattr(real, "submit", lambda constraint: held)
+        params, schema = SamplingParams(max_tokens=20), Constraint.json_schema(SMALL)
+        slow = [eng.submit(GenerateRequest(f"held prompt number {i} with some words", params, schema)) for i in range(4)]
+        for _ in range(3):
+            eng.step()
+        assert sum(1 for r in eng.scheduler.decode.running if r.grammar_pending) == 2
+        free = eng.submit(GenerateRequest("free", SamplingParams(max_tokens=4)))
+        for _ in range(40):
+            if eng._reqs[free].status is Status.FINISHED:
+                break
+            eng.step()
+        assert eng.output(free).finish_reason in ("stop", "length")
+        monkeypatch.undo()
+        held.set_result(real.compile(Constraint.json_schema(SMALL)))
+        while eng.has_unfinished():
+            eng.step()
+        for rid in slow:
+            jsonschema.validate(json.loads(eng.output(rid).text), SMALL)

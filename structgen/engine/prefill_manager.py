@@ -37,13 +37,14 @@ class PrefillManager:
                 return self.waiting.pop(i)
         return None
 
-    def schedule(self, budget: int, num_running: int) -> list[tuple[Req, int]]:
+    def schedule(self, budget: int, num_running: int, held_room: int | None = None) -> list[tuple[Req, int]]:
         """Admit waiting requests into this step within ``budget`` extend tokens and the KV
         budget.  Order: requests whose grammar is ready (or that have none) before those whose
         grammar compiles, then cached prefix length + aging, longest first (SGLang's LPM policy
         with a starvation guard).  Returns ``(req, extend_len)`` with slots assigned; a request
         whose prompt does not fit in ``budget`` gets a first chunk, and one whose grammar
-        compiles gets at most its prompt but the last token (:attr:`Req.extendable`)."""
+        compiles gets at most its prompt but the last token (:attr:`Req.extendable`), while
+        ``held_room`` (None: no limit) more such prompts may run."""
         cfg = self.config
         if not self.waiting or budget <= 0:
             for r in self.waiting:
@@ -59,8 +60,8 @@ class PrefillManager:
         for _ready, _score, _i, req in scored:
             if budget <= 0:
                 break
-            if req.extendable <= 0 or (req.grammar_pending and req.retractions):
-                continue  # its last prompt token is left, or KV ran short for it once: it waits for its grammar
+            if req.extendable <= 0 or (req.grammar_pending and (req.retractions or (held_room is not None and held_room <= 0))):
+                continue  # its last prompt token is left, KV ran short for it once, or held prompts fill their share
             seq = req.token_at(0, req.seq_len)
             cached = self.cache.peek_prefix_len(req)
             if req.grammar_pending and cached >= req.seq_len - 1:
@@ -81,6 +82,8 @@ class PrefillManager:
             if req.retractions == 0:
                 req.cached_tokens = req.kv_len
             admitted.append((req, n))
+            if req.grammar_pending and held_room is not None:
+                held_room -= 1
             batch_prompts.append(seq)
             budget -= n
         taken = {id(r) for r, _n in admitted}

@@ -57,9 +57,10 @@ class SchedulerConfig:
     waiting request gains per step (starvation guard for the longest-prefix-first order);
     ``prefill_while_compiling``: a request whose grammar is still compiling prefills its prompt
     but the last token meanwhile (its first token is sampled once the grammar is ready; requests
-    whose grammar is ready are admitted first), so prefill and compile overlap instead of adding up
-    in the time to first token (off: it waits for its grammar before it is queued, as SGLang's
-    grammar queue and vLLM's ``WAITING_FOR_FSM`` do);
+    whose grammar is ready are admitted first, and such held prompts take at most half of
+    ``max_running_requests``), so prefill and compile overlap instead of adding up in the time
+    to first token (off: it waits for its grammar before it is queued, as SGLang's grammar queue
+    and vLLM's ``WAITING_FOR_FSM`` do);
     ``overlap_schedule``: launch each step's forward before processing the previous step's
     sampled tokens (hides the host's scheduling and result processing behind the GPU; every
     token is reported one step later; a request that finishes wastes the one decode launched
@@ -173,7 +174,8 @@ class Scheduler:
             self.prefill.remove(r.rid)  # queued while compiling (running ones are released by _finish)
             self._finish(r, "error")
         items, budget = self.decode.schedule(self.config.max_batch_tokens)
-        new = self.prefill.schedule(budget, len(self.decode))
+        held = sum(1 for r in self.decode.running if r.grammar_pending)
+        new = self.prefill.schedule(budget, len(self.decode), held_room=self.config.max_running_requests // 2 - held)
         self.decode.add([r for r, _n in new])
         items += new
         if not items:
