@@ -19,7 +19,8 @@
  * table int32 [n, C] (every row expanded), accepting uint8/bool [n], out int64 [n] (written;
  * states that reach no accepting one keep the value it holds).  A breadth-first search
  * backwards from the accepting states over the reverse edges (those into the dead state left
- * out: most of a table's), grouped by target with a counting sort: O(n * C).  Raises ValueError for shapes that disagree or a target out of range.
+ * out: most of a table's), grouped by target with a counting sort: O(n * C).  Raises ValueError
+ * for shapes that disagree or a target out of range.
  */
 static PyObject *distances_to_accept(PyObject *self, PyObject *args) {
     PyObject *o_table, *o_acc, *o_out;

@@ -1,8 +1,8 @@
 """Lengths of regex IR nodes, as the NFA builder and the lazy DFA need them: whether a node
 matches the empty string, its shortest string (exact), an upper bound on its longest, and the
 worst shortest way out from inside it, each memoized by structure; and the NFA states an eager
-build of a node makes.  ``And`` / ``Minus`` /
-``Automaton`` nodes are read off their eager product DFAs, which the builder owns.
+build of a node makes.  ``And`` / ``Minus`` / ``Automaton`` nodes are read off their eager
+product DFAs, which the builder owns.
 """
 
 from __future__ import annotations
@@ -79,11 +79,11 @@ class NodeLengths:
         return out
 
     def eager_states(self, node: Node, limit: int, memo: dict[int, tuple[Node, int]]) -> int:
-        """NFA states an eager :meth:`NFABuilder.build` of ``node`` makes (no stubs inside), or a number
-        above ``limit`` once the count passes it (the walk stops there).  An ``And`` /
+        """NFA states an eager :meth:`NFABuilder.build` of ``node`` makes (no stubs inside), or
+        a number above ``limit`` once the count passes it (the walk stops there).  An ``And`` /
         ``Minus`` / ``Automaton`` whose product is not built yet counts as above ``limit``.
-        ``memo``: ``id(node) -> (node, count)`` (holding each node, so no id is reused while
-        it lives)."""
+        ``memo``: ``id(node) -> (node, count)`` (holding each node, so no id is reused while it
+        lives)."""
         got = memo.get(id(node))
         if got is not None:
             return got[1]
@@ -93,7 +93,7 @@ class NodeLengths:
         elif isinstance(node, Chars):
             n = self.builder.chars_states(node.cs)
         elif isinstance(node, (Seq, Alt)):
-            n = 1 if isinstance(node, Seq) and not node.items else (0 if isinstance(node, Seq) else 2)
+            n = 2 if isinstance(node, Alt) else int(not node.items)  # an Alt's entry and exit; an empty Seq's one state
             for it in node.items:
                 n += self.eager_states(it, limit, memo)
                 if n > limit:

@@ -89,6 +89,8 @@ def test_future_ids_resolve_placeholders() -> None:
         FutureIds(0, torch.device("cpu"))
     with pytest.raises(ValueError, match="overlap_schedule"):
         SchedulerConfig(overlap_schedule=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="prefill_while_compiling must be a bool, got 'yes'"):
+        SchedulerConfig(prefill_while_compiling="yes")  # type: ignore[arg-type]
 
 
 def test_overlap_matches_synchronous_steps(tiny_llama_dir: str) -> None:

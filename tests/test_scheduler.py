@@ -33,17 +33,17 @@ def test_longest_prefix_first_then_aging() -> None:
     b = _req(1, [*range(1, 21), 99])  # 20 cached tokens
     pm.add(a)
     pm.add(b)
-    ((got, n),) = pm.schedule(budget=100, num_running=0)
+    ((got, n),) = pm.schedule(budget=100, num_running=0, held_room=0)
     assert got is b and n == 1 and b.cached_tokens == 20  # only the uncached token is computed
     cache.unadmit(b)  # b leaves: its row, the only one, is free again
     d = _req(2, [*range(1, 21), 98])
     pm.add(d)
-    ((got, _n),) = pm.schedule(budget=100, num_running=0)
+    ((got, _n),) = pm.schedule(budget=100, num_running=0, held_room=0)
     assert got is d  # a waited 1 step: 16 < 20
     cache.unadmit(d)
     e = _req(3, [*range(1, 21), 97])
     pm.add(e)
-    ((got, _n),) = pm.schedule(budget=100, num_running=0)
+    ((got, _n),) = pm.schedule(budget=100, num_running=0, held_room=0)
     assert got is a  # a waited 2 steps: 32 > 20, it no longer starves
 
 
@@ -54,16 +54,16 @@ def test_in_batch_prefix_sharing_and_chunking() -> None:
     other = _req(2, list(range(300, 310)))
     for r in (first, second, other):
         pm.add(r)
-    admitted = pm.schedule(budget=100, num_running=0)
+    admitted = pm.schedule(budget=100, num_running=0, held_room=0)
     # second shares 40 uncached tokens with first: it waits a step to reuse them
     assert [(r.rid, n) for r, n in admitted] == [(0, 41), (2, 10)]
     first.kv_len += 41  # what process_results does after the forward
     cache.cache_prefix(first)
-    ((got, n),) = pm.schedule(budget=100, num_running=2)
+    ((got, n),) = pm.schedule(budget=100, num_running=2, held_room=0)
     assert got is second and n == 1 and second.cached_tokens == 40
     long = _req(3, list(range(400, 480)))
     pm.add(long)
-    ((got, n),) = pm.schedule(budget=30, num_running=3)
+    ((got, n),) = pm.schedule(budget=30, num_running=3, held_room=0)
     assert got is long and n == 30 and long.pending == 80  # a first chunk of 30 at the step's token budget
     assert cache.req_to_token.available == 8 - 4
 

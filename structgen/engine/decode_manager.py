@@ -34,11 +34,16 @@ class DecodeManager:
     def remove(self, req: Req) -> None:
         self.running.remove(req)
 
+    def num_held(self) -> int:
+        """Running requests whose grammar still compiles (prompts prefilled while they wait)."""
+        return sum(1 for r in self.running if r.grammar_pending)
+
     def schedule(self, budget: int) -> tuple[list[tuple[Req, int]], int]:
         """Slots for every running request's pending tokens: whole decode / jump-forward extends
         (one token each outside ``budget``, the rest of a chain inside it) and prefill chunks
         within ``budget``.  When the KV pool (free + evictable) cannot hold them, requests are
-        retracted: those whose grammar still compiles, then the newest.  Returns the items and the budget left."""
+        retracted: those whose grammar still compiles, then the newest.  Returns the items and
+        the budget left."""
         while True:
             plan: list[tuple[Req, int]] = []
             left = budget

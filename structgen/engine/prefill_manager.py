@@ -37,14 +37,14 @@ class PrefillManager:
                 return self.waiting.pop(i)
         return None
 
-    def schedule(self, budget: int, num_running: int, held_room: int | None = None) -> list[tuple[Req, int]]:
+    def schedule(self, budget: int, num_running: int, held_room: int) -> list[tuple[Req, int]]:
         """Admit waiting requests into this step within ``budget`` extend tokens and the KV
         budget.  Order: requests whose grammar is ready (or that have none) before those whose
         grammar compiles, then cached prefix length + aging, longest first (SGLang's LPM policy
         with a starvation guard).  Returns ``(req, extend_len)`` with slots assigned; a request
         whose prompt does not fit in ``budget`` gets a first chunk, and one whose grammar
         compiles gets at most its prompt but the last token (:attr:`Req.extendable`), while
-        ``held_room`` (None: no limit) more such prompts may run."""
+        ``held_room`` more such prompts may run."""
         cfg = self.config
         if not self.waiting or budget <= 0:
             for r in self.waiting:
@@ -60,7 +60,7 @@ class PrefillManager:
         for _ready, _score, _i, req in scored:
             if budget <= 0:
                 break
-            if req.extendable <= 0 or (req.grammar_pending and (req.retractions or (held_room is not None and held_room <= 0))):
+            if req.extendable <= 0 or (req.grammar_pending and (req.retractions or held_room <= 0)):
                 continue  # its last prompt token is left, KV ran short for it once, or held prompts fill their share
             seq = req.token_at(0, req.seq_len)
             cached = self.cache.peek_prefix_len(req)
@@ -70,9 +70,6 @@ class PrefillManager:
                 continue  # shares an uncached prefix with a request admitted now: reuse it next step
             if not self.cache.admit(req):
                 break  # every req-to-token row is taken: max_running_requests are running
-            if req.extendable <= 0:  # admission matched more than the peek said
-                self.cache.unadmit(req)
-                continue
             n = min(req.extendable, budget)
             alone = num_running + len(admitted) == 0  # an idle engine always admits (no reserve needed)
             reserve = 0 if n < req.pending or alone else min(cfg.decode_reserve_tokens, req.max_tokens - len(req.output_ids))
@@ -82,7 +79,7 @@ class PrefillManager:
             if req.retractions == 0:
                 req.cached_tokens = req.kv_len
             admitted.append((req, n))
-            if req.grammar_pending and held_room is not None:
+            if req.grammar_pending:
                 held_room -= 1
             batch_prompts.append(seq)
             budget -= n

@@ -174,8 +174,8 @@ class Scheduler:
             self.prefill.remove(r.rid)  # queued while compiling (running ones are released by _finish)
             self._finish(r, "error")
         items, budget = self.decode.schedule(self.config.max_batch_tokens)
-        held = sum(1 for r in self.decode.running if r.grammar_pending)
-        new = self.prefill.schedule(budget, len(self.decode), held_room=self.config.max_running_requests // 2 - held)
+        held_room = self.config.max_running_requests // 2 - self.decode.num_held() if self.prefill.waiting else 0
+        new = self.prefill.schedule(budget, len(self.decode), held_room)
         self.decode.add([r for r, _n in new])
         items += new
         if not items:

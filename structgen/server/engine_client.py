@@ -102,7 +102,7 @@ def engine_snapshot(engine: Engine) -> EngineSnapshot:
     radix = engine.cache.radix
     stats = engine.compiler.stats()
     # a request prefilled while its grammar compiles is counted once: running, or waiting for its grammar
-    held_running = sum(1 for r in sched.decode.running if r.grammar_pending)
+    held_running = sched.decode.num_held()
     held_waiting = sum(1 for r in sched.prefill.waiting if r.grammar_pending)
     return EngineSnapshot(
         grammar=len(sched.grammar) - held_running,
