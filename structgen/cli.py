@@ -113,13 +113,13 @@ def _add_serve(sub: Any) -> None:
         "--compile-processes",
         default="auto",
         help="compile (and --precompute-states rows) on this many worker processes, off the engine's interpreter lock "
-        "(0: threads; auto: a quarter of the cores on a CUDA device with 8 or more, else 0)",
+        "(0: threads; auto: three quarters of the cores, at most 32, on a CUDA device with 8 or more, else 0)",
     )
     srv.add_argument(
         "--row-processes",
         default="auto",
         help="worker processes that compute first-visit mask rows of grammars compiled on --compile-processes, a whole "
-        "batch at once (0: in the engine step; auto: the cores left but one when compile processes run, else 0)",
+        "batch at once (0: in the engine step; auto: the cores but a quarter and one when compile processes run, else 0)",
     )
     srv.add_argument(
         "--precompute-states",

@@ -223,10 +223,10 @@ def test_worker_processes_auto_follows_the_device_and_cores() -> None:
     from structgen.engine.config import auto_worker_processes
 
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
-    assert auto_worker_processes(cuda, 16) == (4, 11)  # the split measured on the 16-core GPU box
+    assert auto_worker_processes(cuda, 16) == (12, 11)  # the split measured on the 16-core GPU box
     assert auto_worker_processes(cuda, 4) == (0, 0) and auto_worker_processes(cpu, 64) == (0, 0)
     assert auto_worker_processes(cuda, 128) == (32, 31)
-    assert auto_worker_processes(cuda, 16, reserved=2) == (4, 10)  # serve: the front end has a core too
+    assert auto_worker_processes(cuda, 16, reserved=2) == (12, 10)  # serve: the front end has a core too
     from structgen.engine.config import worker_processes
 
     assert worker_processes("auto", "auto", "cpu") == {"processes": 0, "row_processes": 0}

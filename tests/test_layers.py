@@ -4,7 +4,11 @@ between modules, no ``sys.path`` edits, and no package path into ``tests/`` or `
 from __future__ import annotations
 
 import ast
+import importlib
 import re
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -125,14 +129,48 @@ def test_no_sys_path_edits_or_paths_outside_the_install(folder: str) -> None:
 
 
 def test_package_faces_only_re_export() -> None:
-    """``__init__.py`` files hold a docstring, imports and ``__all__``: no logic."""
+    """``__init__.py`` files hold a docstring, imports and ``__all__``: no logic.  The top
+    package's face re-exports on first use (a ``TYPE_CHECKING`` block of imports, the name →
+    module table, and the module ``__getattr__`` / ``__dir__`` of PEP 562), so that a worker
+    process importing ``structgen.fsm`` does not load the engine."""
+    lazy_face = ROOT / "structgen" / "__init__.py"
     for folder in PACKAGES:
         for path in (ROOT / folder).rglob("__init__.py"):
             tree = ast.parse(path.read_text())
             for node in tree.body:
                 ok = isinstance(node, (ast.Import, ast.ImportFrom)) or (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
-                ok = ok or (isinstance(node, (ast.Assign, ast.AugAssign)) and _names(node) <= {"__all__", "__version__"})
+                names = {"__all__", "__version__"} | ({"_EXPORTS"} if path == lazy_face else set())
+                ok = ok or (isinstance(node, (ast.Assign, ast.AugAssign)) and _names(node) <= names)
+                ok = ok or (path == lazy_face and _lazy_re_export(node))
                 assert ok, f"{path.relative_to(ROOT)}:{node.lineno}: {type(node).__name__} in a package face"
+
+
+def _lazy_re_export(node: ast.stmt) -> bool:
+    """A statement of PEP 562's lazy re-export: ``if TYPE_CHECKING:`` imports, or the module's
+    ``__getattr__`` / ``__dir__``."""
+    if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+        return all(isinstance(n, ast.ImportFrom) for n in node.body) and not node.orelse
+    return isinstance(node, ast.FunctionDef) and node.name in {"__getattr__", "__dir__"}
+
+
+def test_the_top_package_re_exports_lazily() -> None:
+    """Every name of ``structgen.__all__`` resolves to the object its module defines, and a
+    process that imports the compile layer alone (a compile or row worker) loads neither the
+    engine nor torch."""
+    import structgen
+
+    assert set(structgen.__all__) == set(structgen._EXPORTS)
+    for name in structgen.__all__:
+        module = importlib.import_module(structgen._EXPORTS[name])
+        assert getattr(structgen, name) is getattr(module, name), name
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = structgen.nope  # type: ignore[attr-defined]
+    code = (
+        "import sys, structgen.fsm.compile_process, structgen.fsm.row_workers\n"
+        "print(sorted(m for m in ('torch', 'structgen.engine', 'structgen.api') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tempfile.gettempdir())
+    assert out.stdout.strip() == "[]", out.stdout
 
 
 def _names(node: ast.Assign | ast.AugAssign) -> set[str]:

@@ -32,17 +32,20 @@ def cpu_threads_for(config_threads: int | None, num_params: int) -> int | None:
 
 def auto_worker_processes(device: torch.device, cpus: int | None = None, *, reserved: int = 1) -> tuple[int, int]:
     """(compile processes, row processes) for ``--compile-processes auto`` /
-    ``--row-processes auto``: on a CUDA device with ≥ 8 CPU cores, a quarter of the cores
-    compile and the rest but ``reserved`` (the engine's; the server's front end is a second)
-    compute first-visit mask rows, so a cold schema's grammar work runs beside the forward
-    instead of on the engine thread (16 cores: 4 + 11, the split measured in
-    ``benchmarks/results/bench-json-gpu/extraction-row-workers.md``); elsewhere none (threads),
-    since a CPU model needs the cores itself."""
+    ``--row-processes auto``: on a CUDA device with ≥ 8 CPU cores, three quarters of the cores
+    (at most 32) compile and the cores but a quarter and ``reserved`` (the engine's; the
+    server's front end is a second; at most 31) compute first-visit mask rows, so a cold
+    schema's grammar work runs beside the forward instead of on the engine thread.  The two
+    pools together outnumber the cores: compile processes sit idle between bursts of new
+    schemas, and in a burst more of them shorten the queue (16 cores: 12 + 11; against 4 + 11,
+    TTFT p99 at 256 new schemas at once 0.77–0.81 s against 1.21–1.24 s, c64 within its
+    run-to-run spread: ``benchmarks/results/bench-json-gpu/compile-processes-h200.md``).
+    Elsewhere none (threads), since a CPU model needs the cores itself."""
     cpus = cpus or os.cpu_count() or 1
     if device.type != "cuda" or cpus < 8:
         return 0, 0
-    compile_procs = max(1, cpus // 4)
-    return compile_procs, max(1, min(cpus - reserved - compile_procs, 31))
+    compile_procs = min(32, max(1, 3 * cpus // 4))
+    return compile_procs, max(1, min(cpus - reserved - cpus // 4, 31))
 
 
 class WorkerProcesses(TypedDict):
