@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 from _gpu_common import HERE, run_meta, write_results
-from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler, Vocabulary, lazy_dfa
+from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler, Vocabulary, lazy_dfa, trie_bodies
 from structgen.fsm import trie as trie_mod
 from structgen.fsm.dfa import Budget
 from structgen.fsm.lazy_compile import compile_lazy
@@ -166,7 +166,7 @@ def string_state(v: Vocabulary) -> list[list[Any]]:
     dfa = compile_lazy(node, Budget(timeout_s=10))
     s = dfa.walk(dfa.initial, b'{"a": "')
     rows: list[list[Any]] = []
-    cap = getattr(trie_mod, "BODY_MAX_STATES", None)
+    cap = getattr(trie_bodies, "BODY_MAX_STATES", None)
     body = v.trie.mask_bits(dfa, s)
     rows.append(
         [
@@ -177,12 +177,12 @@ def string_state(v: Vocabulary) -> list[list[Any]]:
         ]
     )
     if cap is not None:
-        trie_mod.BODY_MAX_STATES = 1  # the loop bytes alone
+        trie_bodies.BODY_MAX_STATES = 1  # the loop bytes alone
         try:
             loop_only = v.trie.mask_bits(dfa, s)
             rows.append(["string state", "mask_bits (loop bytes only)", round(median_us(lambda: v.trie.mask_bits(dfa, s), 21)), "µs"])
         finally:
-            trie_mod.BODY_MAX_STATES = cap
+            trie_bodies.BODY_MAX_STATES = cap
         if not np.array_equal(body, loop_only):
             raise SystemExit("the body skip and the loop-only walk disagree")
     return rows

@@ -1,10 +1,14 @@
 """Path lengths of eager byte DFAs (shortest and longest accepted strings, the largest distance to
 acceptance), the distances to acceptance of every state of a complete transition table
 (breadth-first searches, backwards from the accepting states where every state is asked), and
-the largest such distance among the states each state can reach."""
+the largest such distance among the states each state can reach; and the distances to
+acceptance of a lazily built NFA, extended as it grows."""
 
 from __future__ import annotations
 
+import heapq
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -165,3 +169,57 @@ def reach_max(table: np.ndarray, dist: np.ndarray, *, use_compiled: bool = True)
                 out[x] = m
                 done[x] = True
     return out
+
+
+def extend_nfa_distances(
+    dist: list[int],
+    eps: Sequence[Sequence[int]],
+    edges: Sequence[Sequence[tuple[int, int, int]]],
+    final: int,
+    n0: int,
+    pending: Mapping[int, tuple[Any, int]],
+    shortest: Callable[[Any], int],
+) -> None:
+    """Extend ``dist`` (bytes from each NFA state to ``final``, exact for states ``< n0``) to the
+    states added since, ``n0 .. len(eps) - 1``, in place: Dijkstra over the new states only,
+    with edges of cost 0 (epsilon), 1 (a byte range) and, from a stub still ``pending``
+    (``state -> (node, exit)``), ``shortest(node)`` to its exit.  Sound because fragments only
+    ever grow: a new state leaves its fragment through exits into older states, whose distances
+    are already exact.  Unreachable states get :data:`NO_PATH`."""
+    n1 = len(eps)
+    dist.extend([NO_PATH] * (n1 - n0))
+    rev: defaultdict[int, list[tuple[int, int]]] = defaultdict(list)  # new state -> [(new predecessor, cost)]
+    heap: list[tuple[int, int]] = []
+    if n0 <= final < n1:
+        dist[final] = 0
+        heap.append((0, final))
+    for q in range(n0, n1):  # each edge q -> r of cost 0 / 1 / a stub's shortest length
+        best = dist[q]
+        for r in eps[q]:
+            if r >= n0:
+                rev[r].append((q, 0))
+            elif dist[r] < best:
+                best = dist[r]
+        for _lo, _hi, r in edges[q]:
+            if r >= n0:
+                rev[r].append((q, 1))
+            elif dist[r] + 1 < best:
+                best = dist[r] + 1
+        stub = pending.get(q)
+        if stub is not None:
+            r, cost = stub[1], shortest(stub[0])
+            if r >= n0:
+                rev[r].append((q, cost))
+            elif dist[r] + cost < best:
+                best = dist[r] + cost
+        if best < dist[q]:
+            dist[q] = best
+            heapq.heappush(heap, (best, q))
+    while heap:
+        d, r = heapq.heappop(heap)
+        if d > dist[r]:
+            continue
+        for q, cost in rev.get(r, ()):
+            if d + cost < dist[q]:
+                dist[q] = d + cost
+                heapq.heappush(heap, (d + cost, q))

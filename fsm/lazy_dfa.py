@@ -6,13 +6,12 @@ the same construction run to completion over a built NFA (eager DFAs)."""
 from __future__ import annotations
 
 import time
-from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .dfa import DEAD, Budget
-from .dfa_paths import NO_PATH, distances_to_accept, reach_max
+from .dfa_paths import NO_PATH, distances_to_accept, extend_nfa_distances, reach_max
 from .errors import GrammarCompileError
 
 if TYPE_CHECKING:
@@ -493,53 +492,11 @@ class LazyDFA:
             self._extend_nfa_dist()
 
     def _extend_nfa_dist(self) -> None:
-        """Distances to ``final`` for the NFA states added since the last call (Dijkstra over the
-        new states only).  Sound because fragments only ever grow: a new state leaves its
-        fragment through exits into older states, whose distances are already exact."""
-        import heapq
-
-        n0, n1 = self._nfa_dist_n, len(self.eps)
-        dist = self._nfa_dist
-        dist.extend([NO_PATH] * (n1 - n0))
-        rev: defaultdict[int, list[tuple[int, int]]] = defaultdict(list)  # new state -> [(new predecessor, cost)]
-        heap: list[tuple[int, int]] = []
-        pending = self.builder.pending
+        """Distances to ``final`` for the NFA states added since the last call
+        (:func:`~.dfa_paths.extend_nfa_distances`)."""
+        n1 = len(self.eps)
         shortest = self.builder.lengths.shortest
-
-        if n0 <= self.final < n1:
-            dist[self.final] = 0
-            heap.append((0, self.final))
-        eps, edges = self.eps, self.edges
-        for q in range(n0, n1):  # each edge q -> r of cost 0 / 1 / a stub's shortest length
-            best = dist[q]
-            for r in eps[q]:
-                if r >= n0:
-                    rev[r].append((q, 0))
-                elif dist[r] < best:
-                    best = dist[r]
-            for _lo, _hi, r in edges[q]:
-                if r >= n0:
-                    rev[r].append((q, 1))
-                elif dist[r] + 1 < best:
-                    best = dist[r] + 1
-            stub = pending.get(q)
-            if stub is not None:
-                r, cost = stub[1], shortest(stub[0])
-                if r >= n0:
-                    rev[r].append((q, cost))
-                elif dist[r] + cost < best:
-                    best = dist[r] + cost
-            if best < dist[q]:
-                dist[q] = best
-                heapq.heappush(heap, (best, q))
-        while heap:
-            d, r = heapq.heappop(heap)
-            if d > dist[r]:
-                continue
-            for q, cost in rev.get(r, ()):
-                if d + cost < dist[q]:
-                    dist[q] = d + cost
-                    heapq.heappush(heap, (d + cost, q))
+        extend_nfa_distances(self._nfa_dist, self.eps, self.edges, self.final, self._nfa_dist_n, self.builder.pending, shortest)
         self._nfa_dist_n = n1
 
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .dfa import DEAD
-from .trie import LOOP_SKIP_MIN_BYTES
 from .trie import copy_bit_ranges as _copy_ranges
+from .trie_bodies import LOOP_SKIP_MIN_BYTES
 
 if TYPE_CHECKING:
     from .token_fsm import TokenFSM

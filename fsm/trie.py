@@ -12,6 +12,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .trie_bodies import CHAIN_DEPTH, CHAIN_MAX_STATES, LOOP_SKIP_MIN_BYTES, body_shape, chain_body_classes, loop_body_classes
+
 _c_walk: Any
 _c_subtree_bytes: Any
 _c_copy_ranges: Any
@@ -19,9 +21,7 @@ _c_permute_bits: Any
 _c_walk_bits: Any
 _c_pack_nodes: Any
 _c_subtree_within: Any
-_c_body_shape: Any
 try:  # the compiled walk (fsm/_trie_walk.c); optional, see setup.py
-    from ._trie_walk import body_shape as _c_body_shape
     from ._trie_walk import copy_ranges as _c_copy_ranges
     from ._trie_walk import pack_nodes as _c_pack_nodes
     from ._trie_walk import permute_bits as _c_permute_bits
@@ -30,13 +30,9 @@ try:  # the compiled walk (fsm/_trie_walk.c); optional, see setup.py
     from ._trie_walk import walk as _c_walk
     from ._trie_walk import walk_bits as _c_walk_bits
 except ImportError:  # pragma: no cover - exercised when no C compiler was available at install
-    _c_walk = _c_subtree_bytes = _c_copy_ranges = _c_permute_bits = _c_walk_bits = _c_pack_nodes = _c_subtree_within = _c_body_shape = None
+    _c_walk = _c_subtree_bytes = _c_copy_ranges = _c_permute_bits = _c_walk_bits = _c_pack_nodes = _c_subtree_within = None
 
-LOOP_SKIP_MIN_BYTES = 32  # the loop-subtree skip pays off only for states looping on many bytes
 LOOP_TOKENS_CACHE = 256  # loop-byte sets whose token bitmasks a trie keeps
-BODY_MAX_STATES = 32  # body automata of loop states (VocabTrie._body) larger than this are not used
-CHAIN_DEPTH = 16  # bytes of a chain state's body automaton (VocabTrie._chain_body); longer tokens are walked
-CHAIN_MAX_STATES = 512  # chain body automata larger than this are not used
 DEAD_STATE = 0  # dfa.DEAD
 LOOP_WITHIN_CACHE = 32  # loop-byte sets whose per-node subtree flags (N bytes each) a trie keeps
 PACKED_NODE = np.dtype([("skip", "<i4"), ("token", "<i4"), ("byte", "u1"), ("pad", "u1"), ("depth", "<u2")])  # _trie_walk.c trie_node
@@ -275,15 +271,8 @@ class VocabTrie:
         loop bytes alone (:meth:`loop_tokens`).  Expands the body's states (the caller
         serializes expansions)."""
         cob = np.asarray(dfa.class_of_byte)
-        live_class = row != DEAD_STATE  # [C]
-        loop_class = row == state  # [C]
-        high = np.zeros(len(row), dtype=bool)  # [C] continuation bytes too: dead from ``state``, live inside a sequence
-        high[cob[0x80:]] = True
-        plain = loop_class | high  # [C] body classes
-        escape = plain.copy()
-        escape[cob[0x5C]] |= bool(live_class[cob[0x5C]])
-        for sigma in (escape, plain) if (escape != plain).any() else (plain,):
-            shape = self._body_shape(dfa, state, sigma)
+        for sigma in loop_body_classes(dfa, state, row):
+            shape = body_shape(dfa, state, sigma)
             if shape is not None:
                 return sigma[cob], self.body_tokens(shape)
         loop = np.packbits(loop_bytes, bitorder="little").view("<u8").copy()  # [4]
@@ -301,20 +290,13 @@ class VocabTrie:
         position of a long enough counter, so its tokens are computed once per shape.  Sound
         for any byte set, as :meth:`_body`.  Expands the body's states (the caller serializes
         expansions)."""
-        cob = np.asarray(dfa.class_of_byte)
-        succ = row[cob]  # [256]
-        live = succ[succ != DEAD_STATE]
-        if len(live) < LOOP_SKIP_MIN_BYTES:
+        sigma = chain_body_classes(dfa, state, row)
+        if sigma is None:
             return None
-        values, counts = np.unique(live, return_counts=True)
-        k = int(counts.argmax())
-        if counts[k] < LOOP_SKIP_MIN_BYTES:
-            return None
-        sigma = row == values[k]  # [C]
-        sigma[cob[0x80:]] = True
-        shape = self._body_shape(dfa, state, sigma, CHAIN_MAX_STATES, CHAIN_DEPTH)
+        shape = body_shape(dfa, state, sigma, CHAIN_MAX_STATES, CHAIN_DEPTH)
         if shape is None:
             return None
+        cob = np.asarray(dfa.class_of_byte)
         body = sigma[cob]  # [256]
         key = np.packbits(body, bitorder="little").view("<u8").copy()  # [4]
         within = self._memo("_chain_within_cache", key.tobytes(), LOOP_WITHIN_CACHE, lambda: self._within_depth(key, CHAIN_DEPTH))
@@ -324,29 +306,9 @@ class VocabTrie:
         """``uint8 [N-1]``: :meth:`loop_within` of ``byte_set``, and the subtree no deeper than ``depth``."""
         return self.loop_within(byte_set) & (self.pre_deepest <= depth).astype(np.uint8)
 
-    @staticmethod
-    def _body_shape(dfa: Any, state: int, sigma: np.ndarray, max_states: int | None = None, depth: int = 0) -> np.ndarray | None:
-        """The body automaton of ``state`` over the classes ``sigma`` (``bool [C]``) as a byte
-        table ``int32 [n + 1, 256]`` (row 0 dead, row 1 ``state``, the others in breadth-first
-        order; bytes outside the body lead to 0), cut after ``depth`` bytes when ``depth`` > 0
-        (states first reached there lead nowhere), or None past ``max_states`` states (default
-        ``BODY_MAX_STATES``).  Expands the states it reaches, a breadth-first level at a time."""
-        cob = np.asarray(dfa.class_of_byte)
-        cap = BODY_MAX_STATES if max_states is None else max_states
-        out = np.zeros((cap + 1, len(sigma)), dtype=np.int32)
-        sig = sigma.astype(np.uint8)
-        missing = np.zeros(256, dtype=np.int32)
-        while True:
-            n = _c_body_shape(dfa.table, dfa.num_classes, sig, state, out, depth, missing)
-            if n >= 0:
-                break
-            for s in missing[:-n].tolist():
-                dfa.expand(s)
-        return None if n == 0 else np.take(out[:n], cob, axis=1)
-
     def body_tokens(self, table: np.ndarray) -> np.ndarray:
         """``uint32 [W]`` bitmask of the tokens that the body automaton ``table`` (``int32
-        [n + 1, 256]``, :meth:`_body_shape`) allows from its state 1, every byte of them inside
+        [n + 1, 256]``, :func:`~.trie_bodies.body_shape`) allows from its state 1, every byte of them inside
         the body.  Cached per table (read-only result).  Raises ``ValueError`` for a table that is
         not ``int32 [n + 1, 256]`` with a dead row 0, n ≥ 1 and targets in ``0..n``."""
         if (

@@ -391,7 +391,7 @@ def test_body_skip_matches_the_walk_and_falls_back(gpt2_vocab: Vocabulary, monke
     """A JSON string's loop state: the body (its UTF-8 and escape excursions) is found, its
     tokens are pre-set once per automaton shape, and the bits equal a plain walk's; with the
     body capped below its size the loop bytes alone are used, with the same bits."""
-    from structgen.fsm import trie as trie_module
+    from structgen.fsm import trie_bodies
     from structgen.fsm.trie import VocabTrie, compiled_walk_available
 
     if not compiled_walk_available():
@@ -410,7 +410,7 @@ def test_body_skip_matches_the_walk_and_falls_back(gpt2_vocab: Vocabulary, monke
         assert body.sum() > loop_bytes.sum()
         np.testing.assert_array_equal(trie.mask_bits(dfa, s), plain)
     assert len(trie._body_cache) == 1  # both strings' bodies have one shape: one body walk
-    monkeypatch.setattr(trie_module, "BODY_MAX_STATES", 1)
+    monkeypatch.setattr(trie_bodies, "BODY_MAX_STATES", 1)
     row = np.asarray(dfa.expand(states[0]))
     loop_bytes = row[np.asarray(dfa.class_of_byte)] == states[0]
     body, _ = trie._body(dfa, states[0], row, loop_bytes)
