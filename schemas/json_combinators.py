@@ -5,6 +5,7 @@ provably exclude each other as they are; overlapping ones each minus the others)
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import TYPE_CHECKING, Any
 
 from .errors import SchemaError
@@ -281,7 +282,7 @@ def _excludes(cv: Converter, a: Any, b: Any, force: set[str], ptr: str, rest: di
         if _values_exclude(cv, _plain_ref_target(cv, props_a[k], ptr), _plain_ref_target(cv, props_b[k], ptr)):
             return True
     for name in sorted(set(props_a) & set(props_b)):
-        xa, xb = values_of(props_a[name]), values_of(props_b[name])
+        xa, xb = discriminator_values(props_a[name]), discriminator_values(props_b[name])
         if xa is not None and xb is not None and not any(json_equal(x, y) for x in xa for y in xb):
             force.add(name)  # generate the discriminator even where a does not require it
             return True
@@ -300,12 +301,35 @@ def _values_exclude(cv: Converter, a: Any, b: Any) -> bool:
     tb = declared_types(b)
     if not (declared_types(a) & tb):
         return True
-    va, vb = values_of(a), values_of(b)
+    va, vb = discriminator_values(a), discriminator_values(b)
     if va is None:
         return False
     if vb is not None:
         return not any(json_equal(x, y) for x in va for y in vb)
     return not any(json_type(v) in tb for v in va)
+
+
+_LITERAL_PATTERN = re.compile(r"\^(?:([\w\- ]+)|\(((?:[\w\- ]+\|)*[\w\- ]+)\))\$")
+"""A fully anchored literal or parenthesized alternation of literals (letters, digits, ``_``,
+``-``, space: no regex syntax), e.g. ``^SEQ$`` or ``^(PREC|PREC_LEFT)$``."""
+
+
+def discriminator_values(s: Any) -> list[Any] | None:
+    """A finite list holding every value valid under ``s``, or None when not known: its
+    ``const`` / ``enum``, or, for a schema of ``type: string`` alone with no ``$ref`` beside it,
+    the literals of a pattern that only matches them (``^SEQ$``, ``^(PREC|PREC_LEFT)$``: how
+    many schemas tag the branches of a ``oneOf``).  Other keywords only narrow the values, so
+    the list is a superset, which is what a disjointness test needs."""
+    got = values_of(s)
+    if got is not None or not isinstance(s, dict) or "$ref" in s:
+        return got
+    pattern = s.get("pattern")
+    if s.get("type") not in ("string", ["string"]) or not isinstance(pattern, str):
+        return None
+    m = _LITERAL_PATTERN.fullmatch(pattern)
+    if m is None:
+        return None
+    return [m.group(1)] if m.group(1) is not None else m.group(2).split("|")
 
 
 def _generated_in_context(cv: Converter, a: dict[str, Any], rest: dict[str, Any]) -> set[str] | None:

@@ -454,6 +454,30 @@ DISJOINT_ONE_OF: list[tuple[Any, list[str], list[str]]] = [
         ['{"spider": "a", "args": []}', '{"spider": "a"}'],
         ['{"args": []}', '{"spider": "a", "x": 1}'],
     ),
+    # branches tagged by a string property whose pattern is an anchored literal or alternation
+    # of literals (tree-sitter's grammar schema): the tags are the branches' only values there
+    (
+        {
+            "oneOf": [
+                {
+                    "type": "object",
+                    "properties": {
+                        "type": {"type": "string", "pattern": "^SEQ$"},
+                        "members": {"type": "array", "items": {"type": "integer"}},
+                    },
+                    "required": ["type", "members"],
+                },
+                {"type": "object", "properties": {"type": {"type": "string", "pattern": "^BLANK$"}}, "required": ["type"]},
+                {
+                    "type": "object",
+                    "properties": {"type": {"type": "string", "pattern": "^(PREC|PREC_LEFT)$"}, "value": {"type": "integer"}},
+                    "required": ["type", "value"],
+                },
+            ]
+        },
+        ['{"type": "SEQ", "members": [1]}', '{"type": "BLANK"}', '{"type": "PREC_LEFT", "value": 2}', '{"type": "PREC", "value": 0}'],
+        ['{"type": "SEQ"}', '{"type": "PRECX", "value": 1}', '{"type": "OTHER"}', '{"members": []}'],
+    ),
 ]
 
 
@@ -482,6 +506,33 @@ def test_one_of_branches_shown_disjoint_by_their_objects(schema: Any, accepted: 
     node, _ = schema_to_ir(schema)
     assert not _has_difference(node)
     _check_exact(schema, accepted, rejected)
+
+
+def test_a_pattern_that_is_not_a_literal_is_no_discriminator() -> None:
+    """A tag pattern with regex syntax (``^SEQ.*$`` also matches ``SEQUENCE``) or without
+    ``type: string`` (a non-string tag passes any pattern) does not count as a finite set of
+    tags: the branches then take the exact difference, and stay exact."""
+    from structgen.schemas.json_combinators import discriminator_values
+
+    assert discriminator_values({"type": "string", "pattern": "^(PREC|PREC_LEFT)$"}) == ["PREC", "PREC_LEFT"]
+    for tag in (
+        {"type": "string", "pattern": "^SEQ.*$"},
+        {"pattern": "^SEQ$"},
+        {"type": ["string", "null"], "pattern": "^SEQ$"},
+        {"type": "string", "pattern": "^A|B$"},
+        {"type": "string", "pattern": "SEQ"},
+        {"type": "string", "pattern": "^SEQ$", "$ref": "#/x"},
+    ):
+        assert discriminator_values(tag) is None, tag
+    schema = {
+        "oneOf": [
+            {"type": "object", "properties": {"t": {"type": "string", "pattern": "^SEQ.*$"}}, "required": ["t"]},
+            {"type": "object", "properties": {"t": {"type": "string", "pattern": "^SEQUENCE$"}}, "required": ["t"]},
+        ]
+    }
+    node, _ = schema_to_ir(schema)
+    assert _has_difference(node)
+    _check_exact(schema, ['{"t": "SEQ"}', '{"t": "SEQX"}'], ['{"t": "SEQUENCE"}', '{"t": "X"}'])
 
 
 @pytest.mark.parametrize(
