@@ -262,7 +262,7 @@ def _excludes(cv: Converter, a: Any, b: Any, force: set[str], ptr: str, rest: di
     sem_types = declared_types(b)
     if gen_types is not None and not (gen_types & sem_types):
         return True
-    va, vb = values_of(a), values_of(b)
+    va, vb = discriminator_values(a), discriminator_values(b)
     if va is not None and vb is not None and not any(json_equal(x, y) for x in va for y in vb):
         return True
     if gen_types is None or gen_types - {"object"}:

@@ -478,6 +478,12 @@ DISJOINT_ONE_OF: list[tuple[Any, list[str], list[str]]] = [
         ['{"type": "SEQ", "members": [1]}', '{"type": "BLANK"}', '{"type": "PREC_LEFT", "value": 2}', '{"type": "PREC", "value": 0}'],
         ['{"type": "SEQ"}', '{"type": "PRECX", "value": 1}', '{"type": "OTHER"}', '{"members": []}'],
     ),
+    # string branches whose patterns are distinct literals
+    (
+        {"oneOf": [{"type": "string", "pattern": "^(ALIAS|BLANK)$"}, {"type": "string", "pattern": "^SEQ$"}, {"type": "integer"}]},
+        ['"ALIAS"', '"BLANK"', '"SEQ"', "3"],
+        ['"ALIASX"', '"X"', "3.5", "null"],
+    ),
 ]
 
 
