@@ -317,9 +317,10 @@ _LITERAL_PATTERN = re.compile(r"\^(?:([\w\- ]+)|\(((?:[\w\- ]+\|)*[\w\- ]+)\))\$
 def discriminator_values(s: Any) -> list[Any] | None:
     """A finite list holding every value valid under ``s``, or None when not known: its
     ``const`` / ``enum``, or, for a schema of ``type: string`` alone with no ``$ref`` beside it,
-    the literals of a pattern that only matches them (``^SEQ$``, ``^(PREC|PREC_LEFT)$``: how
-    many schemas tag the branches of a ``oneOf``).  Other keywords only narrow the values, so
-    the list is a superset, which is what a disjointness test needs."""
+    the strings a pattern of literals matches (``^SEQ$``, ``^(PREC|PREC_LEFT)$``: how many
+    schemas tag the branches of a ``oneOf``): each literal, and each with a final newline, which
+    Python's ``$`` (``jsonschema``'s ``re.search``) also accepts.  Other keywords only narrow
+    the values, so the list is a superset, which is what a disjointness test needs."""
     got = values_of(s)
     if got is not None or not isinstance(s, dict) or "$ref" in s:
         return got
@@ -329,7 +330,8 @@ def discriminator_values(s: Any) -> list[Any] | None:
     m = _LITERAL_PATTERN.fullmatch(pattern)
     if m is None:
         return None
-    return [m.group(1)] if m.group(1) is not None else m.group(2).split("|")
+    literals = [m.group(1)] if m.group(1) is not None else m.group(2).split("|")
+    return [v for lit in literals for v in (lit, lit + "\n")]
 
 
 def _generated_in_context(cv: Converter, a: dict[str, Any], rest: dict[str, Any]) -> set[str] | None:

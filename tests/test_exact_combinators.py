@@ -520,7 +520,7 @@ def test_a_pattern_that_is_not_a_literal_is_no_discriminator() -> None:
     tags: the branches then take the exact difference, and stay exact."""
     from structgen.schemas.json_combinators import discriminator_values
 
-    assert discriminator_values({"type": "string", "pattern": "^(PREC|PREC_LEFT)$"}) == ["PREC", "PREC_LEFT"]
+    assert discriminator_values({"type": "string", "pattern": "^(PREC|PREC_LEFT)$"}) == ["PREC", "PREC\n", "PREC_LEFT", "PREC_LEFT\n"]
     for tag in (
         {"type": "string", "pattern": "^SEQ.*$"},
         {"pattern": "^SEQ$"},
@@ -539,6 +539,11 @@ def test_a_pattern_that_is_not_a_literal_is_no_discriminator() -> None:
     node, _ = schema_to_ir(schema)
     assert _has_difference(node)
     _check_exact(schema, ['{"t": "SEQ"}', '{"t": "SEQX"}'], ['{"t": "SEQUENCE"}', '{"t": "X"}'])
+    # `jsonschema`'s `$` also matches before a final newline: a const "SEQ\n" overlaps ^SEQ$
+    overlap = {"oneOf": [{"const": "SEQ\n"}, {"type": "string", "pattern": "^SEQ$"}]}
+    node, _ = schema_to_ir(overlap)
+    assert _has_difference(node)
+    _check_exact(overlap, ['"SEQ"'], ['"SEQ\\n"', '"X"'])
 
 
 @pytest.mark.parametrize(
