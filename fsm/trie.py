@@ -33,7 +33,6 @@ except ImportError:  # pragma: no cover - exercised when no C compiler was avail
     _c_walk = _c_subtree_bytes = _c_copy_ranges = _c_permute_bits = _c_walk_bits = _c_pack_nodes = _c_subtree_within = None
 
 LOOP_TOKENS_CACHE = 256  # loop-byte sets whose token bitmasks a trie keeps
-DEAD_STATE = 0  # dfa.DEAD
 LOOP_WITHIN_CACHE = 32  # loop-byte sets whose per-node subtree flags (N bytes each) a trie keeps
 PACKED_NODE = np.dtype([("skip", "<i4"), ("token", "<i4"), ("byte", "u1"), ("pad", "u1"), ("depth", "<u2")])  # _trie_walk.c trie_node
 

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from .dfa import DEAD
+
 _c_body_shape: Any
 try:  # the compiled walk (fsm/_trie_walk.c); optional, see setup.py
     from ._trie_walk import body_shape as _c_body_shape
@@ -20,7 +22,6 @@ LOOP_SKIP_MIN_BYTES = 32  # the loop-subtree skip pays off only for states loopi
 BODY_MAX_STATES = 32  # body automata of loop states larger than this are not used
 CHAIN_DEPTH = 16  # bytes of a chain state's body automaton; longer tokens are walked
 CHAIN_MAX_STATES = 512  # chain body automata larger than this are not used
-DEAD_STATE = 0  # dfa.DEAD
 
 
 def loop_body_classes(dfa: Any, state: int, row: np.ndarray) -> list[np.ndarray]:
@@ -29,7 +30,7 @@ def loop_body_classes(dfa: Any, state: int, row: np.ndarray) -> list[np.ndarray]
     ``\\`` (a JSON string's UTF-8 sequences and escapes: excursions that end back in the loop);
     then without ``\\``."""
     cob = np.asarray(dfa.class_of_byte)
-    live_class = row != DEAD_STATE  # [C]
+    live_class = row != DEAD  # [C]
     loop_class = row == state  # [C]
     high = np.zeros(len(row), dtype=bool)  # [C] continuation bytes too: dead from ``state``, live inside a sequence
     high[cob[0x80:]] = True
@@ -45,7 +46,7 @@ def chain_body_classes(dfa: Any, state: int, row: np.ndarray) -> np.ndarray | No
     with ``maxLength`` moves a counter on); its body is those bytes plus every byte ≥ 0x80."""
     cob = np.asarray(dfa.class_of_byte)
     succ = row[cob]  # [256]
-    live = succ[succ != DEAD_STATE]
+    live = succ[succ != DEAD]
     if len(live) < LOOP_SKIP_MIN_BYTES:
         return None
     values, counts = np.unique(live, return_counts=True)
