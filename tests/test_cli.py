@@ -233,6 +233,8 @@ def test_worker_processes_auto_follows_the_device_and_cores() -> None:
     assert worker_processes("3", "2", "auto") == {"processes": 3, "row_processes": 2}
     with pytest.raises(ValueError, match="--compile-processes 'many'"):
         worker_processes("many", "auto", "cpu")
+    with pytest.raises(ValueError, match="--row-processes '-2': give a number of processes \\(0 or more\\)"):
+        worker_processes("2", "-2", "cpu")
 
 
 @pytest.mark.parametrize("pause_gc", [True, False])

@@ -68,10 +68,10 @@ def worker_processes(compile_processes: int | str, row_processes: int | str, dev
     ):
         if raw == "auto":
             out[name] = guess if name == "processes" or out.get("processes") else 0
-        elif raw.lstrip("-").isdigit():
+        elif raw.isdigit():
             out[name] = int(raw)
         else:
-            raise ValueError(f"{flag} {raw!r}: give a number of processes or auto")
+            raise ValueError(f"{flag} {raw!r}: give a number of processes (0 or more) or auto")
     return WorkerProcesses(processes=out["processes"], row_processes=out["row_processes"])
 
 
