@@ -161,7 +161,7 @@ def test_conformance_runs_the_anchors_on_the_same_instances(tmp_path: Path) -> N
     [
         (["serve", "--precompute-states", "-1"], "precompute_states must be >= 0"),
         (["serve", "--precompute-budget-s", "0"], "precompute_budget_s must be > 0"),
-        (["serve", "--compile-processes", "-1"], "processes must be >= 0"),
+        (["serve", "--compile-processes", "-1"], "--compile-processes '-1': give a number of processes (0 or more)"),
         (["bench", "peers", "--endpoint", "s=structgen@http://127.0.0.1:9", "--concurrency", "0"], "--concurrency must be >= 1"),
         (["bench", "peers", "--endpoint", "nope"], "expected LABEL=FLAVOR@URL"),
     ],
