@@ -22,6 +22,10 @@ def convert_all_of(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
     items = schema["allOf"]
     if not isinstance(items, list) or not items:
         raise SchemaError("allOf must be a non-empty array", keyword="allOf", pointer=ptr)
+    if cv.dynamic_scope:  # each part keeps its identity, so its base URI joins a $dynamicRef's dynamic scope
+        own = [cv.rewritten(schema, "allOf-rest", lambda: _rest(schema))] if any(k in CONSTRAINTS for k in _rest(schema)) else []
+        parts = [*own, *items]
+        return _intersect(cv, parts[0], parts[1:], ptr, [])
     # merged once per schema object: the merge builds new schemas, and a schema with one
     # identity hits the conversion memo wherever the same object is reached again (a ``$ref``
     # target under many ``oneOf`` branches would otherwise be merged and converted anew each time)
@@ -29,8 +33,12 @@ def convert_all_of(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
     return _intersect(cv, merged, residue, ptr, list(inlined))
 
 
+def _rest(schema: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in schema.items() if k != "allOf"}
+
+
 def _merged(cv: Converter, schema: dict[str, Any], items: list[Any], ptr: str) -> tuple[Any, list[Any], tuple[str, ...]]:
-    rest = {k: v for k, v in schema.items() if k != "allOf"}
+    rest = _rest(schema)
     parts: list[Any] = [rest] if any(k in CONSTRAINTS for k in rest) else []
     parts.extend(items)
     inlined: list[str] = []
@@ -66,7 +74,7 @@ MAX_ORDERED_NAMES = 64  # names past these are laid out by each part as before (
 def member_order(cv: Converter, parts: list[Any], ptr: str) -> tuple[str, ...]:
     """The property names that ``parts`` (schemas of one instance location) declare or
     require, through ``allOf`` / ``anyOf`` / ``oneOf`` / ``then`` / ``else`` /
-    ``dependentSchemas`` and local ``$ref``: every ``properties`` name in the order met, then
+    ``dependentSchemas`` and ``$ref`` inside the document: every ``properties`` name in the order met, then
     every ``required`` one; at most ``MAX_ORDERED_NAMES``."""
     declared: dict[str, None] = {}
     required: dict[str, None] = {}
@@ -82,11 +90,12 @@ def member_order(cv: Converter, parts: list[Any], ptr: str) -> tuple[str, ...]:
         if isinstance(s.get("required"), list):
             required.update(dict.fromkeys(r for r in s["required"] if isinstance(r, str)))
         inner: list[Any] = []
-        if isinstance(s.get("$ref"), str) and s["$ref"].startswith("#"):
-            try:
-                inner.append(cv.resolve_ref(s["$ref"], ptr, s)[0])
-            except SchemaError:
-                pass
+        for key in ("$ref", "$dynamicRef"):  # (a $dynamicRef's initial target: a hint for the order)
+            if isinstance(s.get(key), str):
+                try:
+                    inner.append(cv.resolve_ref(s[key], ptr, s)[0])
+                except SchemaError:
+                    pass
         for key in ("allOf", "anyOf", "oneOf"):
             if isinstance(s.get(key), list):
                 inner.extend(s[key])

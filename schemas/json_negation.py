@@ -207,6 +207,10 @@ def _unique_items(cv: Converter, v: Any, s: dict[str, Any], ptr: str) -> list[An
     raise NotExpressible("uniqueItems", ptr, "the complement of uniqueItems (a repeated item) is not regular")
 
 
+def _dynamic_ref(cv: Converter, v: Any, s: dict[str, Any], ptr: str) -> list[Any]:
+    raise NotExpressible("$dynamicRef", ptr, "the complement of a $dynamicRef is not built (its target depends on the dynamic scope)")
+
+
 def _prefix_violations(cv: Converter, key: str, prefix: list[Any]) -> list[Any]:
     out = []
     for i, sub in enumerate(prefix):
@@ -339,6 +343,7 @@ _HANDLERS: dict[str, Any] = {
     "minItems": _min_items,
     "maxItems": _max_items,
     "uniqueItems": _unique_items,
+    "$dynamicRef": _dynamic_ref,
     "items": _items,
     "prefixItems": _prefix_items,
     "additionalItems": _additional_items,

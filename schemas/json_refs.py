@@ -6,14 +6,25 @@ document; one that needs another document is refused by name (never fetched).
 A ``$ref`` resolves against the base URI of the schema object that holds it: the nearest
 enclosing ``$id``, not the root's (``{"$id": "http://x/a", "$defs": …, "$ref": "#/$defs/b"}``
 names ``a``'s own ``$defs``).
+
+A ``$dynamicRef`` (2020-12) whose initial target is a ``$dynamicAnchor`` resolves to the
+outermost schema resource of the dynamic scope that defines a ``$dynamicAnchor`` of the same
+name (JSON Schema 2020-12 Core, section 8.2.3.2); the converter passes the dynamic scope (the
+base URIs of the resources it entered on the way, outermost first), as ``referencing``'s
+``DynamicAnchor.resolve`` walks its resolver's. Otherwise it behaves as ``$ref``.
 """
 
 from __future__ import annotations
 
-from typing import Any
-from urllib.parse import unquote
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urldefrag, urljoin
 
 from .errors import SchemaError, UnsupportedSchemaError
+from .json_keywords import ANNOTATIONS, RecursionLimit
+
+if TYPE_CHECKING:
+    from .ir import Node
+    from .json_schema import Converter
 
 _SPECS = {4: "DRAFT4", 6: "DRAFT6", 7: "DRAFT7", 2019: "DRAFT201909", 2020: "DRAFT202012"}
 
@@ -31,19 +42,22 @@ class RefResolver:
         self._pointers: dict[int, str] = {}  # id(object in root) -> its JSON pointer
         self._memo: dict[tuple[int, str], tuple[Any, str]] = {}  # (id(resolver), ref) -> result
         self._objects: dict[int, Any] = {}  # id(subschema) -> subschema
+        self._bases: dict[int, str] = {}  # id(subschema) -> its base URI
+        self._registry: Any = None
 
-    def resolve(self, ref: Any, pointer: str, holder: Any = None) -> tuple[Any, str]:
+    def resolve(self, ref: Any, pointer: str, holder: Any = None, keyword: str = "$ref") -> tuple[Any, str]:
         """The schema ``ref`` names and its JSON pointer in the root (``"#/…"``).
 
         ``holder``: the schema object holding the ``$ref`` (its base URI applies); without it,
         or for a schema the converter built, the base URI of the deepest object on
         ``pointer``.  Raises :class:`SchemaError` (not a string, no such pointer or anchor) or
-        :class:`UnsupportedSchemaError` (a reference into another document).
+        :class:`UnsupportedSchemaError` (a reference into another document), both naming
+        ``keyword``.
         """
         import referencing.exceptions
 
         if not isinstance(ref, str):
-            raise SchemaError("$ref must be a string", keyword="$ref", pointer=pointer)
+            raise SchemaError(f"{keyword} must be a string", keyword=keyword, pointer=pointer)
         resolver = self._resolver_for(holder, pointer)
         got = self._memo.get((id(resolver), ref))
         if got is not None:
@@ -51,17 +65,57 @@ class RefResolver:
         try:
             target = resolver.lookup(ref).contents
         except (referencing.exceptions.PointerToNowhere, referencing.exceptions.NoSuchAnchor, referencing.exceptions.InvalidAnchor) as e:
-            raise SchemaError(f"$ref {ref!r} does not resolve ({e})", keyword="$ref", pointer=pointer) from None
+            raise SchemaError(f"{keyword} {ref!r} does not resolve ({e})", keyword=keyword, pointer=pointer) from None
         except referencing.exceptions.Unresolvable:
             raise UnsupportedSchemaError(
                 f"reference {ref!r} names another document, which is never fetched; only references inside the schema are supported",
-                keyword="$ref",
+                keyword=keyword,
                 pointer=pointer,
             ) from None
-        where = self._pointers.get(id(target)) if isinstance(target, (dict, list)) else None
-        got = (target, where if where is not None else f"#{ref}")  # a boolean schema: nothing inside it refers further
+        got = (target, self._where(target, ref))
         self._memo[(id(resolver), ref)] = got
         return got
+
+    def _where(self, target: Any, ref: str) -> str:
+        where = self._pointers.get(id(target)) if isinstance(target, (dict, list)) else None
+        return where if where is not None else f"#{ref}"  # a boolean schema: nothing inside it refers further
+
+    def base_of(self, schema: Any) -> str | None:
+        """The base URI of ``schema`` (a subschema of the root), or None for an object the
+        root does not hold (one the converter built)."""
+        self._build()
+        return self._bases.get(id(schema))
+
+    def resolve_dynamic(self, ref: Any, pointer: str, holder: Any, scope: tuple[str, ...]) -> tuple[Any, str]:
+        """The schema a ``$dynamicRef`` of ``holder`` names, and its pointer: where its initial
+        target is a ``$dynamicAnchor``, the same-named dynamic anchor of the first resource of
+        ``scope`` (base URIs, outermost first) that defines one, else as :meth:`resolve`.
+        Raises as :meth:`resolve`, naming ``$dynamicRef``."""
+        import referencing.exceptions
+        import referencing.jsonschema
+
+        if not isinstance(ref, str):
+            raise SchemaError("$dynamicRef must be a string", keyword="$dynamicRef", pointer=pointer)
+        self._build()
+        uri, fragment = urldefrag(urljoin(self._base_for(holder, pointer), ref))
+        name = unquote(fragment)
+        if name and not name.startswith("/"):
+            dynamic = referencing.jsonschema.DynamicAnchor
+            missing = (referencing.exceptions.Unresolvable, referencing.exceptions.NoSuchResource)
+            try:
+                initial = self._registry.anchor(uri, name).value
+            except missing:
+                initial = None
+            if isinstance(initial, dynamic):
+                for outer in scope:
+                    try:
+                        found = self._registry.anchor(outer, name).value
+                    except missing:
+                        continue
+                    if isinstance(found, dynamic):
+                        return found.resource.contents, self._where(found.resource.contents, ref)
+                return initial.resource.contents, self._where(initial.resource.contents, ref)
+        return self.resolve(ref, pointer, holder, keyword="$dynamicRef")
 
     def subschemas(self) -> list[tuple[Any, str]]:
         """Every subschema of the root (as JSON Schema's applicators define them, per the
@@ -100,6 +154,15 @@ class RefResolver:
         on_the_way = (resolvers.get(id(node)) for node in reversed(self._walk(schema_ptr)[0]))
         return next(r for r in on_the_way if r is not None)  # the root always has one
 
+    def _base_for(self, holder: Any, pointer: str) -> str:
+        """``holder``'s base URI, else that of the deepest schema on ``pointer``."""
+        got = self._bases.get(id(holder)) if holder is not None else None
+        if got is not None:
+            return got
+        schema_ptr = pointer.rsplit("/", 1)[0] if pointer.endswith(("/$ref", "/$dynamicRef")) else pointer
+        on_the_way = (self._bases.get(id(node)) for node in reversed(self._walk(schema_ptr)[0]))
+        return next(b for b in on_the_way if b is not None)  # the root always has one
+
     def _build(self) -> dict[int, Any]:
         if self._resolvers is not None:
             return self._resolvers
@@ -111,15 +174,18 @@ class RefResolver:
         base = root_resource.id() or ""
         registry = referencing.Registry().with_resource(base, root_resource).crawl()
         resolvers: dict[int, Any] = {}
-        stack = [(root_resource, registry.resolver(base_uri=base))]
+        self._registry = registry
+        stack = [(root_resource, registry.resolver(base_uri=base), base)]
         while stack:
-            resource, resolver = stack.pop()
+            resource, resolver, at = stack.pop()
             if id(resource.contents) in resolvers:
                 continue
             resolvers[id(resource.contents)] = resolver
             self._objects[id(resource.contents)] = resource.contents
+            self._bases[id(resource.contents)] = at
             for sub in resource.subresources():
-                stack.append((sub, resolver.in_subresource(sub)))
+                sub_id = sub.id()
+                stack.append((sub, resolver.in_subresource(sub), urljoin(at, sub_id) if sub_id is not None else at))
         self._index_pointers(self.root, "#")
         self._resolvers = resolvers
         return resolvers
@@ -137,6 +203,52 @@ class RefResolver:
                         stack.append((v, f"{ptr}/{str(k).replace('~', '~0').replace('/', '~1')}"))
             elif isinstance(node, list):
                 stack.extend((v, f"{ptr}/{i}") for i, v in enumerate(node) if isinstance(v, (dict, list)))
+
+
+def convert_ref(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
+    """IR of ``schema``, which holds a ``$ref``: its target (with the keywords beside it)."""
+    target, target_ptr = cv.resolve_ref(schema["$ref"], ptr + "/$ref", schema)
+    return _follow(cv, schema, "$ref", target, target_ptr, ptr)
+
+
+def convert_dynamic_ref(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
+    """IR of ``schema``, which holds a ``$dynamicRef``: resolved in the converter's dynamic
+    scope (:meth:`RefResolver.resolve_dynamic`), then followed as a ``$ref``."""
+    assert cv.dynamic_scope  # set by Converter.convert for a 2020-12 root holding a $dynamicRef
+    target, target_ptr = cv.refs().resolve_dynamic(schema["$dynamicRef"], ptr + "/$dynamicRef", schema, cv.dynamic_scope)
+    return _follow(cv, schema, "$dynamicRef", target, target_ptr, ptr)
+
+
+def _follow(cv: Converter, schema: dict[str, Any], keyword: str, target: Any, target_ptr: str, ptr: str) -> Node:
+    """Convert reference ``keyword``'s target (with the keywords beside it, as ``allOf``),
+    counting one more unrolling of ``target_ptr``; raises :class:`RecursionLimit` past
+    ``max_recursion_depth``."""
+    rest = {k: v for k, v in schema.items() if k != keyword and k not in ANNOTATIONS}
+    depth = cv.ref_depth.get(target_ptr, 0)
+    if depth > cv.opt.max_recursion_depth:
+        raise RecursionLimit(ptr)
+    cv.ref_depth[target_ptr] = depth + 1
+    try:
+        if rest:  # one identity per (schema object, target), so the conversion memo holds for it
+            tag = f"{keyword}-siblings {target_ptr}"
+            return cv.convert(cv.rewritten(schema, tag, lambda: {"allOf": [target, rest]}), ptr)
+        return cv.convert(target, target_ptr)
+    finally:
+        cv.ref_depth[target_ptr] = depth
+
+
+def holds_dynamic_ref(root: Any) -> bool:
+    """Whether an object inside ``root`` (a parsed JSON value) has a ``$dynamicRef`` key."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if "$dynamicRef" in node:
+                return True
+            stack.extend(v for v in node.values() if isinstance(v, (dict, list)))
+        elif isinstance(node, list):
+            stack.extend(v for v in node if isinstance(v, (dict, list)))
+    return False
 
 
 def _schemas_only(spec: Any) -> Any:

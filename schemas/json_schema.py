@@ -35,9 +35,9 @@ from .charset import CharSet
 from .errors import SchemaError, UnsupportedSchemaError
 from .ir import NOTHING, Join, Node, alt, chars, lit, new_products, rep, seq
 from .json_combinators import convert_all_of, convert_conditional, convert_union
-from .json_keywords import ANNOTATIONS, CONSTRAINTS, RecursionLimit, check_keyword_types
+from .json_keywords import CONSTRAINTS, RecursionLimit, check_keyword_types
 from .json_not import convert_not
-from .json_refs import RefResolver
+from .json_refs import RefResolver, convert_dynamic_ref, convert_ref, holds_dynamic_ref
 from .json_scalars import convert_enum, convert_types
 from .json_strings import ANY_STRING_CONTENT, json_string
 from .json_unevaluated import rewrite_static_unevaluated
@@ -142,6 +142,9 @@ class Converter:
             self.empty_obj, self.empty_arr = lit("{}"), lit("[]")
         self._validator_cls: Any = None
         self._refs: RefResolver | None = None
+        # with a 2020-12 root holding a $dynamicRef: the base URIs of the schema resources
+        # entered on the way to the subschema being converted, outermost first, each once
+        self.dynamic_scope: tuple[str, ...] | None = None
         self.negated_refs: dict[str, int] = {}  # $ref targets being negated on this path
         self.resolved_refs: list[str] = []  # $ref targets the last complement resolved
         self.rewrites: dict[tuple[int, str], Any] = {}
@@ -157,18 +160,20 @@ class Converter:
             raise UnsupportedSchemaError(why, keyword=keyword, pointer=pointer)
         self.report.dropped.append((keyword, pointer))
 
-    def subschemas(self) -> list[tuple[Any, str]]:
-        """Every subschema of the root with its JSON pointer (:meth:`.json_refs.RefResolver.subschemas`)."""
+    def refs(self) -> RefResolver:
+        """The root's reference resolver (built on first use)."""
         if self._refs is None:
             self._refs = RefResolver(self.root, self.draft_number())
-        return self._refs.subschemas()
+        return self._refs
+
+    def subschemas(self) -> list[tuple[Any, str]]:
+        """Every subschema of the root with its JSON pointer (:meth:`.json_refs.RefResolver.subschemas`)."""
+        return self.refs().subschemas()
 
     def resolve_ref(self, ref: Any, pointer: str, holder: Any = None) -> tuple[Any, str]:
         """The schema ``ref`` names and its pointer (:meth:`.json_refs.RefResolver.resolve`;
         ``holder``: the schema object holding the ``$ref``, whose base URI applies)."""
-        if self._refs is None:
-            self._refs = RefResolver(self.root, self.draft_number())
-        return self._refs.resolve(ref, pointer, holder)
+        return self.refs().resolve(ref, pointer, holder)
 
     def validator(self, schema: Any) -> Any:
         """A ``jsonschema`` validator of the root's draft for ``schema`` (a subschema of the
@@ -224,9 +229,7 @@ class Converter:
             raise type(e)(message, keyword=e.keyword, pointer=f"{ptr}/{keyword}") from None
 
     def _resolves(self, pointer: str) -> bool:
-        if self._refs is None:
-            self._refs = RefResolver(self.root, self.draft_number())
-        return self._refs.pointer_exists(pointer)
+        return self.refs().pointer_exists(pointer)
 
     def rewritten(self, schema: dict[str, Any], tag: str, build: Callable[[], Any]) -> Any:
         """``build()``, made once per (schema object, tag): a rewritten schema keeps one
@@ -250,6 +253,17 @@ class Converter:
             self.check()
         if not isinstance(schema, dict):
             return self._note_origins(self._convert(schema, ptr), ptr)
+        if self.dynamic_scope is None:
+            dynamic = self.draft_number() >= 2020 and holds_dynamic_ref(self.root)
+            self.dynamic_scope = () if not dynamic else (self.refs().base_of(self.root) or "",)
+        if self.dynamic_scope:
+            base = self.refs().base_of(schema)
+            if base is not None and base not in self.dynamic_scope:
+                outer, self.dynamic_scope = self.dynamic_scope, (*self.dynamic_scope, base)
+                try:
+                    return self.convert(schema, ptr)
+                finally:
+                    self.dynamic_scope = outer
         unrolling = [kv for kv in self.ref_depth.items() if kv[1]]
         merging = [kv for kv in self.inline_depth.items() if kv[1]]
         if unrolling or merging:  # the unrolling of targets this schema cannot reach cannot change its result
@@ -258,7 +272,7 @@ class Converter:
             inlined = frozenset(kv for kv in merging if reach is None or kv[0] in reach)
         else:  # no $ref being unrolled or merged: the common case, no reachability needed
             depths = inlined = _NO_DEPTHS
-        key = (id(schema), depths, inlined, self.opt, self.key_order)
+        key = (id(schema), depths, inlined, self.opt, self.key_order, self.dynamic_scope)
         got = self.memo.get(key)
         if got is None:
             got = self._note_origins(self._convert(schema, ptr), ptr)
@@ -337,6 +351,8 @@ class Converter:
             # (``not``, ``if``, ``allOf``, local ``$ref`` …), so none of them needs a grammar
             return convert_enum(self, schema, ptr)
         for key in ("$dynamicRef", "$recursiveRef", "unevaluatedItems", "unevaluatedProperties"):
+            if key == "$dynamicRef" and self.draft_number() >= 2020:
+                continue  # convert_dynamic_ref
             if key in schema and schema[key] is not True and (key.startswith("$") or self.draft_number() >= 2019):
                 why = "which properties (items) it sees depends on the branch an instance passes"
                 self.unsupported(key, ptr, f"'{key}' cannot be enforced by a regular grammar" if key.startswith("$") else f"'{key}': {why}")
@@ -345,7 +361,9 @@ class Converter:
         if any(k in schema for k in ("if", "dependentRequired", "dependentSchemas", "dependencies")):
             return convert_conditional(self, schema, ptr)
         if "$ref" in schema:
-            return self.convert_ref(schema, ptr)
+            return convert_ref(self, schema, ptr)
+        if "$dynamicRef" in schema:
+            return convert_dynamic_ref(self, schema, ptr)
         if "allOf" in schema:
             return convert_all_of(self, schema, ptr)
         if "anyOf" in schema or "oneOf" in schema:
@@ -369,20 +387,6 @@ class Converter:
             yield
         finally:
             self.inline_depth.update(saved)
-
-    def convert_ref(self, schema: dict[str, Any], ptr: str) -> Node:
-        target, target_ptr = self.resolve_ref(schema["$ref"], ptr + "/$ref", schema)
-        rest = {k: v for k, v in schema.items() if k != "$ref" and k not in ANNOTATIONS}
-        depth = self.ref_depth.get(target_ptr, 0)
-        if depth > self.opt.max_recursion_depth:
-            raise RecursionLimit(ptr)
-        self.ref_depth[target_ptr] = depth + 1
-        try:
-            if rest:  # one identity per schema object, so the conversion memo holds for it
-                return self.convert(self.rewritten(schema, "ref-siblings", lambda: {"allOf": [target, rest]}), ptr)
-            return self.convert(target, target_ptr)
-        finally:
-            self.ref_depth[target_ptr] = depth
 
     # ------------------------------------------------------------------ scalars
 

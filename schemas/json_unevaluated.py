@@ -126,8 +126,8 @@ def _evaluated(cv: Converter, s: Any, ptr: str, words: tuple[str, ...], seen: se
     if not isinstance(s, dict) or id(s) in seen:
         return set(), [], False
     seen = seen | {id(s)}
-    for key in _DYNAMIC:
-        if key in s and _mentions(cv, s[key], ptr, words, set()):
+    for key in _DYNAMIC:  # (a dynamic reference's target is known only while converting)
+        if key in s and (key.startswith("$") or _mentions(cv, s[key], ptr, words, set())):
             raise _Dynamic(key)
     names: set[Any] = set()
     patterns: list[str] = []
