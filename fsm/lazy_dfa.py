@@ -13,6 +13,7 @@ import numpy as np
 from .dfa import DEAD, Budget
 from .dfa_paths import NO_PATH, distances_to_accept, extend_nfa_distances, reach_max
 from .errors import GrammarCompileError
+from .length_product import CountedState
 
 if TYPE_CHECKING:
     from structgen.schemas.ir import Node
@@ -200,8 +201,11 @@ class LazyDFA:
         cap = builder.budget.max_nfa_states // 4 if max_nfa_states is None else max_nfa_states
         built = 0
         sizes: dict[int, tuple[Node, int]] = {}  # eager NFA states per IR node
-        while pending and len(self.eps) < cap and time.perf_counter() < deadline:
-            q = next(iter(pending))
+        while len(self.eps) < cap and time.perf_counter() < deadline:
+            # the pairs of a lazy length product stay lazy: built whole, they would be the product
+            q = next((q for q, (node, _x) in pending.items() if not isinstance(node, CountedState)), None)
+            if q is None:
+                break
             room = cap - len(self.eps)
             # whole when it fits (no stubs inside to expand one by one), else one level as a closure would
             self._expand_stub(q, eager=builder.lengths.eager_states(pending[q][0], room, sizes) <= room)

@@ -17,6 +17,7 @@ from structgen.schemas.ir import Alt, Anchor, And, Automaton, Chars, Join, Lit, 
 from .dfa import DEAD, Budget, ByteDFA, byte_classes, determinize, product_dfa, trim_and_minimize
 from .errors import GrammarCompileError
 from .lazy_dfa import determinize_built, has_compiled_expansion
+from .length_product import CountedAutomaton, CountedState, LengthProducts
 from .node_lengths import NodeLengths
 from .product_cache import ProductCache, structural_key
 
@@ -80,6 +81,7 @@ class NFABuilder:
         self._products: dict[int, ByteDFA] = {}  # structural id -> eager DFA (And / Minus)
         self._chars: dict[Any, tuple[int, list[tuple[int, int, int, int]]]] = {}  # class ranges -> fragment
         self.lengths = NodeLengths(self)
+        self.length_products = LengthProducts() if lazy else None  # they need stubs: lazy builders only
 
     def stub(self, node: Node) -> tuple[int, int]:
         """A fragment for ``node`` built only when an epsilon closure first reaches it."""
@@ -156,11 +158,20 @@ class NFABuilder:
             return self.build_members(node)
         if isinstance(node, Join):
             return self.build_join(node)
+        if isinstance(node, And) and self.length_products is not None and self.counted(node) is not None:
+            return self.length_products.build(self, node)
         if isinstance(node, (And, Minus, Automaton)):
             return self.embed(self.product(node))
+        if isinstance(node, CountedState):
+            assert self.length_products is not None
+            return self.length_products.build_state(self, node)
         if isinstance(node, (Anchor, Look)):
             raise GrammarCompileError("regex IR still contains an anchor; resolve anchors before compiling")
         raise TypeError(f"not a regex IR node: {node!r}")
+
+    def counted(self, node: And) -> CountedAutomaton | None:
+        """``node``'s lazy length product (:meth:`.length_product.LengthProducts.of`), or None."""
+        return None if self.length_products is None else self.length_products.of(self, node)
 
     def _chars_fragment(self, cs: CharSet) -> tuple[int, list[tuple[int, int, int, int]]]:
         """The fragment of a character class in local state ids (0 enters, 1 exits): (states,
@@ -453,6 +464,10 @@ def byte_ranges(node: Node, builder: NFABuilder) -> set[tuple[int, int]]:
         elif isinstance(n, Chars):
             for sq in utf8_sequences(n.cs):
                 out.update(sq)
+        elif isinstance(n, And) and builder.counted(n) is not None:
+            counted = builder.counted(n)
+            assert counted is not None
+            out.update((lo, hi) for runs in counted.edges for lo, hi, _t, _c in runs)
         elif isinstance(n, (And, Minus, Automaton)):
             dfa = builder.product(n)  # memoized: built while pruning
             _, los, his, _ = table_runs(dfa.table[1:])

@@ -15,6 +15,7 @@ from structgen.schemas.charset import utf8_sequences
 from structgen.schemas.ir import Alt, And, Automaton, Chars, Join, Lit, Members, Minus, Node, Rep, Seq
 
 from .dfa_paths import NO_PATH, longest_dfa, shortest_dfa, worst_dfa
+from .length_product import CountedAutomaton, CountedState
 
 if TYPE_CHECKING:
     from .nfa import NFABuilder
@@ -50,6 +51,17 @@ class NodeLengths:
         del state["_builder"]  # a weak reference does not pickle: the builder re-attaches its copy
         return state
 
+    def _counted(self, node: Node) -> tuple[CountedAutomaton, int, int] | None:
+        """(automaton, state, characters read) of a lazy length product or one of its pairs."""
+        products = self.builder.length_products
+        if isinstance(node, CountedState) and products is not None:
+            return products.occurrences[node.occ][0], node.state, node.count
+        if isinstance(node, And):
+            got = self.builder.counted(node)
+            if got is not None:
+                return got, got.initial, 0
+        return None
+
     def nullable(self, node: Node) -> bool:
         """Whether ``node`` matches the empty string (memoized by structure)."""
         key = self.builder.structural_id(node)
@@ -70,6 +82,9 @@ class NodeLengths:
             out = self.nullable(node.item) and (node.lo <= 1 or self.nullable(node.sep))
         elif isinstance(node, Members):
             out = all(not req or self.nullable(m) for m, req in node.items)
+        elif (counted := self._counted(node)) is not None:
+            automaton, state, count = counted
+            out = automaton.accepting[state] and automaton.live(state, count)
         elif isinstance(node, (And, Minus, Automaton)):
             dfa = self.builder.product(node)
             out = not dfa.is_empty() and bool(dfa.accepting[dfa.initial])
@@ -156,6 +171,8 @@ class NodeLengths:
             out = min(lo * self.shortest(node.item) + (lo - 1) * self.shortest(node.sep), NO_PATH)
         elif isinstance(node, Members):
             out = min(self._junction_costs(node)[0], NO_PATH)
+        elif (counted := self._counted(node)) is not None:
+            out = counted[0].shortest_bytes(counted[1], counted[2])
         elif isinstance(node, (And, Minus, Automaton)):
             out = shortest_dfa(self.builder.product(node))
         else:
@@ -184,6 +201,8 @@ class NodeLengths:
         elif isinstance(node, Members):
             sep = self.longest(node.sep)
             out = NO_PATH if node.extra is not None else sum(self.longest(m) + sep for m, _req in node.items)
+        elif (counted := self._counted(node)) is not None:
+            out = counted[0].bytes_bound(counted[2])
         elif isinstance(node, (And, Minus, Automaton)):
             most = longest_dfa(self.builder.product(node))
             out = NO_PATH if most is None else most
@@ -238,6 +257,8 @@ class NodeLengths:
             for (member, _required), rest in zip(node.items, after[1:]):  # inside member i, or its separator
                 out = max(out, max(worst(member), worst(node.sep) + short(member)) + rest)
             out = max(out, first)
+        elif (counted := self._counted(node)) is not None:
+            out = counted[0].bytes_bound(counted[2])
         elif isinstance(node, (And, Minus, Automaton)):
             out = worst_dfa(self.builder.product(node))
         else:

@@ -1,0 +1,273 @@
+"""Lazy length products: a JSON string whose content must match a pattern or format *and* a
+length bound (``maxLength``, counted in code points), built on demand.
+
+The eager product of the content automaton X with "at most ``hi`` characters" has about
+|X| × (``hi`` + 1) states, past the state cap for common schemas (an ``email`` of at most 254
+characters, a ``uri`` of at most 2,048).  Here the product is left implicit: a state is a pair
+(state p of X's automaton, characters c read so far), and its NFA fragment is built only when
+the lazy DFA first reaches it (:class:`CountedState` stubs).  A transition that completes a
+character (the JSON encoding of one code point: raw UTF-8, a short escape or ``\\u00XX``)
+counts one; it is kept only when the characters still allowed can reach acceptance
+(``c + min_chars[p'] <= hi``), so every built state stays live, as pruning requires.  The
+character boundaries come from running X's automaton beside the automaton of "any encoded
+characters" (a minimized X alone may merge a boundary with the inside of an escape).
+
+Used when the lower bound is implied (``lo`` ≤ the fewest characters X accepts: every string
+of X that fits under ``hi`` then also meets ``lo``); otherwise the eager product is built as
+before.  The idea is the counter product of bounded repetition (as in RE2's and Rust
+regex-automata's bounded-repeat handling, and llguidance's lazy lexer states), applied at the
+level of the JSON string encoding.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from structgen.schemas.ir import And, Node, Rep
+from structgen.schemas.json_strings import ANY_STRING_ENCODED
+
+from .dfa import DEAD, ByteDFA
+from .dfa_paths import NO_PATH
+
+if TYPE_CHECKING:
+    from .nfa import NFABuilder
+
+LAZY_MIN_PRODUCT = 8192  # pairs × (hi + 1) from which the product is built lazily
+MAX_PAIRS = 1 << 16  # states of X's automaton beside the character tracker, past which it is not tried
+MAX_CHAR_BYTES = 6  # the longest encoding of one code point (``\\u00XX``)
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class CountedState(Node):
+    """The pending fragment of state ``state`` of occurrence ``occ``'s :class:`CountedAutomaton`
+    with ``count`` characters read (an NFA-builder node; never in a schema's IR)."""
+
+    occ: int
+    state: int
+    count: int
+
+
+class CountedAutomaton:
+    """X's automaton beside the character tracker, with the character count left out.
+
+    - ``edges[p]``: ``(lo, hi, target, completes)`` byte runs (``completes``: 1 when the byte
+      ends a character); state 0 is dead, ``initial`` the start.
+    - ``accepting[p]``; ``min_chars[p]``: the fewest characters to acceptance (``NO_PATH`` when
+      none); ``min_bytes[p]`` / ``chars_at_min_bytes[p]``: the fewest bytes to acceptance and
+      the fewest characters among the paths of that many bytes.
+    - ``hi``: the length bound (characters).
+    """
+
+    def __init__(self, edges: list[list[tuple[int, int, int, int]]], accepting: list[bool], initial: int, hi: int) -> None:
+        self.edges = edges
+        self.accepting = accepting
+        self.initial = initial
+        self.hi = hi
+        self.min_chars = _min_chars(edges, accepting)
+        self.min_bytes, self.chars_at_min_bytes = _min_bytes(edges, accepting)
+
+    @property
+    def num_states(self) -> int:
+        return len(self.edges)
+
+    def live(self, state: int, count: int) -> bool:
+        """Whether ``count`` characters read and ``state`` can still reach acceptance."""
+        return count + self.min_chars[state] <= self.hi
+
+    def shortest_bytes(self, state: int, count: int) -> int:
+        """The bytes of the shortest way to acceptance from (``state``, ``count``) within the
+        bound (exact; ``NO_PATH`` when there is none): the unbounded shortest when its
+        characters fit, else a breadth-first search over (state, count) pairs."""
+        if not self.live(state, count):
+            return NO_PATH
+        if count + self.chars_at_min_bytes[state] <= self.hi:
+            return self.min_bytes[state]
+        seen = {(state, count)}
+        frontier = [(state, count)]
+        steps = 0
+        while frontier:
+            nxt = []
+            for p, c in frontier:
+                if self.accepting[p]:
+                    return steps
+                for _lo, _hi, t, inc in self.edges[p]:
+                    pair = (t, c + inc)
+                    if pair not in seen and self.live(*pair):
+                        seen.add(pair)
+                        nxt.append(pair)
+            frontier = nxt
+            steps += 1
+        return NO_PATH
+
+    def bytes_bound(self, count: int) -> int:
+        """An upper bound on the bytes of any string from a state with ``count`` characters
+        read to acceptance (its longest, and its shortest way out)."""
+        return MAX_CHAR_BYTES * (self.hi - count + 1)
+
+
+def counted_automaton(content: ByteDFA, chars: ByteDFA, lo: int, hi: int) -> CountedAutomaton | None:
+    """The :class:`CountedAutomaton` of ``content`` (X's trimmed DFA) under ``lo`` … ``hi``
+    characters, ``chars`` being the DFA of any sequence of encoded characters (its initial
+    state the only boundary), or None where the eager product is the better choice: it is
+    small (under :data:`LAZY_MIN_PRODUCT`), X's pairs pass :data:`MAX_PAIRS`, or ``lo`` is
+    not implied by X."""
+    if content.is_empty():
+        return None
+    index = {(content.initial, chars.initial): 1}
+    order = [(content.initial, chars.initial)]
+    edges: list[list[tuple[int, int, int, int]]] = [[]]
+    accepting = [False]
+    boundary = chars.initial
+    i = 0
+    while i < len(order):
+        a, b = order[i]
+        i += 1
+        ta = content.table[a].astype(np.int64)  # [256]
+        tb = chars.table[b].astype(np.int64)  # [256]
+        live = (ta != DEAD) & (tb != DEAD)  # [256]
+        pair = np.where(live, ta * chars.num_states + tb, -1)  # [256] the next pair, -1 dead
+        targets = np.zeros(256, dtype=np.int64)  # [256] the next pair's id
+        for key in np.unique(pair[live]).tolist():
+            got = index.get((key // chars.num_states, key % chars.num_states))
+            if got is None:
+                got = index[(key // chars.num_states, key % chars.num_states)] = len(order) + 1
+                order.append((key // chars.num_states, key % chars.num_states))
+                if len(order) > MAX_PAIRS:
+                    return None
+            targets[pair == key] = got
+        edges.append(_runs(targets, tb == boundary))
+        accepting.append(bool(content.accepting[a]) and b == boundary)
+    if len(order) * (hi + 1) < LAZY_MIN_PRODUCT:
+        return None
+    automaton = CountedAutomaton(edges, accepting, 1, hi)
+    if lo > automaton.min_chars[1]:
+        return None  # some string of X is shorter than lo: the bound is not implied
+    return automaton
+
+
+def _runs(targets: np.ndarray, completes: np.ndarray) -> list[tuple[int, int, int, int]]:
+    """Maximal byte runs of one (target, completes) over ``targets`` ``[256]`` (0: dead)."""
+    key = targets * 2 + completes  # [256]
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])  # [R]
+    ends = np.r_[starts[1:] - 1, 255]  # [R]
+    to = targets[starts]  # [R]
+    keep = to != 0
+    return list(zip(starts[keep].tolist(), ends[keep].tolist(), to[keep].tolist(), completes[starts][keep].astype(int).tolist()))
+
+
+def _min_chars(edges: list[list[tuple[int, int, int, int]]], accepting: list[bool]) -> list[int]:
+    """Fewest characters from each state to acceptance: a 0-1 breadth-first search backwards."""
+    back: list[list[tuple[int, int]]] = [[] for _ in edges]
+    for p, out in enumerate(edges):
+        for _lo, _hi, t, inc in out:
+            back[t].append((p, inc))
+    dist = [NO_PATH] * len(edges)
+    todo: deque[int] = deque()
+    for p, acc in enumerate(accepting):
+        if acc:
+            dist[p] = 0
+            todo.append(p)
+    while todo:
+        q = todo.popleft()
+        for p, inc in back[q]:
+            d = dist[q] + inc
+            if d < dist[p]:
+                dist[p] = d
+                if inc:
+                    todo.append(p)
+                else:
+                    todo.appendleft(p)
+    return dist
+
+
+def _min_bytes(edges: list[list[tuple[int, int, int, int]]], accepting: list[bool]) -> tuple[list[int], list[int]]:
+    """Fewest bytes from each state to acceptance, and the fewest characters among the paths
+    of that many bytes (a breadth-first search backwards, states settled in byte order)."""
+    back: list[list[tuple[int, int]]] = [[] for _ in edges]
+    for p, out in enumerate(edges):
+        for _lo, _hi, t, inc in out:
+            back[t].append((p, inc))
+    dist = [NO_PATH] * len(edges)
+    chars = [NO_PATH] * len(edges)
+    layer = [p for p, acc in enumerate(accepting) if acc]
+    for p in layer:
+        dist[p] = chars[p] = 0
+    while layer:
+        nxt: list[int] = []
+        for q in layer:
+            for p, inc in back[q]:
+                if dist[p] == NO_PATH:
+                    dist[p] = dist[q] + 1
+                    chars[p] = chars[q] + inc
+                    nxt.append(p)
+                elif dist[p] == dist[q] + 1:
+                    chars[p] = min(chars[p], chars[q] + inc)
+        layer = nxt
+    return dist, chars
+
+
+class LengthProducts:
+    """The lazy length products of one lazy NFA builder: which ``And`` nodes are built this
+    way (memoized by structure), each built occurrence (automaton, exit state), and the stub
+    of each (occurrence, state, count) pair met so far.  Pickled with the builder."""
+
+    def __init__(self) -> None:
+        self._memo: dict[int, CountedAutomaton | None] = {}  # structural id of an And -> its lazy form
+        self.occurrences: list[tuple[CountedAutomaton, int]] = []
+        self._stubs: dict[tuple[int, int, int], int] = {}
+
+    def of(self, builder: NFABuilder, node: And) -> CountedAutomaton | None:
+        """The :class:`CountedAutomaton` of ``node`` when it intersects a string content
+        language with one bound on its characters and the eager product would be large
+        (:func:`counted_automaton`), else None."""
+        key = builder.structural_id(node)
+        if key in self._memo:
+            return self._memo[key]
+        got = None
+        char = builder.structural_id(ANY_STRING_ENCODED.item)
+        bounds = [i for i in node.items if isinstance(i, Rep) and i.hi is not None and builder.structural_id(i.item) == char]
+        if len(bounds) == 1 and len(node.items) > 1:
+            rest = tuple(i for i in node.items if i is not bounds[0])
+            content = builder.child_dfa(rest[0] if len(rest) == 1 else And(rest))
+            hi = int(bounds[0].hi)  # type: ignore[arg-type]
+            if content.num_states * (hi + 1) >= LAZY_MIN_PRODUCT:  # else the eager product is small
+                got = counted_automaton(content, builder.child_dfa(ANY_STRING_ENCODED), bounds[0].lo, hi)
+        self._memo[key] = got
+        return got
+
+    def build(self, builder: NFABuilder, node: And) -> tuple[int, int]:
+        """An occurrence of ``node``'s lazy product: its initial pair stubbed, one exit for all."""
+        automaton = self.of(builder, node)
+        assert automaton is not None
+        s, x = builder.nfa.new(), builder.nfa.new()
+        self.occurrences.append((automaton, x))
+        if automaton.live(automaton.initial, 0):
+            builder.nfa.eps[s].append(self.stub(builder, len(self.occurrences) - 1, automaton.initial, 0))
+        return s, x
+
+    def stub(self, builder: NFABuilder, occ: int, state: int, count: int) -> int:
+        """The stub state of pair (``state``, ``count``) of occurrence ``occ`` (one per pair, so
+        its fragment is built once)."""
+        key = (occ, state, count)
+        q = self._stubs.get(key)
+        if q is None:
+            q = self._stubs[key] = builder.nfa.new()
+            builder.pending[q] = (CountedState(occ, state, count), self.occurrences[occ][1])
+        return q
+
+    def build_state(self, builder: NFABuilder, node: CountedState) -> tuple[int, int]:
+        """The NFA fragment of ``node``: its byte runs into the (stubbed) fragments of the live
+        pairs they lead to; its exit reached when the state accepts."""
+        automaton = self.occurrences[node.occ][0]
+        nfa = builder.nfa
+        s, e = nfa.new(), nfa.new()
+        if automaton.accepting[node.state]:
+            nfa.eps[s].append(e)
+        for lo, hi, target, inc in automaton.edges[node.state]:
+            count = node.count + inc
+            if automaton.live(target, count):
+                nfa.edge(s, lo, hi, self.stub(builder, node.occ, target, count))
+        return s, e

@@ -1,0 +1,147 @@
+"""Lazy length products (``fsm/length_product.py``): a string pattern or format under a length
+bound, built pair by pair, against the eager product on the same IR (exhaustively over small
+alphabets), and on the real-world bounds that pass the state cap eagerly."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import pickle
+import random
+from typing import Any
+
+import jsonschema
+import pytest
+from structgen.fsm import CompilerConfig, GrammarCompiler, Vocabulary
+from structgen.fsm import length_product as lp
+from structgen.fsm.constraint import Constraint
+from structgen.fsm.dfa import DEAD
+from structgen.fsm.dfa_paths import distances_to_accept
+from structgen.fsm.lazy_compile import compile_lazy
+from structgen.fsm.nfa import NFABuilder, compile_dfa
+from structgen.schemas.json_schema import schema_to_ir
+
+from structgen.bench.conformance import accepts_tokens, sample_strings
+
+from .conftest import GPT2_DIR
+
+# (schema, alphabet of the strings tried exhaustively, longest string tried)
+EXHAUSTIVE: list[tuple[Any, str, int]] = [
+    ({"type": "string", "pattern": "^[a-z]+( [a-z]+)*$", "maxLength": 5}, "ab ", 6),
+    ({"type": "string", "pattern": r"^(\S+\s+){0,2}\S+$", "maxLength": 5, "minLength": 1}, "a \t", 6),
+    ({"type": "string", "pattern": "^ab+$", "maxLength": 5, "minLength": 2}, "ab", 6),  # lo implied by the pattern
+    ({"type": "string", "pattern": '^[a"\\\\\\n]+$', "maxLength": 4}, 'a"\\\n', 5),  # escapes count one character
+    ({"type": "string", "pattern": "^[aé€😀]+$", "maxLength": 4}, "aé€😀", 5),  # 1- to 4-byte characters
+    ({"type": "string", "format": "email", "maxLength": 7}, "a@.b", 8),
+]
+
+
+def _validator(schema: Any) -> Any:
+    return jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+
+
+@pytest.fixture
+def always_lazy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lp, "LAZY_MIN_PRODUCT", 0)  # every bounded content built lazily, however small
+
+
+@pytest.mark.parametrize(("schema", "alphabet", "longest"), EXHAUSTIVE)
+def test_the_lazy_product_is_the_eager_one(always_lazy: None, schema: Any, alphabet: str, longest: int) -> None:
+    ir = schema_to_ir(schema)[0]
+    lazy = compile_lazy(ir)
+    eager = compile_dfa(ir)  # a builder without stubs: the eager product
+    validator = _validator(schema)
+    for n in range(longest + 1):
+        for chars in itertools.product(alphabet, repeat=n):
+            text = json.dumps("".join(chars), ensure_ascii=False).encode()
+            expected = eager.walk(eager.initial, text) != DEAD and bool(eager.accepting[eager.walk(eager.initial, text)])
+            assert lazy.accepts(text) == expected, text
+            if expected or "format" not in schema:  # a format is a narrowing of what its checker accepts
+                assert validator.is_valid(json.loads(text)) == expected, text
+    rng = random.Random(0)
+    for text in sample_strings(lazy, 60, rng):
+        assert validator.is_valid(json.loads(text)), text
+    assert lazy.builder.length_products is not None and lazy.builder.length_products.occurrences, "not built lazily"
+
+
+@pytest.mark.parametrize(("schema", "alphabet", "longest"), EXHAUSTIVE[:3])
+def test_distances_to_acceptance_are_exact(always_lazy: None, schema: Any, alphabet: str, longest: int) -> None:
+    """The shortest way out of every state a walk reaches equals the eager automaton's (the
+    pairs' shortest strings are exact, not bounds)."""
+    ir = schema_to_ir(schema)[0]
+    lazy = compile_lazy(ir)
+    eager = compile_dfa(ir)
+    eager_dist = distances_to_accept(eager.table, eager.accepting)
+    for n in range(longest):
+        for chars in itertools.product(alphabet, repeat=n):
+            text = json.dumps("".join(chars), ensure_ascii=False).encode()[:-1]  # the open string
+            e = eager.walk(eager.initial, text)
+            s = lazy.walk(lazy.initial, text)
+            assert (e == DEAD) == (s == DEAD), text
+            if e != DEAD:
+                assert lazy.distance_to_accept(s) == int(eager_dist[e]), text
+
+
+def test_a_bound_the_pattern_does_not_imply_keeps_the_eager_product(always_lazy: None) -> None:
+    schema = {"type": "string", "pattern": "^a+$", "minLength": 3, "maxLength": 5}
+    lazy = compile_lazy(schema_to_ir(schema)[0])
+    for n in range(7):
+        assert lazy.accepts(json.dumps("a" * n).encode()) == (3 <= n <= 5)
+    assert lazy.builder.length_products is not None and not lazy.builder.length_products.occurrences
+
+
+def test_an_unreachable_bound_is_the_empty_language(always_lazy: None) -> None:
+    from structgen.fsm.errors import GrammarCompileError
+
+    with pytest.raises(GrammarCompileError, match="empty"):
+        GrammarCompiler(Vocabulary.from_tokenizer(GPT2_DIR), CompilerConfig()).compile(
+            Constraint.json_schema({"type": "string", "pattern": "^abcdef$", "maxLength": 3})
+        )
+
+
+REAL_WORLD = [
+    ({"type": "string", "format": "email", "maxLength": 254}, "x" * 242 + "@example.com"),
+    ({"type": "string", "format": "uri", "maxLength": 2048}, "https://example.com/" + "p" * 2028),
+    ({"type": "string", "format": "hostname", "maxLength": 253}, ".".join(["a" * 62] * 4) + ".b"),
+    ({"type": "string", "pattern": r"^(?:\S+\s+){0,49}\S+$", "maxLength": 500}, " ".join(["word"] * 50) + "x" * 300),
+]
+
+
+@pytest.mark.parametrize(("schema", "longest"), REAL_WORLD, ids=["email-254", "uri-2048", "hostname-253", "words-500"])
+def test_long_bounds_compile_and_are_exact_at_the_bound(schema: Any, longest: str) -> None:
+    """Bounds whose eager product passes the state cap compile; the longest valid string is
+    accepted and one character more is not; random strings validate."""
+    lazy = compile_lazy(schema_to_ir(schema)[0])
+    validator = _validator(schema)
+    at_bound = longest[: schema["maxLength"]]
+    assert len(at_bound) == schema["maxLength"] and validator.is_valid(at_bound)
+    over = at_bound[:1] + at_bound  # one more character, still matching the format or pattern
+    assert not validator.is_valid(over)
+    assert lazy.accepts(json.dumps(at_bound).encode())
+    assert not lazy.accepts(json.dumps(over).encode())
+    for text in sample_strings(lazy, 40, random.Random(1)):
+        assert validator.is_valid(json.loads(text)), text
+
+
+def test_a_shipped_grammar_keeps_expanding_pairs() -> None:
+    """A compile process ships the grammar with its pairs still lazy; the copy (the engine's)
+    builds the rest as tokens arrive, and accepts exactly what the original does."""
+    vocab = Vocabulary.from_tokenizer(GPT2_DIR)
+    compiler = GrammarCompiler(vocab, CompilerConfig(cache_size=0))
+    schema = {"type": "object", "properties": {"email": {"type": "string", "format": "email", "maxLength": 254}}, "required": ["email"]}
+    fsm = compiler.compile(Constraint.json_schema(schema))
+    from structgen.fsm.compile_process import ship_blob, state_without_vocab
+
+    blob = ship_blob(fsm)
+    assert len(blob) < 4 << 20  # the pairs were not built whole before shipping
+    state = pickle.loads(pickle.dumps(state_without_vocab(fsm)))
+    copy = type(fsm).__new__(type(fsm))
+    copy.__setstate__({**state, "vocab": vocab})
+    assert isinstance(copy.dfa.builder, NFABuilder)
+    assert any(isinstance(node, lp.CountedState) for node, _exit in copy.dfa.builder.pending.values())
+    for local in ("a" * 230, "first.last", "a" * 243):
+        text = json.dumps({"email": local + "@example.com"})
+        ids = vocab.encode_bytes(text.encode())
+        assert ids is not None
+        expected = len(local) + len("@example.com") <= 254
+        assert accepts_tokens(copy, ids) == expected == accepts_tokens(fsm, ids), local[:12]
