@@ -31,6 +31,7 @@ from structgen.schemas.json_strings import ANY_STRING_ENCODED
 
 from .dfa import DEAD, ByteDFA
 from .dfa_paths import NO_PATH
+from .errors import GrammarCompileError
 
 if TYPE_CHECKING:
     from .nfa import NFABuilder
@@ -231,10 +232,15 @@ class LengthProducts:
         bounds = [i for i in node.items if isinstance(i, Rep) and i.hi is not None and builder.structural_id(i.item) == char]
         if len(bounds) == 1 and len(node.items) > 1:
             rest = tuple(i for i in node.items if i is not bounds[0])
-            content = builder.child_dfa(rest[0] if len(rest) == 1 else And(rest))
-            hi = int(bounds[0].hi)  # type: ignore[arg-type]
-            if content.num_states * (hi + 1) >= LAZY_MIN_PRODUCT:  # else the eager product is small
-                got = counted_automaton(content, builder.child_dfa(ANY_STRING_ENCODED), bounds[0].lo, hi)
+            try:
+                content = builder.child_dfa(rest[0] if len(rest) == 1 else And(rest))
+                hi = int(bounds[0].hi)  # type: ignore[arg-type]
+                if content.num_states * (hi + 1) >= LAZY_MIN_PRODUCT:  # else the eager product is small
+                    got = counted_automaton(content, builder.child_dfa(ANY_STRING_ENCODED), bounds[0].lo, hi)
+            except GrammarCompileError as e:
+                if e.product is None:  # an operand past a limit: the intersection names where (as NFABuilder.product)
+                    e.product = node
+                raise
         self._memo[key] = got
         return got
 

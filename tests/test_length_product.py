@@ -145,3 +145,14 @@ def test_a_shipped_grammar_keeps_expanding_pairs() -> None:
         assert ids is not None
         expected = len(local) + len("@example.com") <= 254
         assert accepts_tokens(copy, ids) == expected == accepts_tokens(fsm, ids), local[:12]
+
+
+def test_a_content_automaton_past_the_cap_names_its_subschema() -> None:
+    """The content automaton is built to decide whether to go lazy; past the cap there, the
+    error names the subschema as an eager product's would."""
+    from structgen.fsm.errors import GrammarCompileError
+
+    schema = {"type": "object", "properties": {"p": {"type": "string", "pattern": "^(a|b)*a(a|b){20}$", "maxLength": 60}}}
+    with pytest.raises(GrammarCompileError, match="max_states") as info:
+        GrammarCompiler(Vocabulary.from_tokenizer(GPT2_DIR), CompilerConfig()).compile(Constraint.json_schema(schema))
+    assert str(info.value).endswith("of the subschema at #/properties/p")
