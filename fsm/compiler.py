@@ -160,6 +160,18 @@ class GrammarCompiler:
                 while len(self._lru) > self.config.cache_size:
                     self._lru.popitem(last=False)
 
+    def evict(self, constraint: Constraint, fsm: TokenFSM) -> bool:
+        """Drop ``fsm`` from the in-memory cache if it is what ``constraint`` maps to (a lazily
+        built automaton that met its state cap while serving: the next request compiles a
+        fresh copy instead of failing at once).  Returns whether it was dropped; the disk cache
+        keeps the grammar as compiled."""
+        key = self.cache_key(constraint)
+        with self._lock:
+            if self._lru.get(key) is not fsm:
+                return False
+            del self._lru[key]
+            return True
+
     def put(self, constraint: Constraint, fsm: TokenFSM) -> None:
         """Seed the in-memory cache with ``fsm``, compiled elsewhere for ``constraint`` with
         this compiler's vocabulary (a warm start: the next :meth:`compile` of it is a hit).

@@ -401,3 +401,14 @@ def test_compile_processes_keep_no_grammars() -> None:
     got = process_config(owner)
     assert (got.cache_size, got.workers, got.processes, got.row_processes) == (0, 1, 0, 0)
     assert got.max_states == 1234 and got.timeout_s == owner.timeout_s
+
+
+def test_evict_drops_only_the_grammar_the_constraint_maps_to(tiny_vocab: Vocabulary) -> None:
+    c = GrammarCompiler(tiny_vocab, CompilerConfig())
+    constraint = Constraint.regex("[ab]{0,9}1")
+    first = c.compile(constraint)
+    other = GrammarCompiler(tiny_vocab, CompilerConfig()).compile(constraint)  # equal, not the cached one
+    assert not c.evict(constraint, other) and c.compile(constraint) is first
+    assert c.evict(constraint, first)
+    assert not c.evict(constraint, first)  # already gone
+    assert c.compile(constraint) is not first  # compiled anew

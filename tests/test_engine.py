@@ -419,6 +419,8 @@ def test_state_cap_met_mid_output_ends_that_request_only(tiny_llama_dir: str) ->
             assert capped.finish_reason == "error" and isinstance(capped.error, GrammarCompileError)
             assert "max_states=150" in str(capped.error) and "reached while generating" in str(capped.error)
             assert plain.finish_reason in ("stop", "length") and plain.error is None
+            # the grammar that filled up left the cache: the next request gets a fresh copy
+            assert eng.compiler is not None and eng.compiler.compile(long_text).num_states < 150
 
 
 @pytest.mark.shared

@@ -60,6 +60,13 @@ class GrammarManager:
             gc.freeze()
         return ready, failed
 
+    def evict_full(self, req: Req) -> None:
+        """``req``'s grammar met its state cap while serving: dropped from the compiler's
+        cache, so the next request with the same constraint compiles a fresh copy (one that
+        filled up would fail every later request at its first new state)."""
+        if self.compiler is not None and req.constraint is not None and req.cursor is not None:
+            self.compiler.evict(req.constraint, req.cursor.fsm)
+
     def remove(self, rid: int) -> Req | None:
         for i, (req, _f) in enumerate(self._pending):
             if req.rid == rid:

@@ -281,6 +281,7 @@ class Scheduler:
                 assert req.cursor is not None
                 if isinstance(req.error, GrammarCompileError):  # the sampler could not compute its row
                     req.error = _limit_met(req, req.error)
+                    self.grammar.evict_full(req)
                 else:
                     req.error = RuntimeError(f"grammar dead end: no token of the vocabulary continues FSM state {req.cursor.state}")
                 self._finish(req, "error")
@@ -289,6 +290,7 @@ class Scheduler:
                     self._on_token(req, tok)
                 except GrammarCompileError as exc:  # the grammar's limits met mid-output (advance, jump-forward)
                     req.error = _limit_met(req, exc)
+                    self.grammar.evict_full(req)
                     self._finish(req, "error")
                 cur = req.cursor
                 if req.status is not Status.FINISHED and cur is not None and cur.fsm.row_source is not None and not cur.finished:
