@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from structgen.fsm import Vocabulary
 
 from structgen.engine.cache_manager import CacheManager
 from structgen.engine.prefill_manager import PrefillManager
@@ -85,3 +86,24 @@ def test_output_bytes_survive_rollbacks_and_stop_search_rescans_what_they_remove
     assert r2.output_bytes(vocab) == b"a\xc3" and r2.visible_bytes(vocab) == b"a\xc3"
     r2.output_ids += [5]
     assert bytes(r2.output_bytes(vocab)).decode() == "aé"
+
+
+def test_a_grammar_filling_its_state_cap_is_retired_from_the_cache(gpt2_vocab: Vocabulary) -> None:
+    """A request done on a grammar past three quarters of its state cap takes it out of the
+    compiler's cache (later requests start on a fresh copy); below that it stays."""
+    from types import SimpleNamespace
+
+    from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler
+
+    from structgen.engine.grammar_manager import GrammarManager
+
+    compiler = GrammarCompiler(gpt2_vocab, CompilerConfig(max_states=40))
+    constraint = Constraint.regex("[ab]{0,60}1")
+    manager = GrammarManager(compiler)
+    fsm = compiler.compile(constraint)
+    manager.finished(SimpleNamespace(constraint=constraint, cursor=fsm.cursor(), error=None))  # type: ignore[arg-type]
+    assert compiler.compile(constraint) is fsm  # a few states: kept
+    fsm.dfa.walk(fsm.dfa.initial, b"ab" * 16)  # one new state per byte
+    assert fsm.num_states * 4 >= 3 * 40
+    manager.finished(SimpleNamespace(constraint=constraint, cursor=fsm.cursor(), error=None))  # type: ignore[arg-type]
+    assert compiler.compile(constraint) is not fsm

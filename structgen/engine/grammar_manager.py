@@ -8,7 +8,7 @@ from concurrent.futures import FIRST_COMPLETED, Future
 from concurrent.futures import wait as wait_futures
 
 from structgen.engine.request import Req, Status
-from structgen.fsm import GrammarCompiler, TokenFSM
+from structgen.fsm import GrammarCompileError, GrammarCompiler, TokenFSM
 
 
 class GrammarManager:
@@ -60,12 +60,17 @@ class GrammarManager:
             gc.freeze()
         return ready, failed
 
-    def evict_full(self, req: Req) -> None:
-        """``req``'s grammar met its state cap while serving: dropped from the compiler's
-        cache, so the next request with the same constraint compiles a fresh copy (one that
-        filled up would fail every later request at its first new state)."""
-        if self.compiler is not None and req.constraint is not None and req.cursor is not None:
-            self.compiler.evict(req.constraint, req.cursor.fsm)
+    def finished(self, req: Req) -> None:
+        """``req`` is done: if its grammar met its state cap while serving, or has filled
+        three quarters of it (a lazily built automaton grows with every new output), it
+        leaves the compiler's cache, so later requests with the same constraint start on a
+        fresh copy instead of meeting the cap; requests still on this copy finish on it."""
+        cur = req.cursor
+        if self.compiler is None or req.constraint is None or cur is None:
+            return
+        fsm = cur.fsm
+        if isinstance(req.error, GrammarCompileError) or 4 * fsm.num_states >= 3 * fsm.dfa.max_states:
+            self.compiler.evict(req.constraint, fsm)
 
     def remove(self, rid: int) -> Req | None:
         for i, (req, _f) in enumerate(self._pending):

@@ -281,7 +281,6 @@ class Scheduler:
                 assert req.cursor is not None
                 if isinstance(req.error, GrammarCompileError):  # the sampler could not compute its row
                     req.error = _limit_met(req, req.error)
-                    self.grammar.evict_full(req)
                 else:
                     req.error = RuntimeError(f"grammar dead end: no token of the vocabulary continues FSM state {req.cursor.state}")
                 self._finish(req, "error")
@@ -290,7 +289,6 @@ class Scheduler:
                     self._on_token(req, tok)
                 except GrammarCompileError as exc:  # the grammar's limits met mid-output (advance, jump-forward)
                     req.error = _limit_met(req, exc)
-                    self.grammar.evict_full(req)
                     self._finish(req, "error")
                 cur = req.cursor
                 if req.status is not Status.FINISHED and cur is not None and cur.fsm.row_source is not None and not cur.finished:
@@ -394,6 +392,7 @@ class Scheduler:
         req.finish_reason = reason
         req.finished_s = time.perf_counter()
         self.finished.append(req)
+        self.grammar.finished(req)
 
     def text_bytes(self, req: Req) -> bytes:
         """The output text's bytes, cut at the stop string that finished it (if any)."""
