@@ -263,6 +263,27 @@ class LazyDFA:
             self._unblock(got)
         return s
 
+    def row_representative(self, state: int, token_bytes: int) -> int:
+        """A state with ``state``'s mask row: itself, or, where ``state`` holds pairs of a lazy
+        length product far from their bound (:meth:`.length_product.LengthProducts.row_swaps`),
+        the state with those pairs at count 0, so that one trie walk (and the states it
+        discovers) serves every position far from the bound instead of one per character."""
+        products = None if self.complete else self.builder.length_products
+        if products is None or not products.occurrences:
+            return state
+        members = self.sets[state]
+        swaps = products.row_swaps(members, token_bytes)
+        if not swaps:
+            return state
+        new = set(members)
+        for s, occ, pair_state in swaps:
+            q = products.stub(self.builder, occ, pair_state, 0)
+            if q in self.builder.pending:
+                self._expand_stub(q)
+            new.discard(s)
+            new.add(products.entry(occ, pair_state, 0))
+        return self._state_of((frozenset(new), bool(self.acc[state])))
+
     def _expand_stub(self, q: int, *, eager: bool = False) -> None:
         """Build the pending fragment at NFA state ``q`` (``eager``: whole) and note which new
         states have byte edges."""

@@ -69,6 +69,7 @@ class CountedAutomaton:
         self.hi = hi
         self.min_chars = _min_chars(edges, accepting)
         self.min_bytes, self.chars_at_min_bytes = _min_bytes(edges, accepting)
+        self.max_min_chars = max((c for c in self.min_chars if c < NO_PATH), default=0)
 
     @property
     def num_states(self) -> int:
@@ -102,6 +103,12 @@ class CountedAutomaton:
             frontier = nxt
             steps += 1
         return NO_PATH
+
+    def far(self, count: int, token_bytes: int) -> bool:
+        """Whether no token of at most ``token_bytes`` bytes read from a pair with ``count``
+        characters can meet the bound: then every pair of that count has the mask row of the
+        same state at count 0 (the bound bites in neither)."""
+        return self.hi - count >= token_bytes + self.max_min_chars
 
     def bytes_bound(self, count: int) -> int:
         """An upper bound on the bytes of any string from a state with ``count`` characters
@@ -219,6 +226,27 @@ class LengthProducts:
         self._memo: dict[int, CountedAutomaton | None] = {}  # structural id of an And -> its lazy form
         self.occurrences: list[tuple[CountedAutomaton, int]] = []
         self._stubs: dict[tuple[int, int, int], int] = {}
+        self._entries: dict[int, tuple[int, int, int]] = {}  # a built pair's entry NFA state -> (occurrence, state, count)
+        self._entry_of: dict[tuple[int, int, int], int] = {}
+
+    def row_swaps(self, members: frozenset[int], token_bytes: int) -> list[tuple[int, int, int]]:
+        """The pairs among ``members`` (an automaton state's NFA states) far from their bound
+        (:meth:`CountedAutomaton.far`) at a count other than 0, as (entry NFA state,
+        occurrence, state): swapped for their count-0 pairs, they give a state with the same
+        mask row."""
+        out = []
+        for s in members:
+            got = self._entries.get(s)
+            if got is not None and got[2]:
+                occ, state, count = got
+                automaton = self.occurrences[occ][0]
+                if automaton.far(count, token_bytes) and automaton.far(0, token_bytes):
+                    out.append((s, occ, state))
+        return out
+
+    def entry(self, occ: int, state: int, count: int) -> int:
+        """The entry NFA state of a built pair (``KeyError`` while it is a stub)."""
+        return self._entry_of[(occ, state, count)]
 
     def of(self, builder: NFABuilder, node: And) -> CountedAutomaton | None:
         """The :class:`CountedAutomaton` of ``node`` when it intersects a string content
@@ -270,6 +298,8 @@ class LengthProducts:
         automaton = self.occurrences[node.occ][0]
         nfa = builder.nfa
         s, e = nfa.new(), nfa.new()
+        self._entries[s] = (node.occ, node.state, node.count)
+        self._entry_of[(node.occ, node.state, node.count)] = s
         if automaton.accepting[node.state]:
             nfa.eps[s].append(e)
         for lo, hi, target, inc in automaton.edges[node.state]:

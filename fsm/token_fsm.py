@@ -293,10 +293,13 @@ class TokenFSM:
             tails = self._first_visit_tails()
             for s in states.tolist():
                 if s not in self._state_to_row:
-                    if tails is not None:
-                        self._state_to_row[s] = tails.row_index(s)
-                    else:
-                        self._store_row(s, self.vocab.trie.mask_bits(self.dfa, s))
+                    rep = self.dfa.row_representative(s, self.vocab.max_token_bytes)  # a state with the same row
+                    if rep not in self._state_to_row:
+                        if tails is not None:
+                            self._state_to_row[rep] = tails.row_index(rep)
+                        else:
+                            self._store_row(rep, self.vocab.trie.mask_bits(self.dfa, rep))
+                    self._state_to_row[s] = self._state_to_row[rep]
 
     def _first_visit_tails(self) -> SharedTails | None:
         """This grammar's first-visit :class:`SharedTails` (made on first use; not pickled), or

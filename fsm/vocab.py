@@ -233,6 +233,11 @@ class Vocabulary:
         return VocabTrie(self.token_bytes, self.special_ids)
 
     @cached_property
+    def max_token_bytes(self) -> int:
+        """Bytes of the longest non-special token (a bound on the characters one token spells)."""
+        return max((len(b) for i, b in enumerate(self.token_bytes) if i not in self.special_ids), default=0)
+
+    @cached_property
     def covers_every_byte(self) -> bool:
         """Whether each of the 256 bytes is a (non-special) token on its own, as in byte-level
         BPE and SentencePiece with byte fallback: then any byte string is spelled by at most

@@ -11,6 +11,7 @@ import random
 from typing import Any
 
 import jsonschema
+import numpy as np
 import pytest
 from structgen.fsm import CompilerConfig, GrammarCompiler, Vocabulary
 from structgen.fsm import length_product as lp
@@ -156,3 +157,29 @@ def test_a_content_automaton_past_the_cap_names_its_subschema() -> None:
     with pytest.raises(GrammarCompileError, match="max_states") as info:
         GrammarCompiler(Vocabulary.from_tokenizer(GPT2_DIR), CompilerConfig()).compile(Constraint.json_schema(schema))
     assert str(info.value).endswith("of the subschema at #/properties/p")
+
+
+@pytest.mark.parametrize("bound", [4, 30])
+def test_mask_rows_far_from_the_bound_are_the_eager_rows(monkeypatch: pytest.MonkeyPatch, tiny_vocab: Vocabulary, bound: int) -> None:
+    """Far from the bound a pair's row is read off its count-0 pair (one walk for all
+    positions); every row met on random walks equals the eager product's, near the bound too."""
+    schema = {"type": "string", "pattern": "^[ab]+( [ab]+)*$", "maxLength": bound}
+    monkeypatch.setattr(lp, "LAZY_MIN_PRODUCT", 1 << 40)
+    eager = GrammarCompiler(tiny_vocab, CompilerConfig(cache_size=0)).compile(Constraint.json_schema(schema))
+    monkeypatch.setattr(lp, "LAZY_MIN_PRODUCT", 0)
+    lazy = GrammarCompiler(tiny_vocab, CompilerConfig(cache_size=0)).compile(Constraint.json_schema(schema))
+    assert lazy.dfa.builder.length_products is not None and not eager.dfa.builder.length_products.occurrences  # type: ignore[union-attr]
+    rng = random.Random(bound)
+    shared = 0
+    for _walk in range(20):
+        cl, ce = lazy.cursor(), eager.cursor()
+        while not ce.finished:
+            allowed = eager.allowed_token_ids(ce.state)
+            assert np.array_equal(lazy.allowed_token_ids(cl.state), allowed)
+            shared += lazy.dfa.row_representative(cl.state, tiny_vocab.max_token_bytes) != cl.state
+            token = int(rng.choice(allowed.tolist()))
+            if token in tiny_vocab.eos_token_ids:
+                break
+            cl.advance(token)
+            ce.advance(token)
+    assert (shared > 0) == (bound == 30)  # far pairs only exist under the longer bound
