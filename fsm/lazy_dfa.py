@@ -281,7 +281,7 @@ class LazyDFA:
             if q in self.builder.pending:
                 self._expand_stub(q)
             new.discard(s)
-            new.add(products.entry(occ, pair_state, 0))
+            new.add(products.entry(self.builder, occ, pair_state, 0))
         return self._state_of((frozenset(new), bool(self.acc[state])))
 
     def _expand_stub(self, q: int, *, eager: bool = False) -> None:

@@ -67,8 +67,9 @@ class CountedAutomaton:
         self.accepting = accepting
         self.initial = initial
         self.hi = hi
-        self.min_chars = _min_chars(edges, accepting)
-        self.min_bytes, self.chars_at_min_bytes = _min_bytes(edges, accepting)
+        back = _reverse(edges)
+        self.min_chars = _min_chars(back, accepting)
+        self.min_bytes, self.chars_at_min_bytes = _min_bytes(back, accepting)
         self.max_min_chars = max((c for c in self.min_chars if c < NO_PATH), default=0)
 
     @property
@@ -139,10 +140,11 @@ def counted_automaton(content: ByteDFA, chars: ByteDFA, lo: int, hi: int) -> Cou
         pair = np.where(live, ta * chars.num_states + tb, -1)  # [256] the next pair, -1 dead
         targets = np.zeros(256, dtype=np.int64)  # [256] the next pair's id
         for key in np.unique(pair[live]).tolist():
-            got = index.get((key // chars.num_states, key % chars.num_states))
+            ab = divmod(key, chars.num_states)
+            got = index.get(ab)
             if got is None:
-                got = index[(key // chars.num_states, key % chars.num_states)] = len(order) + 1
-                order.append((key // chars.num_states, key % chars.num_states))
+                got = index[ab] = len(order) + 1
+                order.append(ab)
                 if len(order) > MAX_PAIRS:
                     return None
             targets[pair == key] = got
@@ -166,13 +168,18 @@ def _runs(targets: np.ndarray, completes: np.ndarray) -> list[tuple[int, int, in
     return list(zip(starts[keep].tolist(), ends[keep].tolist(), to[keep].tolist(), completes[starts][keep].astype(int).tolist()))
 
 
-def _min_chars(edges: list[list[tuple[int, int, int, int]]], accepting: list[bool]) -> list[int]:
-    """Fewest characters from each state to acceptance: a 0-1 breadth-first search backwards."""
+def _reverse(edges: list[list[tuple[int, int, int, int]]]) -> list[list[tuple[int, int]]]:
+    """Per state, the (predecessor, completes) of every run into it."""
     back: list[list[tuple[int, int]]] = [[] for _ in edges]
     for p, out in enumerate(edges):
         for _lo, _hi, t, inc in out:
             back[t].append((p, inc))
-    dist = [NO_PATH] * len(edges)
+    return back
+
+
+def _min_chars(back: list[list[tuple[int, int]]], accepting: list[bool]) -> list[int]:
+    """Fewest characters from each state to acceptance: a 0-1 breadth-first search backwards."""
+    dist = [NO_PATH] * len(back)
     todo: deque[int] = deque()
     for p, acc in enumerate(accepting):
         if acc:
@@ -191,15 +198,11 @@ def _min_chars(edges: list[list[tuple[int, int, int, int]]], accepting: list[boo
     return dist
 
 
-def _min_bytes(edges: list[list[tuple[int, int, int, int]]], accepting: list[bool]) -> tuple[list[int], list[int]]:
+def _min_bytes(back: list[list[tuple[int, int]]], accepting: list[bool]) -> tuple[list[int], list[int]]:
     """Fewest bytes from each state to acceptance, and the fewest characters among the paths
     of that many bytes (a breadth-first search backwards, states settled in byte order)."""
-    back: list[list[tuple[int, int]]] = [[] for _ in edges]
-    for p, out in enumerate(edges):
-        for _lo, _hi, t, inc in out:
-            back[t].append((p, inc))
-    dist = [NO_PATH] * len(edges)
-    chars = [NO_PATH] * len(edges)
+    dist = [NO_PATH] * len(back)
+    chars = [NO_PATH] * len(back)
     layer = [p for p, acc in enumerate(accepting) if acc]
     for p in layer:
         dist[p] = chars[p] = 0
@@ -225,9 +228,8 @@ class LengthProducts:
     def __init__(self) -> None:
         self._memo: dict[int, CountedAutomaton | None] = {}  # structural id of an And -> its lazy form
         self.occurrences: list[tuple[CountedAutomaton, int]] = []
-        self._stubs: dict[tuple[int, int, int], int] = {}
+        self._stubs: dict[tuple[int, int, int], int] = {}  # (occurrence, state, count) -> stub NFA state
         self._entries: dict[int, tuple[int, int, int]] = {}  # a built pair's entry NFA state -> (occurrence, state, count)
-        self._entry_of: dict[tuple[int, int, int], int] = {}
 
     def row_swaps(self, members: frozenset[int], token_bytes: int) -> list[tuple[int, int, int]]:
         """The pairs among ``members`` (an automaton state's NFA states) far from their bound
@@ -237,16 +239,16 @@ class LengthProducts:
         out = []
         for s in members:
             got = self._entries.get(s)
-            if got is not None and got[2]:
-                occ, state, count = got
-                automaton = self.occurrences[occ][0]
-                if automaton.far(count, token_bytes) and automaton.far(0, token_bytes):
-                    out.append((s, occ, state))
+            if got is not None and got[2] and self.occurrences[got[0]][0].far(got[2], token_bytes):  # far at count c: far at 0 too
+                out.append((s, got[0], got[1]))
         return out
 
-    def entry(self, occ: int, state: int, count: int) -> int:
-        """The entry NFA state of a built pair (``KeyError`` while it is a stub)."""
-        return self._entry_of[(occ, state, count)]
+    def entry(self, builder: NFABuilder, occ: int, state: int, count: int) -> int:
+        """The entry NFA state of a built pair: where its stub's epsilon edge leads once
+        :meth:`NFABuilder.expand_stub` built it."""
+        stub = self._stubs[(occ, state, count)]
+        assert stub not in builder.pending, "the pair is still a stub"
+        return builder.nfa.eps[stub][0]
 
     def of(self, builder: NFABuilder, node: And) -> CountedAutomaton | None:
         """The :class:`CountedAutomaton` of ``node`` when it intersects a string content
@@ -272,10 +274,9 @@ class LengthProducts:
         self._memo[key] = got
         return got
 
-    def build(self, builder: NFABuilder, node: And) -> tuple[int, int]:
-        """An occurrence of ``node``'s lazy product: its initial pair stubbed, one exit for all."""
-        automaton = self.of(builder, node)
-        assert automaton is not None
+    def build(self, builder: NFABuilder, automaton: CountedAutomaton) -> tuple[int, int]:
+        """An occurrence of a lazy product (``automaton``, from :meth:`of`): its initial pair
+        stubbed, one exit for all."""
         s, x = builder.nfa.new(), builder.nfa.new()
         self.occurrences.append((automaton, x))
         if automaton.live(automaton.initial, 0):
@@ -299,7 +300,6 @@ class LengthProducts:
         nfa = builder.nfa
         s, e = nfa.new(), nfa.new()
         self._entries[s] = (node.occ, node.state, node.count)
-        self._entry_of[(node.occ, node.state, node.count)] = s
         if automaton.accepting[node.state]:
             nfa.eps[s].append(e)
         for lo, hi, target, inc in automaton.edges[node.state]:

@@ -158,8 +158,9 @@ class NFABuilder:
             return self.build_members(node)
         if isinstance(node, Join):
             return self.build_join(node)
-        if isinstance(node, And) and self.length_products is not None and self.counted(node) is not None:
-            return self.length_products.build(self, node)
+        if isinstance(node, And) and (counted := self.counted(node)) is not None:
+            assert self.length_products is not None  # counted() is None without them
+            return self.length_products.build(self, counted)
         if isinstance(node, (And, Minus, Automaton)):
             return self.embed(self.product(node))
         if isinstance(node, CountedState):
@@ -464,9 +465,7 @@ def byte_ranges(node: Node, builder: NFABuilder) -> set[tuple[int, int]]:
         elif isinstance(n, Chars):
             for sq in utf8_sequences(n.cs):
                 out.update(sq)
-        elif isinstance(n, And) and builder.counted(n) is not None:
-            counted = builder.counted(n)
-            assert counted is not None
+        elif isinstance(n, And) and (counted := builder.counted(n)) is not None:
             out.update((lo, hi) for runs in counted.edges for lo, hi, _t, _c in runs)
         elif isinstance(n, (And, Minus, Automaton)):
             dfa = builder.product(n)  # memoized: built while pruning

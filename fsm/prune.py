@@ -64,9 +64,7 @@ def prune(node: Node, builder: NFABuilder, memo: dict[int, Node]) -> Node:
             if sep is NOTHING:
                 raise GrammarCompileError("object member separator matches nothing")
             out = Members(tuple(kept), sep, None if extra is NOTHING else extra)
-    elif isinstance(node, And) and builder.counted(node) is not None:
-        counted = builder.counted(node)
-        assert counted is not None
+    elif isinstance(node, And) and (counted := builder.counted(node)) is not None:
         out = node if counted.live(counted.initial, 0) else NOTHING
     elif isinstance(node, (And, Minus, Automaton)):
         out = NOTHING if builder.product(node).is_empty() else node

@@ -23,8 +23,8 @@ def convert_all_of(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
     if not isinstance(items, list) or not items:
         raise SchemaError("allOf must be a non-empty array", keyword="allOf", pointer=ptr)
     if cv.dynamic_scope:  # each part keeps its identity, so its base URI joins a $dynamicRef's dynamic scope
-        own = [cv.rewritten(schema, "allOf-rest", lambda: _rest(schema))] if any(k in CONSTRAINTS for k in _rest(schema)) else []
-        parts = [*own, *items]
+        rest = cv.rewritten(schema, "allOf-rest", lambda: _rest(schema))
+        parts = [rest, *items] if any(k in CONSTRAINTS for k in rest) else list(items)
         return _intersect(cv, parts[0], parts[1:], ptr, [])
     # merged once per schema object: the merge builds new schemas, and a schema with one
     # identity hits the conversion memo wherever the same object is reached again (a ``$ref``

@@ -281,6 +281,7 @@ KEYWORD_CHECKS: dict[str, tuple[Any, str]] = {
     "minLength": _COUNT, "maxLength": _COUNT, "minItems": _COUNT, "maxItems": _COUNT,
     "minProperties": _COUNT, "maxProperties": _COUNT, "minContains": _COUNT, "maxContains": _COUNT,
     "pattern": _STRING, "format": _STRING, "$ref": _STRING, "$anchor": _STRING,
+    "$dynamicRef": _STRING, "$dynamicAnchor": _STRING,
     "type": (_is_type, "a type name or an array of them"),
     "required": (_is_required, "an array of strings"),
     "enum": (lambda v: isinstance(v, list), "an array"),

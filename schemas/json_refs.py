@@ -146,22 +146,22 @@ class RefResolver:
 
     def _resolver_for(self, holder: Any, pointer: str) -> Any:
         """The resolver at ``holder``'s base URI, else at the deepest schema on ``pointer``."""
-        resolvers = self._build()
-        got = resolvers.get(id(holder)) if holder is not None else None
-        if got is not None:
-            return got
-        schema_ptr = pointer[: -len("/$ref")] if pointer.endswith("/$ref") else pointer
-        on_the_way = (resolvers.get(id(node)) for node in reversed(self._walk(schema_ptr)[0]))
-        return next(r for r in on_the_way if r is not None)  # the root always has one
+        return self._nearest(self._build(), holder, pointer)
 
     def _base_for(self, holder: Any, pointer: str) -> str:
         """``holder``'s base URI, else that of the deepest schema on ``pointer``."""
-        got = self._bases.get(id(holder)) if holder is not None else None
+        self._build()
+        return self._nearest(self._bases, holder, pointer)
+
+    def _nearest(self, table: dict[int, Any], holder: Any, pointer: str) -> Any:
+        """``table``'s entry for ``holder``, else for the deepest object on ``pointer`` (the
+        schema holding a reference keyword at its end) that has one: the root always does."""
+        got = table.get(id(holder)) if holder is not None else None
         if got is not None:
             return got
         schema_ptr = pointer.rsplit("/", 1)[0] if pointer.endswith(("/$ref", "/$dynamicRef")) else pointer
-        on_the_way = (self._bases.get(id(node)) for node in reversed(self._walk(schema_ptr)[0]))
-        return next(b for b in on_the_way if b is not None)  # the root always has one
+        on_the_way = (table.get(id(node)) for node in reversed(self._walk(schema_ptr)[0]))
+        return next(v for v in on_the_way if v is not None)
 
     def _build(self) -> dict[int, Any]:
         if self._resolvers is not None:
@@ -214,7 +214,7 @@ def convert_ref(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
 def convert_dynamic_ref(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
     """IR of ``schema``, which holds a ``$dynamicRef``: resolved in the converter's dynamic
     scope (:meth:`RefResolver.resolve_dynamic`), then followed as a ``$ref``."""
-    assert cv.dynamic_scope  # set by Converter.convert for a 2020-12 root holding a $dynamicRef
+    assert cv.dynamic_scope  # Converter.track_dynamic_scope started it (schema_to_ir calls it)
     target, target_ptr = cv.refs().resolve_dynamic(schema["$dynamicRef"], ptr + "/$dynamicRef", schema, cv.dynamic_scope)
     return _follow(cv, schema, "$dynamicRef", target, target_ptr, ptr)
 

@@ -142,9 +142,10 @@ class Converter:
             self.empty_obj, self.empty_arr = lit("{}"), lit("[]")
         self._validator_cls: Any = None
         self._refs: RefResolver | None = None
-        # with a 2020-12 root holding a $dynamicRef: the base URIs of the schema resources
-        # entered on the way to the subschema being converted, outermost first, each once
-        self.dynamic_scope: tuple[str, ...] | None = None
+        # with a 2020-12 root holding a $dynamicRef (:meth:`track_dynamic_scope`): the base URIs
+        # of the schema resources entered on the way to the subschema being converted,
+        # outermost first, each once; empty otherwise
+        self.dynamic_scope: tuple[str, ...] = ()
         self.negated_refs: dict[str, int] = {}  # $ref targets being negated on this path
         self.resolved_refs: list[str] = []  # $ref targets the last complement resolved
         self.rewrites: dict[tuple[int, str], Any] = {}
@@ -165,6 +166,12 @@ class Converter:
         if self._refs is None:
             self._refs = RefResolver(self.root, self.draft_number())
         return self._refs
+
+    def track_dynamic_scope(self) -> None:
+        """Start the dynamic scope at the root where a 2020-12 root holds a ``$dynamicRef``
+        (before the root is converted); other schemas pay nothing for it."""
+        if self.draft_number() >= 2020 and holds_dynamic_ref(self.root):
+            self.dynamic_scope = (self.refs().base_of(self.root) or "",)
 
     def subschemas(self) -> list[tuple[Any, str]]:
         """Every subschema of the root with its JSON pointer (:meth:`.json_refs.RefResolver.subschemas`)."""
@@ -253,9 +260,6 @@ class Converter:
             self.check()
         if not isinstance(schema, dict):
             return self._note_origins(self._convert(schema, ptr), ptr)
-        if self.dynamic_scope is None:
-            dynamic = self.draft_number() >= 2020 and holds_dynamic_ref(self.root)
-            self.dynamic_scope = () if not dynamic else (self.refs().base_of(self.root) or "",)
         if self.dynamic_scope:
             base = self.refs().base_of(schema)
             if base is not None and base not in self.dynamic_scope:
@@ -448,6 +452,7 @@ def schema_to_ir(
             schema = rewrite_static_unevaluated(conv)  # each in its own scope, before any merging
             conv = Converter(schema, options, report)
         conv.check = check
+        conv.track_dynamic_scope()
         node = conv.convert(schema, "#")
     except RecursionLimit as e:
         raise UnsupportedSchemaError(

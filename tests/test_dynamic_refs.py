@@ -122,6 +122,13 @@ def test_dynamic_ref_errors_name_the_keyword() -> None:
     with pytest.raises(UnsupportedSchemaError, match="another document") as e:
         schema_to_ir({"$id": "http://example.com/r", "items": {"$dynamicRef": "other.json#x"}})
     assert e.value.keyword == "$dynamicRef"
+    for schema, keyword, pointer in (
+        ({"items": {"$dynamicRef": 5}}, "$dynamicRef", "#/items"),
+        ({"$defs": {"a": {"$dynamicAnchor": ["a"]}}, "items": {"$dynamicRef": "#a"}}, "$dynamicAnchor", "#/$defs/a"),
+    ):
+        with pytest.raises(SchemaError, match="string") as e:
+            schema_to_ir(schema)
+        assert e.value.keyword == keyword and e.value.pointer.startswith(pointer), (e.value.keyword, e.value.pointer)
 
 
 def test_what_a_dynamic_ref_evaluates_is_not_read_statically() -> None:
