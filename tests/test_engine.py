@@ -339,14 +339,15 @@ def _held_run(path: str, monkeypatch: pytest.MonkeyPatch, prefill_while_compilin
             eng.step()
         assert eng.output(free).finish_reason in ("stop", "length")
         long_req, short_req = eng._reqs[slow], eng._reqs[short]
-        assert not long_req.output_ids and not short_req.output_ids and short_req.kv_len == 0
-        if prefill_while_compiling:  # the prompt but its last token is computed; a one-token prompt waits queued
-            assert long_req.status is Status.RUNNING and long_req.kv_len == len(long_req.prompt_ids) - 1
-            assert short_req.status is Status.WAITING
+        assert not long_req.output_ids and not short_req.output_ids
+        if prefill_while_compiling:  # whole prompts computed, their first-token logits held for the grammar
+            for r in (long_req, short_req):
+                assert r.status is Status.RUNNING and r.kv_len == len(r.prompt_ids) and r.held_logits is not None
+                assert r.held_logits.shape == (eng.runner.vocab_size,) and r.sample_ref is None
         else:
             assert long_req.status is Status.GRAMMAR and long_req.kv_len == 0 and short_req.status is Status.GRAMMAR
         snap = engine_snapshot(eng)  # each request counted once, wherever it waits
-        assert (snap.grammar, snap.waiting, snap.running) == ((1, 0, 1) if prefill_while_compiling else (2, 0, 0))
+        assert (snap.grammar, snap.waiting, snap.running) == ((0, 0, 2) if prefill_while_compiling else (2, 0, 0))
         monkeypatch.undo()
         if outcome == "abort":
             assert eng.abort(slow) and eng.abort(short)
@@ -367,8 +368,9 @@ def _held_run(path: str, monkeypatch: pytest.MonkeyPatch, prefill_while_compilin
 @pytest.mark.parametrize("outcome", ["ok", "fail", "abort"])
 def test_grammar_compiles_do_not_block_the_batch(tiny_llama_dir: str, monkeypatch: pytest.MonkeyPatch, outcome: str) -> None:
     """While a grammar compiles the rest of the batch runs; with ``prefill_while_compiling``
-    its prompt prefills but the last token meanwhile.  Outputs are the same either way; a
-    failed compile or an abort frees what the prefill took."""
+    its prompt prefills meanwhile and the first-token logits wait on the device for the
+    grammar.  Outputs are the same either way; a failed compile or an abort frees what the
+    prefill took (held logits included)."""
     on = _held_run(tiny_llama_dir, monkeypatch, True, outcome)
     off = _held_run(tiny_llama_dir, monkeypatch, False, outcome)
     assert [(o.text, o.finish_reason) for o in on] == [(o.text, o.finish_reason) for o in off]
@@ -380,6 +382,49 @@ def test_grammar_compiles_do_not_block_the_batch(tiny_llama_dir: str, monkeypatc
         assert [o.finish_reason for o in on[:2]] == [want, want] and on[2].finish_reason in ("stop", "length")
         if outcome == "fail":
             assert all("max_states=1" in str(o.error) for o in on[:2])
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_first_token_sampled_in_the_prefill_step_when_the_grammar_compiles_during_it(
+    tiny_llama_dir: str, monkeypatch: pytest.MonkeyPatch, overlap: bool
+) -> None:
+    """A grammar that compiles while its prompt's prefill runs (after the step was scheduled,
+    before its sample) gets its first token from that prefill: one forward, no held logits,
+    and the same output as a grammar compiled beforehand."""
+    from concurrent.futures import Future
+
+    class ReadyAfterSchedule(Future):  # type: ignore[type-arg]
+        """Not done when the step is scheduled; done (with ``fsm``) when its sample is gathered."""
+
+        def __init__(self, fsm: object) -> None:
+            super().__init__()
+            self.fsm, self.asked = fsm, 0
+
+        def done(self) -> bool:
+            self.asked += 1
+            if self.asked == 2:
+                self.set_result(self.fsm)
+            return super().done()
+
+    constraint = Constraint.json_schema(SMALL)
+    prompt = "constrained: describe a person as JSON"
+    with make_engine(tiny_llama_dir, overlap_schedule=overlap) as eng:
+        real = eng.scheduler.grammar.compiler
+        assert real is not None
+        want = eng.generate([GenerateRequest(prompt, SamplingParams(max_tokens=30), constraint)])[0]
+        fut = ReadyAfterSchedule(real.compile(constraint))
+        monkeypatch.setattr(real, "submit", lambda c: fut)
+        rid = eng.submit(GenerateRequest(prompt, SamplingParams(max_tokens=30), constraint))
+        eng.step()
+        req = eng._reqs[rid]
+        assert fut.asked >= 2 and req.held_logits is None and req.kv_len == len(req.prompt_ids)
+        assert req.sample_ref is not None if overlap else req.output_ids  # sampled in the prefill step
+        monkeypatch.undo()
+        while eng.has_unfinished():
+            eng.step()
+        got = eng.output(rid)
+    assert (got.text, got.finish_reason) == (want.text, want.finish_reason)
+    jsonschema.validate(json.loads(got.text), SMALL)
 
 
 def test_idle_engine_admits_a_prompt_that_fills_the_pool(tiny_llama_dir: str) -> None:
@@ -596,7 +641,7 @@ def test_kv_pressure_retracts_a_prompt_waiting_for_its_grammar_first(tiny_llama_
         monkeypatch.setattr(real, "submit", lambda constraint: held)
         slow = eng.submit(GenerateRequest(list(range(100, 130)), SamplingParams(max_tokens=20), Constraint.json_schema(SMALL)))
         eng.step()
-        assert eng._reqs[slow].kv_len == 29
+        assert eng._reqs[slow].kv_len == 30 and eng._reqs[slow].held_logits is not None  # first-token logits wait for the grammar
         free = eng.submit(GenerateRequest(list(range(200, 205)), SamplingParams(max_tokens=60, ignore_eos=True)))
         for _ in range(300):  # 60 tokens; retracting the decoding request instead livelocks
             if eng._reqs[free].status is Status.FINISHED:
@@ -604,6 +649,7 @@ def test_kv_pressure_retracts_a_prompt_waiting_for_its_grammar_first(tiny_llama_
             eng.step()
         assert eng.output(free).usage.retractions == 0 and eng.output(free).usage.completion_tokens == 60
         assert eng._reqs[slow].retractions == 1 and eng._reqs[slow].kv_len == 0  # not prefilled again before its grammar
+        assert eng._reqs[slow].held_logits is None  # dropped with its KV (the re-prefill computes them again)
         monkeypatch.undo()
         held.set_result(real.compile(Constraint.json_schema(SMALL)))
         while eng.has_unfinished():

@@ -60,7 +60,7 @@ class StepProfiler(StepObserver):
             self.idle_schedule_s += phases.schedule_s
             return
         tokens = sum(n for _r, n in batch.items)
-        self.steps.append(StepRecord(forward_kind or "?", len(batch.items), tokens, *phases))
+        self.steps.append(StepRecord(forward_kind or "sample only", len(batch.items), tokens, *phases))
 
     def attach(self, engine: Engine) -> None:
         """Observe ``engine``'s steps (overlap off, device synced: :attr:`synchronize`) and

@@ -1,7 +1,7 @@
 """``DecodeManager``: running requests (continuous batching: they join and leave between
-steps), their pending extends (decode tokens, jump-forward chains, prefill chunks; a prompt
-whose grammar compiles stops before its last token) and retraction when the KV pool runs out
-(prompts whose grammar still compiles first, then the newest)."""
+steps), their pending extends (decode tokens, jump-forward chains, prefill chunks) and
+retraction when the KV pool runs out (prompts whose grammar still compiles first, then the
+newest)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ class DecodeManager:
             plan: list[tuple[Req, int]] = []
             left = budget
             for req in self.running:
-                n = req.pending if req.prefill_done else min(req.extendable, max(left, 0))
+                n = req.pending if req.prefill_done else min(req.pending, max(left, 0))
                 left -= n - 1 if req.prefill_done else n
                 if n:
                     plan.append((req, n))
@@ -66,6 +66,7 @@ class DecodeManager:
         """Free ``req``'s KV (its tokens stay in the radix cache, unpinned, so re-admission may
         reuse them) and requeue it at the front of the waiting queue; output and cursor are kept."""
         req.sample_ref = None  # a sampled token still on the device is dropped (re-sampled after re-prefill)
+        req.held_logits = None  # so are first-token logits kept for the grammar (recomputed by the re-prefill)
         req.version += 1
         self.cache.release(req)
         self.running.remove(req)

@@ -229,18 +229,20 @@ class Engine:
         if batch is None and self.scheduler.inflight is None and len(self.scheduler.grammar):
             self.scheduler.grammar.wait(0.05)  # nothing to run until a compile finishes
         t1 = time.perf_counter()
-        logits = self.runner.forward(batch.forward) if batch is not None else None  # forward: [S, V]
+        logits = self.runner.forward(batch.forward) if batch is not None and batch.forward is not None else None  # forward: [S, V]
         if self.observer is not None and self.observer.synchronize:
             self.runner.synchronize()
         t2 = time.perf_counter()
         chunks = self.scheduler.process_launched(batch)  # overlap: the previous step's tokens
         t3 = time.perf_counter()
+        forward_kind = self.runner.last_forward_kind if batch is not None else None
+        batch, logits = self.scheduler.gather_samples(batch, logits)  # + first tokens whose grammar just compiled
         sampled = self.sample(batch, logits)  # sample
         t4 = time.perf_counter()
         chunks += self.scheduler.process_results(batch, sampled)  # process results
         if self.observer is not None:
             phases = StepPhases(t1 - t0, t2 - t1, t4 - t3, t3 - t2 + time.perf_counter() - t4)
-            self.observer.on_step(batch, self.runner.last_forward_kind if batch is not None else None, phases)
+            self.observer.on_step(batch, forward_kind, phases)
         return chunks
 
     def sample(self, batch: ScheduledBatch | None, logits: torch.Tensor | None) -> SampledIds | None:

@@ -34,5 +34,7 @@ class StepObserver(ABC):
     @abstractmethod
     def on_step(self, batch: ScheduledBatch | None, forward_kind: str | None, phases: StepPhases) -> None:
         """Called once per step, after its results are processed.  ``batch``: what ran (None for
-        a step with nothing to run); ``forward_kind``: ``"decode graph"``, ``"extend graph"`` or
-        ``"eager"`` (None without a forward).  Must not raise or touch the engine."""
+        a step with nothing to run; no ``forward`` when the step only sampled first tokens from
+        logits held while their grammars compiled); ``forward_kind``: ``"decode graph"``,
+        ``"extend graph"`` or ``"eager"`` (None without a forward).  Must not raise or touch
+        the engine."""

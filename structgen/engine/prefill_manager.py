@@ -42,9 +42,9 @@ class PrefillManager:
         budget.  Order: requests whose grammar is ready (or that have none) before those whose
         grammar compiles, then cached prefix length + aging, longest first (SGLang's LPM policy
         with a starvation guard).  Returns ``(req, extend_len)`` with slots assigned; a request
-        whose prompt does not fit in ``budget`` gets a first chunk, and one whose grammar
-        compiles gets at most its prompt but the last token (:attr:`Req.extendable`), while
-        ``held_room`` more such prompts may run."""
+        whose prompt does not fit in ``budget`` gets a first chunk.  Requests whose grammar
+        compiles are admitted while ``held_room`` more such prompts may run (their first-token
+        logits wait for the grammar: :meth:`Scheduler.gather_samples`)."""
         cfg = self.config
         if not self.waiting or budget <= 0:
             for r in self.waiting:
@@ -60,17 +60,15 @@ class PrefillManager:
         for _ready, _score, _i, req in scored:
             if budget <= 0:
                 break
-            if req.extendable <= 0 or (req.grammar_pending and (req.retractions or held_room <= 0)):
-                continue  # its last prompt token is left, KV ran short for it once, or held prompts fill their share
+            if req.grammar_pending and (req.retractions or held_room <= 0):
+                continue  # KV ran short for it once, or held prompts fill their share
             seq = req.token_at(0, req.seq_len)
             cached = self.cache.peek_prefix_len(req)
-            if req.grammar_pending and cached >= req.seq_len - 1:
-                continue  # all but the last prompt token is cached: nothing to prefill before the grammar
             if cached < req.seq_len - 1 and any(_lcp(seq, p) - cached >= cfg.in_batch_prefix_min for p in batch_prompts):
                 continue  # shares an uncached prefix with a request admitted now: reuse it next step
             if not self.cache.admit(req):
                 break  # every req-to-token row is taken: max_running_requests are running
-            n = min(req.extendable, budget)
+            n = min(req.pending, budget)
             alone = num_running + len(admitted) == 0  # an idle engine always admits (no reserve needed)
             reserve = 0 if n < req.pending or alone else min(cfg.decode_reserve_tokens, req.max_tokens - len(req.output_ids))
             if self.cache.available_tokens() < n + reserve or self.cache.assign(req, n) is None:

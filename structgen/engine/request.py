@@ -215,6 +215,7 @@ class Req:
     text_tokens: int = 0
     stop_scanned: int = 0  # bytes of text_cache already searched for stop strings
     sample_ref: int | None = None  # placeholder id of this request's sampled token still on the device (overlap)
+    held_logits: torch.Tensor | None = None  # [V] float32 on the device: first-token logits kept while the grammar compiles
     version: int = 0  # bumped when the sequence changes other than by its sampled token (a launched sample goes stale)
 
     @property
@@ -228,12 +229,6 @@ class Req:
     def grammar_pending(self) -> bool:
         """Whether this request's grammar is still compiling (a constraint, no cursor yet)."""
         return self.constraint is not None and self.cursor is None
-
-    @property
-    def extendable(self) -> int:
-        """Pending tokens the next forward may extend: all of them, or while the grammar
-        compiles all but the last (whose logits are sampled under the grammar's first mask)."""
-        return self.pending - 1 if self.grammar_pending else self.pending
 
     @property
     def seq_len(self) -> int:

@@ -1,8 +1,10 @@
 """The scheduler: small managers composed into one schedule → process-results loop.
 
 * :class:`~.grammar_manager.GrammarManager`: asynchronous grammar compiles.  A request whose
-  grammar compiles is queued for prefill at once (``prefill_while_compiling``): its prompt
-  prefills up to its last token, which waits for the grammar (its logits need the first mask).
+  grammar compiles is queued for prefill at once (``prefill_while_compiling``): its whole prompt
+  prefills, and its first token is sampled in the same step when the grammar is ready by the
+  sample; otherwise its first-token logits stay on the device until the grammar is
+  (:meth:`Scheduler.gather_samples`).
 * :class:`~.cache_manager.CacheManager`: req-to-token rows, KV slots, the radix cache (match,
   insert, evict).
 * :class:`~.prefill_manager.PrefillManager`: the waiting queue and admission (KV budget,
@@ -55,8 +57,9 @@ class SchedulerConfig:
     a waiting request sharing at least this many uncached tokens with one admitted in the same
     step waits one step so it can reuse that prefix; ``aging_tokens_per_step``: priority a
     waiting request gains per step (starvation guard for the longest-prefix-first order);
-    ``prefill_while_compiling``: a request whose grammar is still compiling prefills its prompt
-    but the last token meanwhile (its first token is sampled once the grammar is ready; requests
+    ``prefill_while_compiling``: a request whose grammar is still compiling prefills its whole
+    prompt meanwhile (its first token is sampled once the grammar is ready, in the prefill's own
+    step when the compile ends during its forward, else from logits kept on the device; requests
     whose grammar is ready are admitted first, and such held prompts take at most half of
     ``max_running_requests``), so prefill and compile overlap instead of adding up in the time
     to first token (off: it waits for its grammar before it is queued, as SGLang's grammar queue
@@ -94,11 +97,13 @@ class SchedulerConfig:
 class ScheduledBatch(NamedTuple):
     """One step's work: ``forward`` and the requests in it with their token counts
     (``items[b] = (req, extend_len)``), in the forward's order; ``samplers``: the requests whose
-    next token is sampled from this forward (same order as ``forward.sample_rows``);
-    ``versions``: each sampler's :attr:`Req.version` when the batch was built (its sample is
-    used only while the version is unchanged)."""
+    next token is sampled from this forward (same order as ``forward.sample_rows``), then those
+    sampled from logits held while their grammar compiled (:meth:`Scheduler.gather_samples`;
+    ``forward`` is None when only they sample); ``versions``: each sampler's
+    :attr:`Req.version` when the batch was built (its sample is used only while the version
+    is unchanged)."""
 
-    forward: ForwardBatch
+    forward: ForwardBatch | None
     items: list[tuple[Req, int]]
     samplers: list[Req]
     versions: list[int]
@@ -162,6 +167,18 @@ class Scheduler:
     # ------------------------------------------------------------------ schedule
 
     def schedule(self) -> ScheduledBatch | None:
+        self._poll_grammars()
+        items, budget = self.decode.schedule(self.config.max_batch_tokens)
+        held_room = self.config.max_running_requests // 2 - self.decode.num_held() if self.prefill.waiting else 0
+        new = self.prefill.schedule(budget, len(self.decode), held_room)
+        self.decode.add([r for r, _n in new])
+        items += new
+        if not items:
+            return None
+        return self._build(items)
+
+    def _poll_grammars(self) -> None:
+        """Attach the cursors of compiled grammars; end the requests whose compile failed."""
         ready, failed = self.grammar.poll()
         if ready or failed:
             now = time.perf_counter()
@@ -173,14 +190,40 @@ class Scheduler:
         for r in failed:
             self.prefill.remove(r.rid)  # queued while compiling (running ones are released by _finish)
             self._finish(r, "error")
-        items, budget = self.decode.schedule(self.config.max_batch_tokens)
-        held_room = self.config.max_running_requests // 2 - self.decode.num_held() if self.prefill.waiting else 0
-        new = self.prefill.schedule(budget, len(self.decode), held_room)
-        self.decode.add([r for r, _n in new])
-        items += new
-        if not items:
-            return None
-        return self._build(items)
+
+    def gather_samples(
+        self, batch: ScheduledBatch | None, logits: torch.Tensor | None
+    ) -> tuple[ScheduledBatch | None, torch.Tensor | None]:
+        """What this step samples, decided after its forward is launched: the grammars are
+        polled again, so a prompt whose grammar compiled during its prefill samples its first
+        token now.  A sampler of ``batch`` whose grammar still compiles keeps its logits row
+        (``Req.held_logits``, float32 ``[V]`` on the device; its sample in this step goes
+        stale); requests holding logits whose grammar is now ready join the sample with
+        them.  ``logits``: float32 ``[S, V]`` of ``batch``'s samplers (None without a
+        forward).  Returns the batch to sample (its samplers extended; a batch with no forward
+        when only held requests sample; None when nothing does) and its logits ``[S', V]``."""
+        if batch is None and not any(r.held_logits is not None for r in self.decode.running):
+            return None, None  # nothing to sample (the common idle or all-compiling step)
+        self._poll_grammars()
+        if batch is not None and logits is not None:
+            for i, req in enumerate(batch.samplers):
+                if req.grammar_pending and req.version == batch.versions[i]:
+                    req.held_logits = logits[i].clone()  # [V]; the forward's buffer is reused
+                    req.version += 1  # this step's draw for it is dropped
+        held = [r for r in self.decode.running if r.held_logits is not None and not r.grammar_pending]
+        if not held:
+            return batch, logits
+        kept: list[torch.Tensor] = []
+        for r in held:
+            assert r.held_logits is not None
+            kept.append(r.held_logits)
+            r.held_logits = None
+        rows = torch.stack(kept)  # [H, V]
+        versions = [r.version for r in held]
+        if batch is None or logits is None:
+            return ScheduledBatch(None, [], held, versions), rows
+        merged = ScheduledBatch(batch.forward, batch.items, batch.samplers + held, batch.versions + versions)
+        return merged, torch.cat([logits, rows])  # [S + H, V]
 
     def _build(self, items: list[tuple[Req, int]]) -> ScheduledBatch:
         ids: list[int] = []
@@ -383,6 +426,7 @@ class Scheduler:
 
     def _finish(self, req: Req, reason: str) -> None:
         req.sample_ref = None
+        req.held_logits = None
         req.version += 1  # a sample still in flight is dropped
         if req.status is Status.RUNNING:
             self.cache.release(req)
