@@ -12,6 +12,9 @@ widenings):
   ``allow_undeclared_properties=True`` restores JSON Schema's default of allowing them;
 - strings use raw UTF-8 and the short escapes (``json.dumps(ensure_ascii=False)``'s output);
 - numbers with bounds or ``multipleOf`` have no exponent; integers never have a fraction;
+- a schema without ``type`` takes the types its keywords belong to (``properties`` → objects,
+  ``items`` → arrays, ``minLength`` → strings, ``minimum`` → numbers:
+  :data:`~.json_keywords.TYPE_KEYWORDS`), any value when it has none of them;
 - unconstrained values (``true``, ``{}``) nest at most ``any_value_depth`` levels;
 - recursive ``$ref`` is unrolled ``max_recursion_depth`` times, then only its non-recursive
   alternatives remain;

@@ -156,6 +156,36 @@ def test_conformance_runs_the_anchors_on_the_same_instances(tmp_path: Path) -> N
     assert "| maskbench | xgrammar |" in (tmp_path / "o" / "conformance-gpt2.md").read_text()
 
 
+def test_an_anchor_that_kills_its_worker_costs_only_its_own_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each engine runs a schema as its own task: an anchor crashing in native code (here: its
+    walk ends the process) is that anchor's ``worker-died``; structgen's result on the same
+    schema, and every other schema's, stand."""
+    pytest.importorskip("llguidance")
+    import os
+
+    from structgen.bench import conformance
+
+    real = conformance.run_anchor
+
+    def crash_on_marked(anchor, schema, texts):  # type: ignore[no-untyped-def]
+        if schema.get("title") == "crash":
+            os._exit(1)
+        return real(anchor, schema, texts)
+
+    monkeypatch.setattr(conformance, "run_anchor", crash_on_marked)  # the forked workers inherit it
+    data = tmp_path / "data"
+    data.mkdir()
+    for name, schema in {"a": {"type": "integer", "title": "crash"}, "b": {"type": "boolean"}}.items():
+        (data / f"{name}.json").write_text(json.dumps({"schema": schema, "tests": [{"data": 1, "valid": name == "a"}]}))
+    out = conformance.run(tokenizer=GPT2_DIR, suites=["maskbench"], test_suite_root=None, maskbench_root=str(data),
+                          out_dir=str(tmp_path / "o"), workers=2, samples=1, anchors=("llguidance",), progress=False)  # fmt: skip
+    s = out["suites"]["maskbench"]
+    assert s["passing"] == 2 and s["errors"] == 0  # ours: both schemas, the crashed one included
+    items = {r["name"]: r for r in json.loads((tmp_path / "o" / "conformance-gpt2.json").read_text())["items"]}
+    assert items["a"]["passing"] and items["a"]["anchors"]["llguidance"]["detail"] == "worker-died"
+    assert items["b"]["anchors"]["llguidance"]["outcome"] == "compiled"
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -467,6 +467,29 @@ def test_random_schemas(schema: Any, data: st.DataObject) -> None:
     assert_sound(schema, dfa, n=10)
 
 
+def test_key_orderer_follows_pattern_properties_additional_properties_and_tuples() -> None:
+    """The conformance harness lays out an instance's keys as the grammar generates them, also
+    inside values reached through ``patternProperties`` (every matching pattern), ``additionalProperties``
+    and draft-4 tuple ``items`` / ``additionalItems``, each through a ``$ref``."""
+    svc = {"type": "object", "properties": {"build": {"type": "string"}, "depends_on": {"type": "string"}, "ports": {"type": "string"}}}
+    schema = {
+        "$schema": "http://json-schema.org/draft-04/schema#",
+        "definitions": {"service": svc},
+        "type": "object",
+        "properties": {
+            "services": {"type": "object", "patternProperties": {"^[a-z]+$": {"$ref": "#/definitions/service"}}},
+            "extra": {"type": "object", "additionalProperties": {"$ref": "#/definitions/service"}},
+            "pair": {"type": "array", "items": [{"$ref": "#/definitions/service"}], "additionalItems": {"$ref": "#/definitions/service"}},
+        },
+    }
+    inst = {"ports": "1", "build": "2", "depends_on": "3"}
+    want = {"build": "2", "depends_on": "3", "ports": "1"}
+    value = {"pair": [inst, inst], "extra": {"X": inst}, "services": {"web": inst}}
+    got = KeyOrderer(schema).order(schema, value)
+    assert json.dumps(got) == json.dumps({"services": {"web": want}, "extra": {"X": want}, "pair": [want, want]})
+    assert accepts(compile_schema(schema), got) and not accepts(compile_schema(schema), value)
+
+
 def test_pattern_properties_exclusion_uses_the_wide_reading() -> None:
     # Python's `$` matches before a trailing newline and its `.` matches "\r": a key like "a\n"
     # matches "^.*$" for jsonschema, so it must never be generated as an *additional* property.

@@ -117,7 +117,7 @@ def _init_worker(
 ) -> None:
     import jsonschema  # noqa: F401 - its format checkers take seconds to import; not per schema
 
-    _STATE["anchors"] = [Anchor(name, tokenizer) for name in anchors]
+    _STATE["anchors"] = {name: Anchor(name, tokenizer) for name in anchors}
 
     vocab = Vocabulary.from_tokenizer(tokenizer)
     vocab.prepare()  # once per worker, outside the timed compiles
@@ -154,10 +154,23 @@ def _alarm(_sig: int, _frame: Any) -> None:
     raise _HardTimeout()
 
 
-def _worker_died(item: Item) -> ItemResult:
-    """The result of a schema whose worker process died twice on it (out of memory, a crash in
-    native code): an error, counted with the others."""
-    return ItemResult(item.suite, item.name, "error", detail="worker-died")
+OURS = "structgen"
+"""The engine name of :func:`run_task`'s own tasks (the others are anchors)."""
+
+Task = tuple[int, Item, str]
+"""One engine on one schema: (the schema's index in the run, the schema, :data:`OURS` or an anchor's name)."""
+
+TaskResult = tuple[int, str, ItemResult | AnchorResult]
+"""(index, engine, its result) of a :data:`Task`."""
+
+
+def _task_died(task: Task) -> TaskResult:
+    """The result of a task whose worker process died twice on it (out of memory, a crash in
+    native code): an error for that engine alone, counted with the others."""
+    index, item, engine = task
+    if engine == OURS:
+        return index, engine, ItemResult(item.suite, item.name, "error", detail="worker-died")
+    return index, engine, AnchorResult(detail="worker-died")
 
 
 def _hard_alarm_s() -> int:
@@ -166,16 +179,25 @@ def _hard_alarm_s() -> int:
 
 
 def run_item(item: Item) -> ItemResult:
-    """Compile and check one schema with structgen, then with each anchor (in a worker
-    initialised by ``_init_worker``)."""
-    anchors: list[Anchor] = _STATE.get("anchors", [])
-    limit_cpu(_hard_alarm_s() * (1 + len(anchors)) + 30)  # past every alarm: an item stuck in native code
-    res = run_ours(item)
-    if anchors:
-        texts = instance_texts(item, SchemaOptions(allow_undeclared_properties=True))
-        for anchor in anchors:
-            res.anchors[anchor.name] = asdict(_run_anchor_bounded(anchor, item, texts))
+    """Compile and check one schema with structgen, then with each anchor, in this process (a
+    worker initialised by ``_init_worker``)."""
+    _i, _e, res = run_task((0, item, OURS))
+    assert isinstance(res, ItemResult)
+    for name in _STATE.get("anchors", {}):
+        res.anchors[name] = asdict(run_task((0, item, name))[2])
     return res
+
+
+def run_task(task: Task) -> TaskResult:
+    """One engine on one schema (in a worker initialised by ``_init_worker``): structgen's
+    compile and checks, or one anchor's.  Each is its own task, so an anchor that kills its
+    worker costs only its own result."""
+    index, item, engine = task
+    limit_cpu(_hard_alarm_s() + 30)  # past the alarm: a task stuck in native code
+    if engine == OURS:
+        return index, engine, run_ours(item)
+    texts = instance_texts(item, SchemaOptions(allow_undeclared_properties=True))
+    return index, engine, _run_anchor_bounded(_STATE["anchors"][engine], item, texts)
 
 
 def _run_anchor_bounded(anchor: Anchor, item: Item, texts: list[tuple[list[str], bool]]) -> AnchorResult:
@@ -368,14 +390,24 @@ def run(
         items = items[shard[0] :: shard[1]]
     started = run_meta(command)  # the commit whose code runs (read now, not when the run ends)
     spec = PoolSpec(
-        run_item,
+        run_task,
         _init_worker,
         (tokenizer, timeout_s, max_states, samples, precompute_states, precompute_budget_s, pause_gc, tuple(anchors), product_cache_mb),
     )
     from tqdm import tqdm
 
-    runs = run_items(spec, items, workers, on_death=_worker_died, recycle=500 * workers)
-    results = list(tqdm(runs, total=len(items), disable=not progress, desc="schemas"))
+    engines = (OURS, *anchors)
+    tasks = [(i, item, engine) for i, item in enumerate(items) for engine in engines]
+    runs = run_items(spec, tasks, workers, on_death=_task_died, recycle=500 * workers * len(engines))
+    done: dict[tuple[int, str], ItemResult | AnchorResult] = {}
+    for index, engine, res in tqdm(runs, total=len(tasks), disable=not progress, desc="schemas × engines"):
+        done[index, engine] = res
+    results: list[ItemResult] = []
+    for i in range(len(items)):
+        ours = done[i, OURS]
+        assert isinstance(ours, ItemResult)
+        ours.anchors = {name: asdict(done[i, name]) for name in anchors}
+        results.append(ours)
     tok_name = os.path.basename(os.path.normpath(tokenizer))
     meta = {
         **started,

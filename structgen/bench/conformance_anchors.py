@@ -1,6 +1,7 @@
 """The anchors of ``structgen bench conformance``: llguidance and xgrammar run on the same
-schemas, instances and tokenizer as structgen, in the same worker, so one command reads all
-three.
+schemas, instances and tokenizer as structgen, in the same worker processes (each engine on a
+schema is a task of its own, so an anchor that kills its worker costs only its own result), so
+one command reads all three.
 
 Each anchor compiles the schema with JSON Schema's semantics (xgrammar ``strict_mode=False``:
 undeclared properties allowed, as structgen's conformance options; llguidance's defaults) and

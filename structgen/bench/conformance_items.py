@@ -9,6 +9,7 @@ import glob
 import json
 import os
 import random
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -149,6 +150,19 @@ class KeyOrderer:
                     break
         return out
 
+    @staticmethod
+    def member_schemas(parts: list[Any], key: str) -> list[Any]:
+        """The subschemas that apply to an undeclared member ``key``: each part's
+        ``patternProperties`` whose pattern matches it, else that part's ``additionalProperties``."""
+        out: list[Any] = []
+        for p in parts:
+            hits = [sub for pat, sub in (p.get("patternProperties") or {}).items() if isinstance(sub, dict) and _search(pat, key)]
+            if hits:
+                out.extend(hits)
+            elif isinstance(p.get("additionalProperties"), dict):
+                out.append(p["additionalProperties"])
+        return out
+
     def order(self, schema: Any, inst: Any) -> Any:
         if isinstance(inst, dict):
             parts = self.parts(schema, inst)
@@ -170,7 +184,7 @@ class KeyOrderer:
                     out[k] = self.order({"allOf": subs.get(k, [])}, inst[k]) if subs.get(k) else inst[k]
             for k, v in inst.items():
                 if k not in out:
-                    extra = [p.get("additionalProperties") for p in parts if isinstance(p.get("additionalProperties"), dict)]
+                    extra = self.member_schemas(parts, k)
                     out[k] = self.order({"allOf": extra}, v) if extra else v
             return out
         if isinstance(inst, list):
@@ -180,10 +194,22 @@ class KeyOrderer:
             for p in parts:
                 if isinstance(p.get("prefixItems"), list):
                     prefix = p["prefixItems"]
+                if isinstance(p.get("items"), list):  # draft 4 – 2019-09 tuples
+                    prefix = p["items"]
+                    if isinstance(p.get("additionalItems"), dict):
+                        items.append(p["additionalItems"])
                 if isinstance(p.get("items"), dict):
                     items.append(p["items"])
             return [self.order(prefix[i] if i < len(prefix) else {"allOf": items}, v) for i, v in enumerate(inst)]
         return inst
+
+
+def _search(pattern: str, key: str) -> bool:
+    """``re.search(pattern, key)``; False for a pattern Python's ``re`` cannot read."""
+    try:
+        return re.search(pattern, key) is not None
+    except re.error:
+        return False
 
 
 # ----------------------------------------------------------------------------- walking

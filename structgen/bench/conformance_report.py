@@ -76,7 +76,7 @@ def _anchor_table(meta: dict[str, Any], suites: dict[str, dict[str, Any]]) -> li
     versions = ", ".join(f"{k} {v}" for k, v in meta.get("anchors", {}).items())
     lines = [
         "",
-        f"Same schemas, same instances, same tokenizer, same worker ({versions}):",
+        f"Same schemas, same instances, same tokenizer, same worker processes, each engine a task of its own ({versions}):",
         "",
         "| suite | engine | passing | compiled | unsupported | errors | unsound instances (schemas) | valid accepted "
         "| first mask p50 / p90 / p99 (ms) | token µs p50 / mean |",
