@@ -22,7 +22,7 @@ def convert_all_of(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
     items = schema["allOf"]
     if not isinstance(items, list) or not items:
         raise SchemaError("allOf must be a non-empty array", keyword="allOf", pointer=ptr)
-    if cv.dynamic_scope:  # each part keeps its identity, so its base URI joins a $dynamicRef's dynamic scope
+    if cv.tracks_dynamic_scope:  # each part keeps its identity, so a reference in it keeps its base URI
         rest = cv.rewritten(schema, "allOf-rest", lambda: _rest(schema))
         parts = [rest, *items] if any(k in CONSTRAINTS for k in rest) else list(items)
         return _intersect(cv, parts[0], parts[1:], ptr, [])
@@ -90,7 +90,7 @@ def member_order(cv: Converter, parts: list[Any], ptr: str) -> tuple[str, ...]:
         if isinstance(s.get("required"), list):
             required.update(dict.fromkeys(r for r in s["required"] if isinstance(r, str)))
         inner: list[Any] = []
-        for key in ("$ref", "$dynamicRef"):  # (a $dynamicRef's initial target: a hint for the order)
+        for key in ("$ref", "$dynamicRef", "$recursiveRef"):  # (a dynamic reference's initial target: a hint for the order)
             if isinstance(s.get(key), str):
                 try:
                     inner.append(cv.resolve_ref(s[key], ptr, s)[0])

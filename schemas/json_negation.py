@@ -24,6 +24,7 @@ JSON Schema" (VLDB 2022).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .errors import SchemaError
@@ -207,8 +208,11 @@ def _unique_items(cv: Converter, v: Any, s: dict[str, Any], ptr: str) -> list[An
     raise NotExpressible("uniqueItems", ptr, "the complement of uniqueItems (a repeated item) is not regular")
 
 
-def _dynamic_ref(cv: Converter, v: Any, s: dict[str, Any], ptr: str) -> list[Any]:
-    raise NotExpressible("$dynamicRef", ptr, "the complement of a $dynamicRef is not built (its target depends on the dynamic scope)")
+def _dynamic_ref(keyword: str) -> Callable[[Converter, Any, dict[str, Any], str], list[Any]]:
+    def refuse(cv: Converter, v: Any, s: dict[str, Any], ptr: str) -> list[Any]:
+        raise NotExpressible(keyword, ptr, f"the complement of a {keyword} is not built (its target depends on the dynamic scope)")
+
+    return refuse
 
 
 def _prefix_violations(cv: Converter, key: str, prefix: list[Any]) -> list[Any]:
@@ -343,7 +347,8 @@ _HANDLERS: dict[str, Any] = {
     "minItems": _min_items,
     "maxItems": _max_items,
     "uniqueItems": _unique_items,
-    "$dynamicRef": _dynamic_ref,
+    "$dynamicRef": _dynamic_ref("$dynamicRef"),
+    "$recursiveRef": _dynamic_ref("$recursiveRef"),
     "items": _items,
     "prefixItems": _prefix_items,
     "additionalItems": _additional_items,

@@ -9,9 +9,16 @@ names ``a``'s own ``$defs``).
 
 A ``$dynamicRef`` (2020-12) whose initial target is a ``$dynamicAnchor`` resolves to the
 outermost schema resource of the dynamic scope that defines a ``$dynamicAnchor`` of the same
-name (JSON Schema 2020-12 Core, section 8.2.3.2); the converter passes the dynamic scope (the
-base URIs of the resources it entered on the way, outermost first), as ``referencing``'s
-``DynamicAnchor.resolve`` walks its resolver's. Otherwise it behaves as ``$ref``.
+name (JSON Schema 2020-12 Core, section 8.2.3.2). Otherwise it behaves as ``$ref``. The dynamic
+scope is the one ``referencing`` (the resolver ``jsonschema`` validates with) keeps: following a
+reference adds the base URI current there (when it is not empty, and the scope is empty or the
+reference leaves that resource); entering an embedded resource without a reference adds nothing
+(:func:`followed_scope`).
+
+A ``$recursiveRef`` (2019-09; its value is ``"#"``) names its own schema resource; where that
+resource has ``"$recursiveAnchor": true``, the outermost of the resources around it in the
+dynamic scope that all have one (JSON Schema 2019-09 Core, section 8.2.4.2; ``referencing``'s
+``lookup_recursive_ref``, walking outward from the innermost and stopping at the first without).
 """
 
 from __future__ import annotations
@@ -97,7 +104,7 @@ class RefResolver:
         if not isinstance(ref, str):
             raise SchemaError("$dynamicRef must be a string", keyword="$dynamicRef", pointer=pointer)
         self._build()
-        uri, fragment = urldefrag(urljoin(self._base_for(holder, pointer), ref))
+        uri, fragment = urldefrag(urljoin(self.base_for(holder, pointer), ref))
         name = unquote(fragment)
         if name and not name.startswith("/"):
             dynamic = referencing.jsonschema.DynamicAnchor
@@ -116,6 +123,23 @@ class RefResolver:
                         return found.resource.contents, self._where(found.resource.contents, ref)
                 return initial.resource.contents, self._where(initial.resource.contents, ref)
         return self.resolve(ref, pointer, holder, keyword="$dynamicRef")
+
+    def resolve_recursive(self, ref: Any, pointer: str, holder: Any, scope: tuple[str, ...]) -> tuple[Any, str]:
+        """The schema a ``$recursiveRef`` of ``holder`` names, and its pointer: its own schema
+        resource, or where that has ``"$recursiveAnchor": true``, the outermost of the enclosing
+        resources of ``scope`` (base URIs, outermost first) that have one without a gap.
+        Raises :class:`SchemaError` for a value other than ``"#"``."""
+        if ref != "#":
+            raise SchemaError(f'$recursiveRef must be "#", got {ref!r}', keyword="$recursiveRef", pointer=pointer)
+        target, target_ptr = self.resolve("#", pointer, holder, keyword="$recursiveRef")
+        if not (isinstance(target, dict) and target.get("$recursiveAnchor") is True):
+            return target, target_ptr
+        for base in reversed(scope):  # innermost first
+            outer = self._registry.contents(base)
+            if not (isinstance(outer, dict) and outer.get("$recursiveAnchor") is True):
+                break
+            target, target_ptr = outer, self._where(outer, "#")
+        return target, target_ptr
 
     def subschemas(self) -> list[tuple[Any, str]]:
         """Every subschema of the root (as JSON Schema's applicators define them, per the
@@ -148,7 +172,7 @@ class RefResolver:
         """The resolver at ``holder``'s base URI, else at the deepest schema on ``pointer``."""
         return self._nearest(self._build(), holder, pointer)
 
-    def _base_for(self, holder: Any, pointer: str) -> str:
+    def base_for(self, holder: Any, pointer: str) -> str:
         """``holder``'s base URI, else that of the deepest schema on ``pointer``."""
         self._build()
         return self._nearest(self._bases, holder, pointer)
@@ -159,7 +183,7 @@ class RefResolver:
         got = table.get(id(holder)) if holder is not None else None
         if got is not None:
             return got
-        schema_ptr = pointer.rsplit("/", 1)[0] if pointer.endswith(("/$ref", "/$dynamicRef")) else pointer
+        schema_ptr = pointer.rsplit("/", 1)[0] if pointer.endswith(("/$ref", "/$dynamicRef", "/$recursiveRef")) else pointer
         on_the_way = (table.get(id(node)) for node in reversed(self._walk(schema_ptr)[0]))
         return next(v for v in on_the_way if v is not None)
 
@@ -205,29 +229,63 @@ class RefResolver:
                 stack.extend((v, f"{ptr}/{i}") for i, v in enumerate(node) if isinstance(v, (dict, list)))
 
 
+def followed_scope(cv: Converter, schema: dict[str, Any], pointer: str, uri: str) -> tuple[str, ...]:
+    """The dynamic scope after following a reference of ``schema`` (at ``pointer``) into the
+    resource ``uri``: ``referencing``'s ``Resolver._evolve``, which adds the current base URI
+    when it is not empty and the scope is empty or ``uri`` is another resource.  Unchanged when
+    the converter does not track the scope."""
+    if not cv.tracks_dynamic_scope:
+        return cv.dynamic_scope
+    base = cv.refs().base_for(schema, pointer)
+    scope = cv.dynamic_scope
+    return (*scope, base) if base and (not scope or uri != base) else scope
+
+
+def _uri_of(cv: Converter, schema: dict[str, Any], pointer: str, ref: Any) -> str:
+    """The resource URI that reference ``ref`` of ``schema`` names (its fragment dropped)."""
+    base = cv.refs().base_for(schema, pointer)
+    return base if not isinstance(ref, str) or ref.startswith("#") else urldefrag(urljoin(base, ref))[0]
+
+
 def convert_ref(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
     """IR of ``schema``, which holds a ``$ref``: its target (with the keywords beside it)."""
-    target, target_ptr = cv.resolve_ref(schema["$ref"], ptr + "/$ref", schema)
-    return _follow(cv, schema, "$ref", target, target_ptr, ptr)
+    pointer = ptr + "/$ref"
+    target, target_ptr = cv.resolve_ref(schema["$ref"], pointer, schema)
+    scope = followed_scope(cv, schema, pointer, _uri_of(cv, schema, pointer, schema["$ref"])) if cv.tracks_dynamic_scope else ()
+    return _follow(cv, schema, "$ref", target, target_ptr, ptr, scope)
 
 
 def convert_dynamic_ref(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
     """IR of ``schema``, which holds a ``$dynamicRef``: resolved in the converter's dynamic
     scope (:meth:`RefResolver.resolve_dynamic`), then followed as a ``$ref``."""
-    assert cv.dynamic_scope  # Converter.track_dynamic_scope started it (schema_to_ir calls it)
-    target, target_ptr = cv.refs().resolve_dynamic(schema["$dynamicRef"], ptr + "/$dynamicRef", schema, cv.dynamic_scope)
-    return _follow(cv, schema, "$dynamicRef", target, target_ptr, ptr)
+    assert cv.tracks_dynamic_scope  # Converter.track_dynamic_scope started it (schema_to_ir calls it)
+    pointer = ptr + "/$dynamicRef"
+    scope = followed_scope(cv, schema, pointer, _uri_of(cv, schema, pointer, schema["$dynamicRef"]))
+    target, target_ptr = cv.refs().resolve_dynamic(schema["$dynamicRef"], pointer, schema, scope)  # the anchor is looked up after the step
+    return _follow(cv, schema, "$dynamicRef", target, target_ptr, ptr, scope)
 
 
-def _follow(cv: Converter, schema: dict[str, Any], keyword: str, target: Any, target_ptr: str, ptr: str) -> Node:
-    """Convert reference ``keyword``'s target (with the keywords beside it, as ``allOf``),
-    counting one more unrolling of ``target_ptr``; raises :class:`RecursionLimit` past
-    ``max_recursion_depth``."""
+def convert_recursive_ref(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
+    """IR of ``schema``, which holds a ``$recursiveRef`` (2019-09): resolved in the converter's
+    dynamic scope (:meth:`RefResolver.resolve_recursive`), then followed as a ``$ref``."""
+    assert cv.tracks_dynamic_scope  # Converter.track_dynamic_scope started it (schema_to_ir calls it)
+    pointer = ptr + "/$recursiveRef"
+    target, target_ptr = cv.refs().resolve_recursive(schema["$recursiveRef"], pointer, schema, cv.dynamic_scope)
+    uri = cv.refs().base_of(target) if isinstance(target, dict) else None
+    scope = followed_scope(cv, schema, pointer, uri if uri is not None else cv.refs().base_for(schema, pointer))
+    return _follow(cv, schema, "$recursiveRef", target, target_ptr, ptr, scope)
+
+
+def _follow(cv: Converter, schema: dict[str, Any], keyword: str, target: Any, target_ptr: str, ptr: str, scope: tuple[str, ...]) -> Node:
+    """Convert reference ``keyword``'s target (with the keywords beside it, as ``allOf``) in
+    dynamic scope ``scope``, counting one more unrolling of ``target_ptr``; raises
+    :class:`RecursionLimit` past ``max_recursion_depth``."""
     rest = {k: v for k, v in schema.items() if k != keyword and k not in ANNOTATIONS}
     depth = cv.ref_depth.get(target_ptr, 0)
     if depth > cv.opt.max_recursion_depth:
         raise RecursionLimit(ptr)
     cv.ref_depth[target_ptr] = depth + 1
+    outer, cv.dynamic_scope = cv.dynamic_scope, scope  # (the keywords beside it too: the step adds only the holder's own base URI)
     try:
         if rest:  # one identity per (schema object, target), so the conversion memo holds for it
             tag = f"{keyword}-siblings {target_ptr}"
@@ -235,15 +293,17 @@ def _follow(cv: Converter, schema: dict[str, Any], keyword: str, target: Any, ta
         return cv.convert(target, target_ptr)
     finally:
         cv.ref_depth[target_ptr] = depth
+        cv.dynamic_scope = outer
 
 
-def holds_dynamic_ref(root: Any) -> bool:
-    """Whether an object inside ``root`` (a parsed JSON value) has a ``$dynamicRef`` key."""
+def holds_dynamic_ref(root: Any, keyword: str = "$dynamicRef") -> bool:
+    """Whether an object inside ``root`` (a parsed JSON value) has a ``keyword`` key
+    (``$dynamicRef``, or ``$recursiveRef`` for 2019-09)."""
     stack = [root]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
-            if "$dynamicRef" in node:
+            if keyword in node:
                 return True
             stack.extend(v for v in node.values() if isinstance(v, (dict, list)))
         elif isinstance(node, list):

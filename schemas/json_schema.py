@@ -40,7 +40,7 @@ from .ir import NOTHING, Join, Node, alt, chars, lit, new_products, rep, seq
 from .json_combinators import convert_all_of, convert_conditional, convert_union
 from .json_keywords import CONSTRAINTS, RecursionLimit, check_keyword_types
 from .json_not import convert_not
-from .json_refs import RefResolver, convert_dynamic_ref, convert_ref, holds_dynamic_ref
+from .json_refs import RefResolver, convert_dynamic_ref, convert_recursive_ref, convert_ref, holds_dynamic_ref
 from .json_scalars import convert_enum, convert_types
 from .json_strings import ANY_STRING_CONTENT, json_string
 from .json_unevaluated import rewrite_static_unevaluated
@@ -145,9 +145,11 @@ class Converter:
             self.empty_obj, self.empty_arr = lit("{}"), lit("[]")
         self._validator_cls: Any = None
         self._refs: RefResolver | None = None
-        # with a 2020-12 root holding a $dynamicRef (:meth:`track_dynamic_scope`): the base URIs
-        # of the schema resources entered on the way to the subschema being converted,
-        # outermost first, each once; empty otherwise
+        # with a root holding a $dynamicRef (2020-12) or $recursiveRef (2019-09), set by
+        # :meth:`track_dynamic_scope`: the dynamic scope of the subschema being converted, as
+        # ``referencing`` (jsonschema's resolver) keeps it: the non-empty base URI current where
+        # each reference on the way was followed, outermost first (:func:`.json_refs.followed_scope`)
+        self.tracks_dynamic_scope = False
         self.dynamic_scope: tuple[str, ...] = ()
         self.negated_refs: dict[str, int] = {}  # $ref targets being negated on this path
         self.resolved_refs: list[str] = []  # $ref targets the last complement resolved
@@ -171,10 +173,11 @@ class Converter:
         return self._refs
 
     def track_dynamic_scope(self) -> None:
-        """Start the dynamic scope at the root where a 2020-12 root holds a ``$dynamicRef``
-        (before the root is converted); other schemas pay nothing for it."""
-        if self.draft_number() >= 2020 and holds_dynamic_ref(self.root):
-            self.dynamic_scope = (self.refs().base_of(self.root) or "",)
+        """Track the dynamic scope where a 2020-12 root holds a ``$dynamicRef`` or a 2019-09
+        root a ``$recursiveRef`` (before the root is converted); other schemas pay nothing for it."""
+        draft = self.draft_number()
+        if (draft >= 2020 and holds_dynamic_ref(self.root)) or (draft == 2019 and holds_dynamic_ref(self.root, "$recursiveRef")):
+            self.tracks_dynamic_scope = True
 
     def subschemas(self) -> list[tuple[Any, str]]:
         """Every subschema of the root with its JSON pointer (:meth:`.json_refs.RefResolver.subschemas`)."""
@@ -263,14 +266,6 @@ class Converter:
             self.check()
         if not isinstance(schema, dict):
             return self._note_origins(self._convert(schema, ptr), ptr)
-        if self.dynamic_scope:
-            base = self.refs().base_of(schema)
-            if base is not None and base not in self.dynamic_scope:
-                outer, self.dynamic_scope = self.dynamic_scope, (*self.dynamic_scope, base)
-                try:
-                    return self.convert(schema, ptr)
-                finally:
-                    self.dynamic_scope = outer
         unrolling = [kv for kv in self.ref_depth.items() if kv[1]]
         merging = [kv for kv in self.inline_depth.items() if kv[1]]
         if unrolling or merging:  # the unrolling of targets this schema cannot reach cannot change its result
@@ -358,8 +353,8 @@ class Converter:
             # (``not``, ``if``, ``allOf``, local ``$ref`` …), so none of them needs a grammar
             return convert_enum(self, schema, ptr)
         for key in ("$dynamicRef", "$recursiveRef", "unevaluatedItems", "unevaluatedProperties"):
-            if key == "$dynamicRef" and self.draft_number() >= 2020:
-                continue  # convert_dynamic_ref
+            if (key == "$dynamicRef" and self.draft_number() >= 2020) or (key == "$recursiveRef" and self.draft_number() == 2019):
+                continue  # convert_dynamic_ref, convert_recursive_ref
             if key in schema and schema[key] is not True and (key.startswith("$") or self.draft_number() >= 2019):
                 why = "which properties (items) it sees depends on the branch an instance passes"
                 self.unsupported(key, ptr, f"'{key}' cannot be enforced by a regular grammar" if key.startswith("$") else f"'{key}': {why}")
@@ -371,6 +366,8 @@ class Converter:
             return convert_ref(self, schema, ptr)
         if "$dynamicRef" in schema:
             return convert_dynamic_ref(self, schema, ptr)
+        if "$recursiveRef" in schema:  # 2019-09 (other drafts refused it above)
+            return convert_recursive_ref(self, schema, ptr)
         if "allOf" in schema:
             return convert_all_of(self, schema, ptr)
         if "anyOf" in schema or "oneOf" in schema:

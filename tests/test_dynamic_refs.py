@@ -1,6 +1,6 @@
-"""``$dynamicRef`` (JSON Schema 2020-12): resolved in the dynamic scope the conversion walks, as
-``jsonschema`` resolves it; checked against ``jsonschema`` on valid and invalid values and on
-random strings of each automaton."""
+"""``$dynamicRef`` (JSON Schema 2020-12) and ``$recursiveRef`` (2019-09): resolved in the dynamic
+scope the conversion walks, as ``jsonschema`` resolves them; checked against ``jsonschema`` on
+valid and invalid values and on random strings of each automaton."""
 
 from __future__ import annotations
 
@@ -97,6 +97,25 @@ DYNAMIC_CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
         [{"value": 1}, {"children": [{"value": 2}, {"children": []}]}],
         [{"value": "x"}, {"children": [{"value": "x"}]}],
     ),
+    (
+        "an embedded resource entered without a reference adds nothing to the scope",
+        {
+            "$id": "https://example.com/outer",
+            "$dynamicAnchor": "node",
+            "type": "object",
+            "properties": {
+                "outer_only": {"type": "integer"},
+                "inner": {
+                    "$id": "inner",
+                    "$dynamicAnchor": "node",
+                    "type": "object",
+                    "properties": {"kid": {"$dynamicRef": "#node"}, "inner_only": {"type": "string"}},
+                },
+            },
+        },
+        [{"inner": {"kid": {"inner_only": "a"}}}, {"inner": {"kid": {"outer_only": "x"}}}],
+        [{"inner": {"kid": {"inner_only": 1}}}, {"outer_only": "x"}],
+    ),
 ]
 
 
@@ -104,15 +123,21 @@ def _accepts(dfa: Any, value: Any) -> bool:
     return bool(dfa.accepts(json.dumps(value, separators=(", ", ": ")).encode()))
 
 
-@pytest.mark.parametrize(("name", "schema", "valid", "invalid"), DYNAMIC_CASES, ids=[c[0] for c in DYNAMIC_CASES])
-def test_dynamic_refs_resolve_as_jsonschema_resolves_them(name: str, schema: Any, valid: list[Any], invalid: list[Any]) -> None:
+def _check_as_jsonschema(schema: Any, valid: list[Any], invalid: list[Any]) -> None:
+    """The automaton accepts exactly the values ``jsonschema`` (the schema's draft) accepts,
+    and its random strings validate."""
     dfa = compile_lazy(schema_to_ir(schema, WIDE)[0])
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = jsonschema.validators.validator_for(schema)(schema)
     for value, ok in [(v, True) for v in valid] + [(v, False) for v in invalid]:
         assert validator.is_valid(value) == ok, value
         assert _accepts(dfa, value) == ok, value
     for text in sample_strings(dfa, 40, random.Random(0)):
         assert validator.is_valid(json.loads(text)), text
+
+
+@pytest.mark.parametrize(("name", "schema", "valid", "invalid"), DYNAMIC_CASES, ids=[c[0] for c in DYNAMIC_CASES])
+def test_dynamic_refs_resolve_as_jsonschema_resolves_them(name: str, schema: Any, valid: list[Any], invalid: list[Any]) -> None:
+    _check_as_jsonschema(schema, valid, invalid)
 
 
 def test_dynamic_ref_errors_name_the_keyword() -> None:
@@ -166,3 +191,95 @@ def test_the_complement_of_a_dynamic_ref_is_refused_by_name() -> None:
     with pytest.raises(UnsupportedSchemaError, match="dynamic scope") as e:
         schema_to_ir(schema)
     assert e.value.pointer == "#/not/$dynamicRef"
+
+
+D2019 = "https://json-schema.org/draft/2019-09/schema"
+# a tree whose nodes an extending schema resource narrows through $recursiveAnchor (instances
+# below list keys as the grammar generates them: a $ref target's properties first)
+TREE = {
+    "$id": "https://example.com/tree",
+    "$recursiveAnchor": True,
+    "type": "object",
+    "properties": {"children": {"type": "array", "maxItems": 2, "items": {"$recursiveRef": "#"}}},
+}
+
+RECURSIVE_CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
+    (
+        "the extending root with $recursiveAnchor is what the tree's nodes recurse into",
+        {
+            "$schema": D2019,
+            "$id": "https://example.com/int-tree",
+            "$recursiveAnchor": True,
+            "$ref": "tree",
+            "properties": {"value": {"type": "integer"}},
+            "$defs": {"tree": TREE},
+        },
+        [{"children": [{"value": 2}, {"children": []}], "value": 1}, {}],
+        [{"children": [{"value": "x"}]}, {"value": 1.5}],
+    ),
+    (
+        "without $recursiveAnchor on the extending root the tree recurses into itself",
+        {
+            "$schema": D2019,
+            "$id": "https://example.com/loose",
+            "$ref": "tree",
+            "properties": {"value": {"type": "integer"}},
+            "$defs": {"tree": TREE},
+        },
+        [{"children": [{"value": "x"}], "value": 1}],
+        [{"value": "x"}, {"children": [1]}],
+    ),
+    (
+        "without $recursiveAnchor on the target it behaves as $ref to its own resource",
+        {
+            "$schema": D2019,
+            "$id": "https://example.com/plain-list",
+            "type": "array",
+            "maxItems": 2,
+            "items": {"anyOf": [{"type": "integer"}, {"$recursiveRef": "#"}]},
+        },
+        [[1, [2, []]], []],
+        [["a"], [1, ["b"]]],
+    ),
+    (
+        "an embedded resource entered without a reference adds nothing to the scope",
+        {
+            "$schema": D2019,
+            "$id": "https://example.com/outer",
+            "$recursiveAnchor": True,
+            "type": "object",
+            "properties": {
+                "outer_only": {"type": "integer"},
+                "inner": {
+                    "$id": "inner",
+                    "$recursiveAnchor": True,
+                    "type": "object",
+                    "properties": {"kid": {"$recursiveRef": "#"}, "inner_only": {"type": "string"}},
+                },
+            },
+        },
+        [{"inner": {"kid": {"inner_only": "a"}}}, {"inner": {"kid": {"outer_only": "x"}}}],
+        [{"inner": {"kid": {"inner_only": 1}}}, {"outer_only": "x"}],
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "schema", "valid", "invalid"), RECURSIVE_CASES, ids=[c[0] for c in RECURSIVE_CASES])
+def test_recursive_refs_resolve_as_jsonschema_resolves_them(name: str, schema: Any, valid: list[Any], invalid: list[Any]) -> None:
+    assert schema["$schema"] == D2019  # checked with Draft201909Validator
+    _check_as_jsonschema(schema, valid, invalid)
+
+
+def test_recursive_ref_errors_and_refusals_name_the_keyword() -> None:
+    with pytest.raises(SchemaError, match='must be "#"') as e:
+        schema_to_ir({"$schema": D2019, "items": {"$recursiveRef": "#/items"}})
+    assert e.value.keyword == "$recursiveRef"
+    with pytest.raises(SchemaError, match="boolean") as e:
+        schema_to_ir({"$schema": D2019, "$recursiveAnchor": "yes", "items": {"$recursiveRef": "#"}})
+    assert e.value.keyword == "$recursiveAnchor"
+    with pytest.raises(UnsupportedSchemaError, match="dynamic scope") as e:
+        schema_to_ir({"$schema": D2019, "$recursiveAnchor": True, "type": "array", "items": {"not": {"$recursiveRef": "#"}}})
+    assert e.value.pointer == "#/items/not/$recursiveRef"
+    with pytest.raises(UnsupportedSchemaError) as e:  # 2020-12 has no $recursiveRef
+        schema_to_ir({"items": {"$recursiveRef": "#"}})
+    assert e.value.keyword == "$recursiveRef"
