@@ -94,7 +94,12 @@ class EngineConfig:
     a model under :data:`SMALL_MODEL_PARAMS` parameters, whose small matrix products gain
     nothing from more threads and lose many times over on a busy machine, torch's default for
     larger ones, and ``OMP_NUM_THREADS`` whenever it is set; CUDA runs are unaffected),
-    and the layer configs.  Raises ``ValueError`` for values out of range."""
+    ``switch_interval_s`` (the interpreter's thread switch interval, ``sys.setswitchinterval``,
+    set process-wide at start-up and restored by :meth:`Engine.close`: compile results and
+    row-worker replies are read on threads of the engine's process, and each blocking read
+    waits for the GIL up to this long while the engine loop runs Python; with Python's 5 ms
+    default that wait made up most of a cold grammar's latency beyond its compile; None: left
+    as it is), and the layer configs.  Raises ``ValueError`` for values out of range."""
 
     device: str = "auto"
     dtype: str = "auto"
@@ -109,6 +114,7 @@ class EngineConfig:
     random_weights_seed: int | None = None
     gc_freeze: bool = True
     cpu_threads: int | None = None
+    switch_interval_s: float | None = 0.0005
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     compiler: CompilerConfig = field(default_factory=CompilerConfig)
@@ -136,6 +142,8 @@ class EngineConfig:
         threads = self.cpu_threads
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise ValueError(f"cpu_threads must be an integer ≥ 1 (or None: chosen by model size), got {self.cpu_threads!r}")
+        if self.switch_interval_s is not None and not 0 < self.switch_interval_s <= 1:
+            raise ValueError(f"switch_interval_s must be in (0, 1] seconds (or None), got {self.switch_interval_s!r}")
         if self.random_weights_seed is not None and self.random_weights_seed < 0:
             raise ValueError(f"random_weights_seed must be ≥ 0, got {self.random_weights_seed}")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import itertools
 import os
+import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
@@ -99,6 +100,9 @@ class Engine:
             threads = cpu_threads_for(cfg.cpu_threads, sum(p.numel() for p in runner.model.parameters()))
             if threads is not None:
                 torch.set_num_threads(threads)
+        self._switch_interval = sys.getswitchinterval()  # restored by close()
+        if cfg.switch_interval_s is not None:
+            sys.setswitchinterval(cfg.switch_interval_s)
         self.tokenizer = load_tokenizer(tokenizer_path or model_path, chat_template)
         self.prompts = PromptTokenizer(self.tokenizer, runner.vocab_size, self.model_path)
         self.prompt_format = load_prompt_format(self.model_path)  # applied by the API and server to text prompts
@@ -160,6 +164,8 @@ class Engine:
             self.compiler.close()
             if self.config.gc_freeze:
                 gc.unfreeze()  # what this engine held may now be collected
+            if self.config.switch_interval_s is not None:
+                sys.setswitchinterval(self._switch_interval)
 
     # ------------------------------------------------------------------ requests
 
