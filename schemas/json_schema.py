@@ -352,12 +352,14 @@ class Converter:
             # a finite set of values: ``jsonschema`` checks each against every sibling keyword
             # (``not``, ``if``, ``allOf``, local ``$ref`` …), so none of them needs a grammar
             return convert_enum(self, schema, ptr)
-        for key in ("$dynamicRef", "$recursiveRef", "unevaluatedItems", "unevaluatedProperties"):
-            if (key == "$dynamicRef" and self.draft_number() >= 2020) or (key == "$recursiveRef" and self.draft_number() == 2019):
-                continue  # convert_dynamic_ref, convert_recursive_ref
-            if key in schema and schema[key] is not True and (key.startswith("$") or self.draft_number() >= 2019):
+        draft = self.draft_number()
+        foreign = [k for k in ("$dynamicRef", "$recursiveRef") if k in schema and (draft < 2020 if k == "$dynamicRef" else draft != 2019)]
+        if foreign:  # a reference keyword of another draft: an annotation here, as ``jsonschema`` reads it
+            return self.convert(self.rewritten(schema, "foreign-refs", lambda: {k: v for k, v in schema.items() if k not in foreign}), ptr)
+        for key in ("unevaluatedItems", "unevaluatedProperties"):
+            if key in schema and schema[key] is not True and draft >= 2019:
                 why = "which properties (items) it sees depends on the branch an instance passes"
-                self.unsupported(key, ptr, f"'{key}' cannot be enforced by a regular grammar" if key.startswith("$") else f"'{key}': {why}")
+                self.unsupported(key, ptr, f"'{key}': {why}")
         if not any(k in CONSTRAINTS for k in schema):
             return self.any_value(self.opt.any_value_depth)  # {} (annotations only) is `true`
         if any(k in schema for k in ("if", "dependentRequired", "dependentSchemas", "dependencies")):
