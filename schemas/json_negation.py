@@ -209,7 +209,12 @@ def _unique_items(cv: Converter, v: Any, s: dict[str, Any], ptr: str) -> list[An
 
 
 def _dynamic_ref(keyword: str) -> Callable[[Converter, Any, dict[str, Any], str], list[Any]]:
+    """The handler of ``keyword`` (``$dynamicRef`` / ``$recursiveRef``): refused by name in the
+    draft that defines it; elsewhere an annotation, which no value fails."""
+
     def refuse(cv: Converter, v: Any, s: dict[str, Any], ptr: str) -> list[Any]:
+        if cv.dynamic_ref_keyword() != keyword:
+            return []
         raise NotExpressible(keyword, ptr, f"the complement of a {keyword} is not built (its target depends on the dynamic scope)")
 
     return refuse

@@ -229,30 +229,24 @@ class RefResolver:
                 stack.extend((v, f"{ptr}/{i}") for i, v in enumerate(node) if isinstance(v, (dict, list)))
 
 
-def followed_scope(cv: Converter, schema: dict[str, Any], pointer: str, uri: str) -> tuple[str, ...]:
-    """The dynamic scope after following a reference of ``schema`` (at ``pointer``) into the
-    resource ``uri``: ``referencing``'s ``Resolver._evolve``, which adds the current base URI
-    when it is not empty and the scope is empty or ``uri`` is another resource.  Unchanged when
-    the converter does not track the scope."""
+def followed_scope(cv: Converter, schema: dict[str, Any], pointer: str, ref: str) -> tuple[str, ...]:
+    """The dynamic scope after following reference ``ref`` (a URI reference, resolved against
+    the base URI of ``schema``, which holds it at ``pointer``): ``referencing``'s
+    ``Resolver._evolve``, which adds the current base URI when it is not empty and the scope is
+    empty or ``ref`` names another resource.  Unchanged when the converter does not track it."""
     if not cv.tracks_dynamic_scope:
         return cv.dynamic_scope
     base = cv.refs().base_for(schema, pointer)
+    uri = base if ref.startswith("#") else urldefrag(urljoin(base, ref))[0]
     scope = cv.dynamic_scope
     return (*scope, base) if base and (not scope or uri != base) else scope
-
-
-def _uri_of(cv: Converter, schema: dict[str, Any], pointer: str, ref: Any) -> str:
-    """The resource URI that reference ``ref`` of ``schema`` names (its fragment dropped)."""
-    base = cv.refs().base_for(schema, pointer)
-    return base if not isinstance(ref, str) or ref.startswith("#") else urldefrag(urljoin(base, ref))[0]
 
 
 def convert_ref(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
     """IR of ``schema``, which holds a ``$ref``: its target (with the keywords beside it)."""
     pointer = ptr + "/$ref"
     target, target_ptr = cv.resolve_ref(schema["$ref"], pointer, schema)
-    scope = followed_scope(cv, schema, pointer, _uri_of(cv, schema, pointer, schema["$ref"])) if cv.tracks_dynamic_scope else ()
-    return _follow(cv, schema, "$ref", target, target_ptr, ptr, scope)
+    return _follow(cv, schema, "$ref", target, target_ptr, ptr, followed_scope(cv, schema, pointer, schema["$ref"]))
 
 
 def convert_dynamic_ref(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
@@ -260,8 +254,9 @@ def convert_dynamic_ref(cv: Converter, schema: dict[str, Any], ptr: str) -> Node
     scope (:meth:`RefResolver.resolve_dynamic`), then followed as a ``$ref``."""
     assert cv.tracks_dynamic_scope  # Converter.track_dynamic_scope started it (schema_to_ir calls it)
     pointer = ptr + "/$dynamicRef"
-    scope = followed_scope(cv, schema, pointer, _uri_of(cv, schema, pointer, schema["$dynamicRef"]))
-    target, target_ptr = cv.refs().resolve_dynamic(schema["$dynamicRef"], pointer, schema, scope)  # the anchor is looked up after the step
+    ref = schema["$dynamicRef"]  # a string: check_keyword_types saw to it
+    scope = followed_scope(cv, schema, pointer, ref)
+    target, target_ptr = cv.refs().resolve_dynamic(ref, pointer, schema, scope)  # the anchor is looked up after the step
     return _follow(cv, schema, "$dynamicRef", target, target_ptr, ptr, scope)
 
 
@@ -271,8 +266,7 @@ def convert_recursive_ref(cv: Converter, schema: dict[str, Any], ptr: str) -> No
     assert cv.tracks_dynamic_scope  # Converter.track_dynamic_scope started it (schema_to_ir calls it)
     pointer = ptr + "/$recursiveRef"
     target, target_ptr = cv.refs().resolve_recursive(schema["$recursiveRef"], pointer, schema, cv.dynamic_scope)
-    uri = cv.refs().base_of(target) if isinstance(target, dict) else None
-    scope = followed_scope(cv, schema, pointer, uri if uri is not None else cv.refs().base_for(schema, pointer))
+    scope = followed_scope(cv, schema, pointer, cv.refs().base_of(target) or "#")  # into the resolved resource
     return _follow(cv, schema, "$recursiveRef", target, target_ptr, ptr, scope)
 
 

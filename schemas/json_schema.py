@@ -172,12 +172,17 @@ class Converter:
             self._refs = RefResolver(self.root, self.draft_number())
         return self._refs
 
-    def track_dynamic_scope(self) -> None:
-        """Track the dynamic scope where a 2020-12 root holds a ``$dynamicRef`` or a 2019-09
-        root a ``$recursiveRef`` (before the root is converted); other schemas pay nothing for it."""
+    def dynamic_ref_keyword(self) -> str | None:
+        """The dynamic reference keyword the root's draft defines: ``$dynamicRef`` (2020-12),
+        ``$recursiveRef`` (2019-09), None before; the other one is an annotation there."""
         draft = self.draft_number()
-        if (draft >= 2020 and holds_dynamic_ref(self.root)) or (draft == 2019 and holds_dynamic_ref(self.root, "$recursiveRef")):
-            self.tracks_dynamic_scope = True
+        return "$dynamicRef" if draft >= 2020 else "$recursiveRef" if draft == 2019 else None
+
+    def track_dynamic_scope(self) -> None:
+        """Track the dynamic scope where the root holds its draft's dynamic reference keyword
+        (before the root is converted); other schemas pay nothing for it."""
+        keyword = self.dynamic_ref_keyword()
+        self.tracks_dynamic_scope = keyword is not None and holds_dynamic_ref(self.root, keyword)
 
     def subschemas(self) -> list[tuple[Any, str]]:
         """Every subschema of the root with its JSON pointer (:meth:`.json_refs.RefResolver.subschemas`)."""
@@ -352,12 +357,14 @@ class Converter:
             # a finite set of values: ``jsonschema`` checks each against every sibling keyword
             # (``not``, ``if``, ``allOf``, local ``$ref`` …), so none of them needs a grammar
             return convert_enum(self, schema, ptr)
-        draft = self.draft_number()
-        foreign = [k for k in ("$dynamicRef", "$recursiveRef") if k in schema and (draft < 2020 if k == "$dynamicRef" else draft != 2019)]
-        if foreign:  # a reference keyword of another draft: an annotation here, as ``jsonschema`` reads it
-            return self.convert(self.rewritten(schema, "foreign-refs", lambda: {k: v for k, v in schema.items() if k not in foreign}), ptr)
+        if "$dynamicRef" in schema or "$recursiveRef" in schema:
+            own = self.dynamic_ref_keyword()
+            foreign = [k for k in ("$dynamicRef", "$recursiveRef") if k in schema and k != own]
+            if foreign:  # a reference keyword of another draft: an annotation here, as ``jsonschema`` reads it
+                kept = self.rewritten(schema, "foreign-refs", lambda: {k: v for k, v in schema.items() if k not in foreign})
+                return self.convert(kept, ptr)
         for key in ("unevaluatedItems", "unevaluatedProperties"):
-            if key in schema and schema[key] is not True and draft >= 2019:
+            if key in schema and schema[key] is not True and self.draft_number() >= 2019:
                 why = "which properties (items) it sees depends on the branch an instance passes"
                 self.unsupported(key, ptr, f"'{key}': {why}")
         if not any(k in CONSTRAINTS for k in schema):
@@ -368,7 +375,7 @@ class Converter:
             return convert_ref(self, schema, ptr)
         if "$dynamicRef" in schema:
             return convert_dynamic_ref(self, schema, ptr)
-        if "$recursiveRef" in schema:  # 2019-09 (other drafts refused it above)
+        if "$recursiveRef" in schema:  # 2019-09 (in other drafts dropped above)
             return convert_recursive_ref(self, schema, ptr)
         if "allOf" in schema:
             return convert_all_of(self, schema, ptr)

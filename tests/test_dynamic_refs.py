@@ -195,6 +195,11 @@ def test_a_reference_keyword_of_another_draft_is_an_annotation(schema: Any) -> N
     _check_as_jsonschema(schema, [[1, 2], []], [["x"], [[]], 1])
 
 
+def test_under_not_a_reference_keyword_of_another_draft_is_an_annotation_too() -> None:
+    schema = {"type": "array", "items": {"not": {"$recursiveRef": "#", "type": "string"}, "maxItems": 1}}  # 2020-12
+    _check_as_jsonschema(schema, [[1, [2]], []], [["x"], [[1, 2]]])
+
+
 def test_the_complement_of_a_dynamic_ref_is_refused_by_name() -> None:
     schema = {"$defs": {"s": {"$dynamicAnchor": "x", "type": "string"}}, "not": {"$dynamicRef": "#x"}}
     with pytest.raises(UnsupportedSchemaError, match="dynamic scope") as e:

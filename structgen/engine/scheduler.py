@@ -202,23 +202,22 @@ class Scheduler:
         them.  ``logits``: float32 ``[S, V]`` of ``batch``'s samplers (None without a
         forward).  Returns the batch to sample (its samplers extended; a batch with no forward
         when only held requests sample; None when nothing does) and its logits ``[S', V]``."""
-        if batch is None and not any(r.held_logits is not None for r in self.decode.running):
-            return None, None  # nothing to sample (the common idle or all-compiling step)
+        samplers = batch.samplers if batch is not None else []
+        compiling = [i for i, r in enumerate(samplers) if r.grammar_pending]
+        if not compiling and not any(r.held_logits is not None for r in self.decode.running):
+            return batch, logits  # the common step: nothing waits for a grammar
         self._poll_grammars()
-        if batch is not None and logits is not None:
-            for i, req in enumerate(batch.samplers):
-                if req.grammar_pending and req.version == batch.versions[i]:
-                    req.held_logits = logits[i].clone()  # [V]; the forward's buffer is reused
-                    req.version += 1  # this step's draw for it is dropped
+        for i in compiling:
+            req = samplers[i]
+            if req.grammar_pending and batch is not None and logits is not None and req.version == batch.versions[i]:
+                req.held_logits = logits[i].clone()  # [V]; the forward's buffer is reused
+                req.version += 1  # this step's draw for it is dropped
         held = [r for r in self.decode.running if r.held_logits is not None and not r.grammar_pending]
         if not held:
             return batch, logits
-        kept: list[torch.Tensor] = []
+        rows = torch.stack([r.held_logits for r in held if r.held_logits is not None])  # [H, V]
         for r in held:
-            assert r.held_logits is not None
-            kept.append(r.held_logits)
             r.held_logits = None
-        rows = torch.stack(kept)  # [H, V]
         versions = [r.version for r in held]
         if batch is None or logits is None:
             return ScheduledBatch(None, [], held, versions), rows
