@@ -247,7 +247,11 @@ def _object_keywords(cv: Converter, schema: dict[str, Any], ptr: str) -> tuple[d
         raise SchemaError("required must be an array of strings", keyword="required", pointer=ptr)
     additional = schema.get("additionalProperties")
     if additional is None:
-        additional = True if cv.opt.allow_undeclared_properties else False
+        # JSON Schema's default (true) where the options keep it, or where minProperties asks
+        # for more members than the declared names (the narrowing would leave no object)
+        min_p = schema.get("minProperties")
+        wanted = isinstance(min_p, int) and not isinstance(min_p, bool) and min_p > len(set(props) | set(required))
+        additional = cv.opt.allow_undeclared_properties or wanted
     return props, required, additional, schema.get("propertyNames")
 
 
@@ -357,6 +361,16 @@ def _property_counts(cv: Converter, schema: dict[str, Any], ptr: str, items: lis
             raise SchemaError(f"{kw} must be a non-negative integer", keyword=kw, pointer=ptr)
     lo = 0 if min_p is None else int(min_p)
     hi = None if max_p is None else int(max_p)
+    if extras and lo > len(items) + 1 and (hi is None or lo <= hi):
+        # extra members may repeat a name (a parser keeps one), so they count once (below): past
+        # the declared names plus one, the count is out of the grammar's reach, not unsatisfiable
+        cv.unsupported(
+            "minProperties",
+            ptr,
+            f"minProperties {lo} needs {lo - len(items)} members matched by patternProperties / additionalProperties, "
+            "whose names the grammar cannot keep distinct (a repeated name counts once)",
+        )
+        lo = len(items) + 1
     n_required = sum(1 for _, r in items if r)
     if lo <= n_required and (hi is None or (hi >= len(items) and not extras)):
         return None

@@ -176,14 +176,19 @@ def merge_into(dst: dict[str, Any], src: dict[str, Any]) -> bool:
     # additionalProperties / items only see the properties / prefixItems of their own schema
     # object: merging those across schema objects would change what they apply to
     obj_keys, arr_keys = {"properties", "patternProperties", "additionalProperties"}, {"prefixItems", "items", "additionalItems"}
+    members = _merged_members(dst, src)
     for keys, only in ((obj_keys, "additionalProperties"), (arr_keys, "items")):
-        if keys & dst.keys() and keys & src.keys() and (only in dst or only in src):
+        if keys & dst.keys() and keys & src.keys() and (only in dst or only in src) and not (only == "additionalProperties" and members):
             if not (only in dst and only in src and json_equal(dst, src)):
                 return False
     if ("additionalItems" in dst or "additionalItems" in src) and arr_keys & dst.keys() and arr_keys & src.keys():
         return False
     out = dict(dst)
+    if members:
+        out.update(members)
     for k, v in src.items():
+        if members and k in members:
+            continue
         if k not in CONSTRAINTS and k != "_patterns":
             continue  # annotations and unknown keywords constrain nothing
         if k not in out:
@@ -226,6 +231,39 @@ def merge_into(dst: dict[str, Any], src: dict[str, Any]) -> bool:
     dst.clear()
     dst.update(out)
     return True
+
+
+def _merged_members(dst: dict[str, Any], src: dict[str, Any]) -> dict[str, Any] | None:
+    """``properties`` and ``additionalProperties`` of two schemas of one object, merged where
+    one of them has ``additionalProperties`` (which sees only its own schema's
+    ``properties``): each name either declares takes both schemas' words for it (its own
+    ``properties`` entry, else that schema's ``additionalProperties``, else anything), other
+    names both ``additionalProperties``; exact.  None when there is nothing to merge this way
+    or it would not be exact (``patternProperties`` on either side, whose matches an
+    ``additionalProperties`` skips; ``unevaluatedProperties``, which reads where each name
+    was evaluated)."""
+    if "additionalProperties" not in dst and "additionalProperties" not in src:
+        return None
+    if not ({"properties", "additionalProperties"} & dst.keys() and {"properties", "additionalProperties"} & src.keys()):
+        return None
+    if any(k in s for s in (dst, src) for k in ("patternProperties", "unevaluatedProperties")):
+        return None
+    pa, pb = dst.get("properties", {}), src.get("properties", {})
+    if not isinstance(pa, dict) or not isinstance(pb, dict):
+        return None
+    sa, sb = dst.get("additionalProperties", True), src.get("additionalProperties", True)
+    names = list(dict.fromkeys([*pa, *pb]))
+    props = {n: _both(pa.get(n, sa), pb.get(n, sb)) for n in names}
+    return {"properties": props, "additionalProperties": _both(sa, sb)}
+
+
+def _both(a: Any, b: Any) -> Any:
+    """The schema of values valid under both ``a`` and ``b``."""
+    if a is True or b is False or json_equal(a, b):
+        return b
+    if b is True or a is False:
+        return a
+    return {"allOf": [a, b]}
 
 
 class RecursionLimit(Exception):

@@ -9,7 +9,8 @@ widenings):
 - declared properties in schema order, then any additional properties;
 - undeclared properties are generated only where the schema allows them explicitly
   (``additionalProperties`` true or a schema, ``patternProperties``), unless
-  ``allow_undeclared_properties=True`` restores JSON Schema's default of allowing them;
+  ``allow_undeclared_properties=True`` restores JSON Schema's default of allowing them
+  (also restored for an object whose ``minProperties`` exceeds the names it declares);
 - strings use raw UTF-8 and the short escapes (``json.dumps(ensure_ascii=False)``'s output);
 - numbers with bounds or ``multipleOf`` have no exponent; integers never have a fraction;
 - a schema without ``type`` takes the types its keywords belong to (``properties`` → objects,

@@ -134,6 +134,13 @@ CASES: list[tuple[Any, list[str], list[str]]] = [
         ['{"x": 1}', '{"x": 1, "x": 2}', '{"a": 1}'],
     ),
     ({"type": "object", "additionalProperties": {"type": "integer"}, "maxProperties": 1}, ['{"x": 1}', "{}"], ['{"x": 1, "y": 2}']),
+    # more members asked for than names declared: undeclared ones are generated (JSON Schema's
+    # default) instead of the narrowing leaving no object
+    (
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "minProperties": 2},
+        ['{"a": 1, "x": [true]}', '{"a": 1, "x": {}}'],
+        ['{"a": 1}', '{"a": 1, "a": 2}', '{"x": 1, "x": 2}', '{"a": "s", "x": 1}'],
+    ),
     # contains with counts
     ({"type": "array", "items": {"type": "integer"}, "contains": {"const": 1}}, ["[1]", "[2, 1, 3]"], ["[]", "[2, 3]"]),
     (
@@ -224,6 +231,16 @@ def test_unexpressible_complements_are_named_errors() -> None:
         with pytest.raises(UnsupportedSchemaError, match=word) as e:
             schema_to_ir({"not": neg})
         assert e.value.keyword == "not"
+
+
+def test_a_member_count_past_distinct_names_is_refused_by_name() -> None:
+    """Members matched by patternProperties / additionalProperties may repeat a name, so they
+    count once: a minProperties beyond the declared names plus one is refused, not an empty
+    language."""
+    schema = {"type": "object", "minProperties": 2, "additionalProperties": False, "patternProperties": {"^[a-z]+$": {"type": "integer"}}}
+    with pytest.raises(UnsupportedSchemaError, match="cannot keep distinct") as e:
+        schema_to_ir({"properties": {"t": schema}})
+    assert (e.value.keyword, e.value.pointer) == ("minProperties", "#/properties/t")
 
 
 def test_negating_a_recursive_ref_stays_sound_and_finite() -> None:
@@ -368,6 +385,61 @@ def test_not_of_a_format_is_sound(schema: Any, valid: list[Any], invalid: list[A
         assert not _valid(schema, json.dumps(value)) and not _accepts(dfa, json.dumps(value)), value
     for text in sample_strings(dfa, 30, random.Random(0)):
         assert _valid(schema, text.decode()), text
+
+
+_EMAIL = {"type": "string", "format": "email", "maxLength": 255}
+_CLOSED = {"type": "object", "additionalProperties": False, "properties": {"email": _EMAIL, "kind": {"enum": ["P", "S"]}}}
+
+
+@pytest.mark.parametrize(
+    ("schema", "valid", "invalid"),
+    [
+        # a part with additionalProperties merged with one that declares properties: each name
+        # takes both parts' words for it (no product of two object automata)
+        (
+            {
+                **_CLOSED,
+                "oneOf": [
+                    {"properties": {"kind": {"const": "P"}}, "required": ["email"]},
+                    {"properties": {"kind": {"const": "S"}}, "required": ["kind"]},
+                ],
+            },
+            # (the discriminator "kind" is generated in both branches: a narrowing)
+            ['{"email": "a@b.io", "kind": "P"}', '{"kind": "S"}', '{"email": "a@b.io", "kind": "S"}'],
+            ['{"email": "ab", "kind": "P"}', '{"kind": "P"}', '{"email": "a@b.io", "x": 1}', "{}"],
+        ),
+        (
+            {
+                "allOf": [
+                    {"properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+                    {"properties": {"b": {"maxLength": 2}, "a": {"minimum": 3}}},
+                ]
+            },
+            ['{"a": 3, "b": "xy"}', '{"c": "z"}', "{}"],
+            ['{"a": 2}', '{"b": "xyz"}', '{"b": 1}', '{"c": 1}'],
+        ),
+        (
+            {"allOf": [{"properties": {"a": {}}, "additionalProperties": False}, {"properties": {"b": {}}, "required": ["b"]}]},
+            [],
+            ['{"b": 1}', '{"a": 1, "b": 1}', '{"a": 1}'],
+        ),
+        (
+            {
+                "allOf": [
+                    {"additionalProperties": {"type": "integer"}},
+                    {"properties": {"a": {"minimum": 0}}, "additionalProperties": {"maximum": 9}},
+                ]
+            },
+            ['{"a": 12, "b": 9}', "{}"],
+            ['{"a": -1}', '{"b": 10}', '{"a": "x"}'],
+        ),
+    ],
+)
+def test_additional_properties_merge_across_parts(schema: Any, valid: list[str], invalid: list[str]) -> None:
+    from structgen.schemas.json_keywords import merge_into
+
+    assert merge_into(dict(schema["allOf"][0]), schema["allOf"][1]) if "allOf" in schema else True
+    test_intersections_and_merged_refs(schema, valid, invalid)
 
 
 _PROPS = {"a": {"type": "integer"}, "b": {}, "c": {}}
