@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from concurrent.futures import BrokenExecutor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any
 
-from structgen.schemas.errors import ConstraintError
+from structgen.schemas.errors import ConstraintError, UnsupportedSchemaError
 
 from .compile_process import process_config, state_without_vocab, worker_compile, worker_init, worker_ping
 from .compiler_config import GC_PAUSE, CompilerConfig, CompileStats
@@ -127,6 +127,9 @@ class GrammarCompiler:
         except GrammarCompileError as e:
             raise located(e, report) from None
         if dfa.is_empty():
+            if report is not None and report.emptied:  # not an unsatisfiable schema: a narrowing left it empty
+                keyword, pointer, why = report.emptied[0]
+                raise UnsupportedSchemaError(why, keyword=keyword, pointer=pointer)
             raise GrammarCompileError("the constraint matches nothing (empty language): no output can satisfy it")
         fsm = TokenFSM(dfa, self.vocab)
         fsm.mask_row_index(fsm.initial)

@@ -5,6 +5,8 @@ provably exclude each other as they are; overlapping ones each minus the others)
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import math
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -60,12 +62,110 @@ def _intersect(cv: Converter, merged: Any, residue: list[Any], ptr: str, inlined
     # (an intersection inside one keeps its order: the walk below went through it)
     cv.key_order = saved_order or member_order(cv, [merged, *residue], ptr)
     try:
+        spread = None if cv.distributing >= MAX_DISTRIBUTED_DEPTH else _distributed(cv, merged, residue, ptr)
+        if spread is not None:
+            union, refs = spread
+            cv.distributing += 1
+            saved_depth = {r: cv.ref_depth.get(r, 0) for r in refs}
+            cv.ref_depth.update({r: d + 1 for r, d in saved_depth.items()})  # as convert_not counts them
+            try:
+                with cv.unrolling(inlined, ptr):
+                    return cv.convert_rewritten(union, ptr, "allOf")
+            finally:
+                cv.distributing -= 1
+                cv.ref_depth.update(saved_depth)
         with cv.unrolling(inlined, ptr):
             nodes = [cv.convert(merged, ptr)]
         nodes += [cv.convert(r, ptr + "/allOf") for r in residue]
     finally:
         cv.opt, cv.key_order = saved, saved_order
     return And(tuple(nodes))
+
+
+MAX_DISTRIBUTED = 64  # alternatives an intersection may be spread into instead of a product
+# intersections spread inside an alternative of another (a part whose complement is itself, such
+# as a negated enum, would otherwise be spread again and again)
+MAX_DISTRIBUTED_DEPTH = 2
+
+
+def _distributed(cv: Converter, merged: Any, residue: list[Any], ptr: str) -> tuple[Any, list[str]] | None:
+    """An intersection whose unmerged parts each hold one ``anyOf``, ``not`` or conditional
+    (``if`` / ``then`` / ``else``, dependencies) as the union of its merged part, each part's
+    other keywords and one alternative of each (``A ∧ (B1 ∨ B2) = (A ∧ B1) ∨ (A ∧ B2)``; a ``not`` read as the union of
+    its violations, :func:`.json_negation.complement`; a conditional as its cases), so each
+    alternative merges keyword by keyword instead of a product automaton being built over the
+    parts; with the ``$ref`` targets the complements looked through.  None when some part is
+    not such a union, a complement cannot be stated, a negated ``$ref`` is being unrolled on
+    this path, or there would be more than ``MAX_DISTRIBUTED`` alternatives."""
+    if not isinstance(merged, dict):
+        return None
+    choices: list[list[Any]] = []
+    fixed: list[Any] = []  # what each part holds beside its union, in every alternative
+    refs: list[str] = []
+    for part in residue:
+        keys = set(part) - ANNOTATIONS if isinstance(part, dict) else set()
+        if keys & {"if", "dependentRequired", "dependentSchemas", "dependencies"} and not keys & {"anyOf", "not"}:
+            cond = {k: part[k] for k in keys & _CONDITIONAL}
+            choices.extend(list(u["anyOf"]) for u in _conditional_parts(cond).get("allOf", []))  # two cases each
+            union_keys = _CONDITIONAL
+        elif "anyOf" in keys and "not" not in keys and isinstance(part["anyOf"], list) and part["anyOf"]:
+            choices.append(list(part["anyOf"]))
+            union_keys = frozenset({"anyOf"})
+        elif "not" in keys and "anyOf" not in keys:
+            cv.resolved_refs = []
+            try:
+                alts = complement(cv, part["not"], ptr + "/allOf")
+            except (NotExpressible, SchemaError):
+                return None  # the product reports it as it always has
+            refs.extend(cv.resolved_refs)
+            if not alts:
+                return {"anyOf": [False]}, refs  # the negated part holds for every value: nothing
+            if any(cv.ref_depth.get(r, 0) for r in refs):
+                return None  # a recursive $ref negated while unrolled: left to the product
+            choices.append(alts)
+            union_keys = frozenset({"not"})
+        else:
+            return None
+        own = {k: part[k] for k in keys - union_keys}
+        if own:
+            fixed.append(own)
+    combos: list[tuple[Any, ...]] = []
+    for combo in itertools.islice(itertools.product(*choices), MAX_DISTRIBUTED_TRIED):
+        if _consistent([merged, *fixed, *combo]):
+            combos.append(combo)
+            if len(combos) > MAX_DISTRIBUTED:
+                return None
+    else:
+        if math.prod(len(c) for c in choices) > MAX_DISTRIBUTED_TRIED:
+            return None
+    return {"anyOf": [{"allOf": [merged, *fixed, *combo]} for combo in combos] or [False]}, refs
+
+
+_CONDITIONAL = frozenset({"if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies"})
+MAX_DISTRIBUTED_TRIED = 4096  # alternatives looked at for those that contradict themselves
+
+
+def _consistent(parts: list[Any]) -> bool:
+    """False when ``parts`` (object-level schemas) contradict each other by their ``type``s,
+    or a name one requires is forbidden (``properties: {name: false}``) by another: such an
+    alternative of :func:`_distributed` validates nothing and is left out."""
+    required: set[str] = set()
+    forbidden: set[str] = set()
+    types = set(TYPES)
+    for p in parts:
+        if p is False:
+            return False
+        if not isinstance(p, dict):
+            continue
+        if "type" in p:
+            types &= declared_types(p)
+        if isinstance(p.get("required"), list):
+            required.update(r for r in p["required"] if isinstance(r, str))
+        if isinstance(p.get("properties"), dict):
+            forbidden.update(k for k, v in p["properties"].items() if v is False)
+    if required and not types & {"object"}:
+        return False
+    return bool(types) and not required & forbidden
 
 
 MAX_ORDERED_NAMES = 64  # names past these are laid out by each part as before (a narrowing)
@@ -165,6 +265,9 @@ def convert_union(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
     if key == "oneOf" and len(branches) > 1:
         plan = disjoint_plan(cv, branches, ptr, rest)
         if plan is None:
+            factored = cv.rewritten(schema, "oneOf-factored", lambda: factor_one_of(cv, schema, ptr))
+            if factored is not None:
+                return cv.convert_rewritten(factored, ptr, "oneOf")
             plan = _exclusive_branches(cv, schema, branches, ptr)
         branches = plan
     has_rest = any(k in CONSTRAINTS for k in rest)
@@ -182,6 +285,57 @@ def convert_union(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
     if not nodes and last_limit is not None:
         raise last_limit
     return alt(*nodes) if nodes else NOTHING
+
+
+def factor_one_of(cv: Converter, schema: dict[str, Any], ptr: str) -> dict[str, Any] | None:
+    """``schema`` with the ``allOf`` parts that every ``oneOf`` branch holds taken out of the
+    ``oneOf`` (``oneOf [C ∧ X1, C ∧ X2, …]`` = ``C ∧ oneOf [X1, X2, …]``: where C fails no branch
+    holds, where it holds exactly one branch does when exactly one X does), or None when no part
+    is common.  A branch's parts: its ``allOf`` items and its other keywords as one more part, a
+    bare same-document ``$ref`` followed to its target first.  The negations of the
+    overlapping branches then leave out what they share (a product of object automata each
+    otherwise)."""
+    if cv.tracks_dynamic_scope or any(k in schema for k in ("$id", "id")):
+        return None  # a part moved out of its resource would resolve its references elsewhere
+    parts = [_conjuncts(cv, b, ptr) for b in schema["oneOf"]]
+    if any(p is None for p in parts):
+        return None
+    first = parts[0]
+    assert first is not None
+    common = [c for c in first if all(any(json_equal(c, x) for x in p) for p in parts[1:] if p is not None)]
+    if not common:
+        return None
+    residuals: list[Any] = []
+    for p in parts:
+        assert p is not None
+        left = [x for x in p if not any(json_equal(x, c) for c in common)]
+        residuals.append(True if not left else left[0] if len(left) == 1 else {"allOf": left})
+    rest = {k: v for k, v in schema.items() if k != "oneOf"}
+    return {**rest, "allOf": [*common, {"oneOf": residuals}, *([{"allOf": rest["allOf"]}] if "allOf" in rest else [])]}
+
+
+def _conjuncts(cv: Converter, b: Any, ptr: str) -> list[Any] | None:
+    """The schemas whose conjunction is branch ``b`` (see :func:`factor_one_of`), or None
+    when not read that way (a reference to another document or resource, a ``$ref`` with
+    siblings before 2019-09, a non-object)."""
+    seen: set[str] = set()
+    while isinstance(b, dict) and isinstance(b.get("$ref"), str) and not (set(b) - ANNOTATIONS - {"$ref"}):
+        ref = b["$ref"]
+        if not ref.startswith("#") or ref in seen:
+            return None
+        seen.add(ref)
+        b, _ = cv.resolve_ref(ref, ptr, b)
+        if isinstance(b, dict) and any(k in b for k in ("$id", "id")):
+            return None
+    if not isinstance(b, dict):
+        return None
+    if cv.draft_number() < 2019 and "$ref" in b:
+        return [b]  # its siblings are ignored there: one part as it stands
+    items = b.get("allOf")
+    own = {k: v for k, v in b.items() if k != "allOf" and k in CONSTRAINTS}
+    if not isinstance(items, list):
+        return [own] if own else []
+    return ([own] if own else []) + list(items)
 
 
 def _exclusive_branches(cv: Converter, schema: dict[str, Any], branches: list[Any], ptr: str) -> list[Any]:

@@ -231,6 +231,8 @@ def convert_object(cv: Converter, schema: dict[str, Any], ptr: str, context: tup
     else:
         node = seq(cv.open_obj, Members(tuple(items), cv.item_sep, extra), cv.close_obj)
     counts = _property_counts(cv, schema, ptr, items, extras)
+    if counts is NOTHING:
+        return NOTHING
     return node if counts is None else And((node, counts))
 
 
@@ -363,14 +365,14 @@ def _property_counts(cv: Converter, schema: dict[str, Any], ptr: str, items: lis
     hi = None if max_p is None else int(max_p)
     if extras and lo > len(items) + 1 and (hi is None or lo <= hi):
         # extra members may repeat a name (a parser keeps one), so they count once (below): past
-        # the declared names plus one, the count is out of the grammar's reach, not unsatisfiable
-        cv.unsupported(
-            "minProperties",
-            ptr,
+        # the declared names plus one, no object is generated (a narrowing), which is not the
+        # schema being unsatisfiable
+        why = (
             f"minProperties {lo} needs {lo - len(items)} members matched by patternProperties / additionalProperties, "
-            "whose names the grammar cannot keep distinct (a repeated name counts once)",
+            "whose names the grammar cannot keep distinct (a repeated name counts once)"
         )
-        lo = len(items) + 1
+        cv.report.emptied.append(("minProperties", ptr, why))
+        return NOTHING
     n_required = sum(1 for _, r in items if r)
     if lo <= n_required and (hi is None or (hi >= len(items) and not extras)):
         return None

@@ -273,7 +273,7 @@ def _contains(cv: Converter, v: Any, s: dict[str, Any], ptr: str) -> list[Any]:
 
 
 def _properties(cv: Converter, v: Any, s: dict[str, Any], ptr: str) -> list[Any]:
-    return [{"type": "object", "required": [name], "properties": {name: {"not": sub}}} for name, sub in v.items() if sub is not True]
+    return [{"type": "object", "required": [name], "properties": {name: {"not": sub}}} for name, sub in v.items() if not _trivial(sub)]
 
 
 def _required(cv: Converter, v: Any, s: dict[str, Any], ptr: str) -> list[Any]:

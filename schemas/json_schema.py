@@ -94,6 +94,9 @@ class ConversionReport:
 
     dropped: list[tuple[str, str]] = field(default_factory=list)
     ignored_formats: list[tuple[str, str]] = field(default_factory=list)
+    # (keyword, pointer, why) of subschemas a narrowing left without values (a branch of a
+    # union may be left out so; a schema left empty by one is refused naming the first)
+    emptied: list[tuple[str, str, str]] = field(default_factory=list)
     # (IR, JSON pointer) of every subschema conversion in the order they finished, inner ones
     # first: what :meth:`origin_of` reads (only when a product fails, so a compile pays nothing)
     converted: list[tuple[Node, str]] = field(default_factory=list)
@@ -154,6 +157,7 @@ class Converter:
         self.dynamic_scope: tuple[str, ...] = ()
         self.negated_refs: dict[str, int] = {}  # $ref targets being negated on this path
         self.resolved_refs: list[str] = []  # $ref targets the last complement resolved
+        self.distributing = 0  # intersections being converted spread over their unions, nested
         self.rewrites: dict[tuple[int, str], Any] = {}
         # property names, in order, that the objects of this instance location lay out first:
         # set while the parts of an intersection are converted (see ``convert_all_of``)

@@ -10,11 +10,13 @@ import random
 from typing import Any
 
 import pytest
+from structgen.fsm import Constraint, Vocabulary
+from structgen.fsm import compile as compile_constraint
 from structgen.fsm.dfa import Budget
 from structgen.fsm.lazy_compile import compile_lazy
 from structgen.schemas.errors import SchemaError, UnsupportedSchemaError
-from structgen.schemas.ir import Minus
-from structgen.schemas.json_schema import schema_to_ir
+from structgen.schemas.ir import And, Minus, new_products
+from structgen.schemas.json_schema import ConversionReport, Converter, SchemaOptions, schema_to_ir
 
 from structgen.bench.conformance import sample_strings
 from structgen.bench.conformance_items import exact_validator
@@ -233,14 +235,17 @@ def test_unexpressible_complements_are_named_errors() -> None:
         assert e.value.keyword == "not"
 
 
-def test_a_member_count_past_distinct_names_is_refused_by_name() -> None:
+def test_a_member_count_past_distinct_names_is_refused_by_name(gpt2_vocab: Vocabulary) -> None:
     """Members matched by patternProperties / additionalProperties may repeat a name, so they
-    count once: a minProperties beyond the declared names plus one is refused, not an empty
-    language."""
-    schema = {"type": "object", "minProperties": 2, "additionalProperties": False, "patternProperties": {"^[a-z]+$": {"type": "integer"}}}
+    count once: an object whose minProperties is past the declared names plus one is left
+    without values (a narrowing), a union keeps its other branches, and a schema left empty so is
+    refused naming the keyword, never reported as unsatisfiable."""
+    counted = {"type": "object", "minProperties": 2, "additionalProperties": False, "patternProperties": {"^[a-z]+$": {"type": "integer"}}}
     with pytest.raises(UnsupportedSchemaError, match="cannot keep distinct") as e:
-        schema_to_ir({"properties": {"t": schema}})
+        compile_constraint(Constraint.json_schema({"properties": {"t": counted}, "required": ["t"]}), gpt2_vocab)
     assert (e.value.keyword, e.value.pointer) == ("minProperties", "#/properties/t")
+    fsm = compile_constraint(Constraint.json_schema({"anyOf": [counted, {"type": "string", "maxLength": 3}]}), gpt2_vocab)
+    assert fsm.dfa.accepts(b'"ab"') and not fsm.dfa.accepts(b'{"a": 1, "b": 2}')
 
 
 def test_negating_a_recursive_ref_stays_sound_and_finite() -> None:
@@ -440,6 +445,61 @@ def test_additional_properties_merge_across_parts(schema: Any, valid: list[str],
 
     assert merge_into(dict(schema["allOf"][0]), schema["allOf"][1]) if "allOf" in schema else True
     test_intersections_and_merged_refs(schema, valid, invalid)
+
+
+_ALARM_BASE = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1},
+        "cell": {"type": "string", "pattern": "^[^/]+/[^/]+$"},
+        "interval": {"type": "integer", "minimum": 0},
+        "message": {"type": "string", "maxLength": 40},
+    },
+}
+_ALARMS = {
+    "$schema": "http://json-schema.org/draft-04/schema#",
+    "definitions": {
+        "base": _ALARM_BASE,
+        "expected": {"allOf": [{"$ref": "#/definitions/base"}, {"properties": {"expected": {}}, "required": ["name", "expected"]}]},
+        "min": {
+            "allOf": [
+                {"$ref": "#/definitions/base"},
+                {"properties": {"min": {"type": "number"}}, "required": ["name", "min"]},
+                {"not": {"required": ["max"]}},
+            ]
+        },
+        "max": {
+            "allOf": [
+                {"$ref": "#/definitions/base"},
+                {"properties": {"max": {"type": "number"}}, "required": ["name", "max"]},
+                {"not": {"required": ["min"]}},
+            ]
+        },
+        "range": {
+            "allOf": [
+                {"$ref": "#/definitions/base"},
+                {"properties": {"min": {"type": "number"}, "max": {"type": "number"}}, "required": ["name", "min", "max"]},
+            ]
+        },
+    },
+    "oneOf": [{"$ref": f"#/definitions/{k}"} for k in ("expected", "min", "max", "range")],
+}
+
+
+def test_overlapping_one_of_over_a_shared_base_is_exact_without_object_products() -> None:
+    """Overlapping oneOf branches that share an allOf part: the shared part is taken out of the
+    oneOf, and each branch's negations of the others are spread into alternatives that merge
+    keyword by keyword (no product of object automata); the language is jsonschema's."""
+    from structgen.schemas.json_combinators import factor_one_of
+
+    node, _ = schema_to_ir(_ALARMS)
+    assert not [n for n in new_products(node, {}) if isinstance(n, And)], "an intersection was left as a product automaton"
+    valid = ['{"name": "a", "expected": 1}', '{"name": "a", "min": 1}', '{"name": "a", "min": 1, "max": 2}', '{"name": "a", "max": 2.5}']
+    invalid = ['{"name": "a", "expected": 1, "min": 1}', '{"name": "a"}', '{"name": "a", "min": "x"}', '{"name": "", "max": 1}']
+    test_intersections_and_merged_refs(_ALARMS, valid, invalid)
+    # a oneOf with no part in common is left as it is
+    cv = Converter(_ALARMS, SchemaOptions(), ConversionReport())
+    assert factor_one_of(cv, {"oneOf": [{"required": ["a"]}, {"required": ["b"]}]}, "#") is None
 
 
 _PROPS = {"a": {"type": "integer"}, "b": {}, "c": {}}
