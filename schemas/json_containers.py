@@ -233,7 +233,26 @@ def convert_object(cv: Converter, schema: dict[str, Any], ptr: str, context: tup
     counts = _property_counts(cv, schema, ptr, items, extras)
     if counts is NOTHING:
         return NOTHING
+    if counts is not None and schema.get("maxProperties") in (0, 1):
+        return _one_member_objects(cv, schema, items, extras)  # the count without a product
     return node if counts is None else And((node, counts))
+
+
+def _one_member_objects(cv: Converter, schema: dict[str, Any], items: list[tuple[Node, bool]], extras: list[Node]) -> Node:
+    """Objects of at most one member (``maxProperties`` 0 or 1, bounds already checked): the
+    required member alone, else any one member, or ``{}`` where ``minProperties`` and
+    ``required`` allow it; the members' names are distinct, so the union is exact."""
+    required = [m for m, r in items if r]
+    lo = int(schema.get("minProperties") or 0)
+    if len(required) > 1 or (schema["maxProperties"] == 0 and (required or lo)):
+        return NOTHING
+    if schema["maxProperties"] == 0:
+        return cv.empty_obj
+    members = required or [m for m, _ in items] + extras
+    objects = [seq(cv.open_obj, m, cv.close_obj) for m in members]
+    if not required and lo == 0:
+        objects.append(cv.empty_obj)
+    return alt(*objects)
 
 
 def _object_keywords(cv: Converter, schema: dict[str, Any], ptr: str) -> tuple[dict[str, Any], list[str], Any, Any]:

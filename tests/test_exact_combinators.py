@@ -136,6 +136,19 @@ CASES: list[tuple[Any, list[str], list[str]]] = [
         ['{"x": 1}', '{"x": 1, "x": 2}', '{"a": 1}'],
     ),
     ({"type": "object", "additionalProperties": {"type": "integer"}, "maxProperties": 1}, ['{"x": 1}', "{}"], ['{"x": 1, "y": 2}']),
+    # at most one member: a union of one-member objects, no product with the layout
+    (
+        {
+            "properties": {"a": {"type": "integer"}, "b": {}},
+            "additionalProperties": {"type": "string"},
+            "minProperties": 1,
+            "maxProperties": 1,
+        },
+        ['{"a": 1}', '{"b": [1]}', '{"c": "x"}'],
+        ["{}", '{"a": 1, "b": 2}', '{"c": 1}', '{"a": "x"}'],
+    ),
+    ({"properties": {"a": {}, "b": {}}, "required": ["b"], "maxProperties": 1}, ['{"b": 1}'], ['{"a": 1}', "{}", '{"a": 1, "b": 1}']),
+    ({"type": "object", "properties": {"a": {}}, "maxProperties": 0}, ["{}"], ['{"a": 1}']),
     # more members asked for than names declared: undeclared ones are generated (JSON Schema's
     # default) instead of the narrowing leaving no object
     (
