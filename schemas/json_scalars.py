@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from .errors import SchemaError
+from .formats import STANDARD_FORMATS
 from .ir import NOTHING, And, Node, alt, lit, seq
 from .json_containers import convert_array, convert_object
 from .json_keywords import CONSTRAINTS, TYPE_KEYWORDS, TYPES, json_type
@@ -89,7 +90,11 @@ def value_literal(cv: Converter, value: Any, text: str) -> Node:
 def types_of(cv: Converter, schema: dict[str, Any]) -> set[str]:
     t = schema.get("type")
     if t is None:
-        present = {ty for ty, kws in TYPE_KEYWORDS.items() if kws & set(schema)}
+        keys = set(schema)
+        fmt = schema.get("format")
+        if not (isinstance(fmt, str) and fmt in STANDARD_FORMATS):
+            keys.discard("format")  # a format JSON Schema does not define is an annotation: it implies no type
+        present = {ty for ty, kws in TYPE_KEYWORDS.items() if kws & keys}
         if "number" in present:
             present.add("integer")
         return present or set(TYPES)

@@ -15,7 +15,8 @@ widenings):
 - numbers with bounds or ``multipleOf`` have no exponent; integers never have a fraction;
 - a schema without ``type`` takes the types its keywords belong to (``properties`` → objects,
   ``items`` → arrays, ``minLength`` → strings, ``minimum`` → numbers:
-  :data:`~.json_keywords.TYPE_KEYWORDS`), any value when it has none of them;
+  :data:`~.json_keywords.TYPE_KEYWORDS`; a ``format`` JSON Schema does not define implies none),
+  any value when it has none of them;
 - unconstrained values (``true``, ``{}``) nest at most ``any_value_depth`` levels;
 - recursive ``$ref`` is unrolled ``max_recursion_depth`` times, then only its non-recursive
   alternatives remain;

@@ -136,6 +136,8 @@ CASES: list[tuple[Any, list[str], list[str]]] = [
         ['{"x": 1}', '{"x": 1, "x": 2}', '{"a": 1}'],
     ),
     ({"type": "object", "additionalProperties": {"type": "integer"}, "maxProperties": 1}, ['{"x": 1}', "{}"], ['{"x": 1, "y": 2}']),
+    # a format JSON Schema does not define is an annotation: it implies no type either
+    ({"type": "object", "properties": {"n": {"format": "positiveInteger"}}}, ['{"n": 1}', '{"n": "x"}', '{"n": [true]}'], ["[]", '"n"']),
     # at most one member: a union of one-member objects, no product with the layout
     (
         {
