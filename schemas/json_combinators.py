@@ -64,16 +64,15 @@ def _intersect(cv: Converter, merged: Any, residue: list[Any], ptr: str, inlined
     try:
         spread = None if cv.distributing >= MAX_DISTRIBUTED_DEPTH else _distributed(cv, merged, residue, ptr)
         if spread is not None:
-            union, refs = spread
+            # (the $refs a complement looked through are not counted as unrolled here, as
+            # convert_not counts them: the merged part holds them too, unnegated; a negation
+            # inside an alternative is bounded by convert_not, the spreading by its depth)
             cv.distributing += 1
-            saved_depth = {r: cv.ref_depth.get(r, 0) for r in refs}
-            cv.ref_depth.update({r: d + 1 for r, d in saved_depth.items()})  # as convert_not counts them
             try:
                 with cv.unrolling(inlined, ptr):
-                    return cv.convert_rewritten(union, ptr, "allOf")
+                    return cv.convert_rewritten(spread, ptr, "allOf")
             finally:
                 cv.distributing -= 1
-                cv.ref_depth.update(saved_depth)
         with cv.unrolling(inlined, ptr):
             nodes = [cv.convert(merged, ptr)]
         nodes += [cv.convert(r, ptr + "/allOf") for r in residue]
@@ -88,13 +87,13 @@ MAX_DISTRIBUTED = 64  # alternatives an intersection may be spread into instead 
 MAX_DISTRIBUTED_DEPTH = 2
 
 
-def _distributed(cv: Converter, merged: Any, residue: list[Any], ptr: str) -> tuple[Any, list[str]] | None:
+def _distributed(cv: Converter, merged: Any, residue: list[Any], ptr: str) -> Any | None:
     """An intersection whose unmerged parts each hold one ``anyOf``, ``not`` or conditional
     (``if`` / ``then`` / ``else``, dependencies) as the union of its merged part, each part's
     other keywords and one alternative of each (``A ∧ (B1 ∨ B2) = (A ∧ B1) ∨ (A ∧ B2)``; a ``not`` read as the union of
     its violations, :func:`.json_negation.complement`; a conditional as its cases), so each
     alternative merges keyword by keyword instead of a product automaton being built over the
-    parts; with the ``$ref`` targets the complements looked through.  None when some part is
+    parts.  None when some part is
     not such a union, a complement cannot be stated, a negated ``$ref`` is being unrolled on
     this path, or there would be more than ``MAX_DISTRIBUTED`` alternatives."""
     if not isinstance(merged, dict):
@@ -119,7 +118,7 @@ def _distributed(cv: Converter, merged: Any, residue: list[Any], ptr: str) -> tu
                 return None  # the product reports it as it always has
             refs.extend(cv.resolved_refs)
             if not alts:
-                return {"anyOf": [False]}, refs  # the negated part holds for every value: nothing
+                return {"anyOf": [False]}  # the negated part holds for every value: nothing
             if any(cv.ref_depth.get(r, 0) for r in refs):
                 return None  # a recursive $ref negated while unrolled: left to the product
             choices.append(alts)
@@ -138,7 +137,7 @@ def _distributed(cv: Converter, merged: Any, residue: list[Any], ptr: str) -> tu
     else:
         if math.prod(len(c) for c in choices) > MAX_DISTRIBUTED_TRIED:
             return None
-    return {"anyOf": [{"allOf": [merged, *fixed, *combo]} for combo in combos] or [False]}, refs
+    return {"anyOf": [{"allOf": [merged, *fixed, *combo]} for combo in combos] or [False]}
 
 
 _CONDITIONAL = frozenset({"if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies"})

@@ -501,6 +501,34 @@ _ALARMS = {
 }
 
 
+_OUTPUTS = {
+    "definitions": {
+        "simple": {"type": "string", "pattern": "^[A-Za-z]+$"},
+        "macro": {"type": "string", "pattern": "^~[A-Za-z]+$"},
+        "output": {"oneOf": [{"$ref": "#/definitions/simple"}, {"$ref": "#/definitions/macro"}]},
+    },
+    "type": "object",
+    "additionalProperties": {
+        "oneOf": [
+            {"$ref": "#/definitions/output"},
+            {
+                "type": "object",
+                "properties": {"normal": {"$ref": "#/definitions/output"}},
+                "additionalProperties": {"$ref": "#/definitions/output"},
+            },
+        ]
+    },
+}
+
+
+def test_a_spread_negation_leaves_the_same_reference_elsewhere_unbounded() -> None:
+    """An intersection spread over a negated $ref, whose merged part holds the same $ref
+    unnegated: the merged part's reference is converted as any other (it was counted as
+    unrolled, and the object branch lost every member)."""
+    valid = ['{"L1": {"normal": "B", "L3": "~C"}}', '{"L1": "B"}', '{"L1": {"L3": "B"}}']
+    test_intersections_and_merged_refs(_OUTPUTS, valid, ['{"L1": {"normal": 1}}', '{"L1": "~"}', '{"L1": {"L3": "B", "x": 2}}'])
+
+
 def test_overlapping_one_of_over_a_shared_base_is_exact_without_object_products() -> None:
     """Overlapping oneOf branches that share an allOf part: the shared part is taken out of the
     oneOf, and each branch's negations of the others are spread into alternatives that merge
