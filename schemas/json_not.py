@@ -45,10 +45,9 @@ def convert_not(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
     # the $refs the complement looked through count as unrolled on this path, as in convert_ref
     refs = dict.fromkeys(cv.resolved_refs)
     saved = {r: cv.ref_depth.get(r, 0) for r in refs}
-    if any(d >= cv.opt.max_recursion_depth for d in saved.values()):
-        # negating a $ref unrolled max_recursion_depth times on this path (a recursive one):
-        # this branch is left out, as recursion past the unrolling depth is (a narrowing); below
-        # that depth it is converted (a sibling's reference to the same target is no recursion)
+    if any(saved.values()):
+        # negating a $ref that is being unrolled on this path (a recursive one): this branch
+        # is left out, as recursion past the unrolling depth is (a narrowing)
         raise RecursionLimit(ptr)
     cv.ref_depth.update({r: d + 1 for r, d in saved.items()})
     try:
