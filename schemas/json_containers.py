@@ -235,6 +235,14 @@ def convert_object(cv: Converter, schema: dict[str, Any], ptr: str, context: tup
         return NOTHING
     if counts is not None and schema.get("maxProperties") in (0, 1):
         return _one_member_objects(cv, schema, items, extras)  # the count without a product
+    if counts is not None and schema.get("minProperties") == 1 and schema.get("maxProperties") is None:
+        # at least one member: one or more extras where nothing is declared (no product), else
+        # the layout minus {} (a product with a 3-state automaton, not with the member count)
+        return (
+            seq(cv.open_obj, Join(extra, cv.item_sep, 1, None), cv.close_obj)
+            if not items and extra is not None
+            else Minus(node, cv.empty_obj)
+        )
     return node if counts is None else And((node, counts))
 
 

@@ -138,6 +138,12 @@ CASES: list[tuple[Any, list[str], list[str]]] = [
     ({"type": "object", "additionalProperties": {"type": "integer"}, "maxProperties": 1}, ['{"x": 1}', "{}"], ['{"x": 1, "y": 2}']),
     # a format JSON Schema does not define is an annotation: it implies no type either
     ({"type": "object", "properties": {"n": {"format": "positiveInteger"}}}, ['{"n": 1}', '{"n": "x"}', '{"n": [true]}'], ["[]", '"n"']),
+    # at least one member where nothing is declared: one or more extras, no product
+    (
+        {"type": "object", "patternProperties": {"^a": {"type": "integer"}}, "additionalProperties": False, "minProperties": 1},
+        ['{"ab": 1}', '{"ab": 1, "ac": 2}'],
+        ["{}", '{"b": 1}', '{"ab": "x"}'],
+    ),
     # at most one member: a union of one-member objects, no product with the layout
     (
         {
