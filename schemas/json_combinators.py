@@ -89,13 +89,13 @@ MAX_DISTRIBUTED_DEPTH = 2
 
 def _distributed(cv: Converter, merged: Any, residue: list[Any], ptr: str) -> Any | None:
     """An intersection whose unmerged parts each hold one ``anyOf``, ``not`` or conditional
-    (``if`` / ``then`` / ``else``, dependencies) as the union of its merged part, each part's
-    other keywords and one alternative of each (``A ∧ (B1 ∨ B2) = (A ∧ B1) ∨ (A ∧ B2)``; a ``not`` read as the union of
-    its violations, :func:`.json_negation.complement`; a conditional as its cases), so each
-    alternative merges keyword by keyword instead of a product automaton being built over the
-    parts.  None when some part is
-    not such a union, a complement cannot be stated, a negated ``$ref`` is being unrolled on
-    this path, or there would be more than ``MAX_DISTRIBUTED`` alternatives."""
+    (``if`` / ``then`` / ``else``, dependencies), as the union of its merged part, each part's
+    other keywords and one alternative of each part: ``A ∧ (B1 ∨ B2) = (A ∧ B1) ∨ (A ∧ B2)``,
+    a ``not`` read as the union of its violations (:func:`.json_negation.complement`), a
+    conditional as its two cases.  Each alternative then merges keyword by keyword instead of a
+    product automaton being built over the parts.  None when some part is not such a union, a
+    complement cannot be stated, a negated ``$ref`` is being unrolled on this path, or more
+    than ``MAX_DISTRIBUTED`` alternatives remain."""
     if not isinstance(merged, dict):
         return None
     choices: list[list[Any]] = []
@@ -145,9 +145,11 @@ MAX_DISTRIBUTED_TRIED = 4096  # alternatives looked at for those that contradict
 
 
 def _consistent(parts: list[Any]) -> bool:
-    """False when ``parts`` (object-level schemas) contradict each other by their ``type``s,
-    or a name one requires is forbidden (``properties: {name: false}``) by another: such an
-    alternative of :func:`_distributed` validates nothing and is left out."""
+    """False when ``parts`` (schemas of one value) validate nothing together, by their
+    ``type``s alone or, where those allow only objects, a name one requires that another
+    forbids (``properties: {name: false}``): such an alternative of :func:`_distributed` is left
+    out (``required`` holds for every value that is not an object, so it rules out nothing
+    where another type is allowed)."""
     required: set[str] = set()
     forbidden: set[str] = set()
     types = set(TYPES)
@@ -162,9 +164,7 @@ def _consistent(parts: list[Any]) -> bool:
             required.update(r for r in p["required"] if isinstance(r, str))
         if isinstance(p.get("properties"), dict):
             forbidden.update(k for k, v in p["properties"].items() if v is False)
-    if required and not types & {"object"}:
-        return False
-    return bool(types) and not required & forbidden
+    return bool(types) and not (types <= {"object"} and required & forbidden)
 
 
 MAX_ORDERED_NAMES = 64  # names past these are laid out by each part as before (a narrowing)

@@ -535,6 +535,21 @@ def test_a_spread_negation_leaves_the_same_reference_elsewhere_unbounded() -> No
     test_intersections_and_merged_refs(_OUTPUTS, valid, ['{"L1": {"normal": 1}}', '{"L1": "~"}', '{"L1": {"L3": "B", "x": 2}}'])
 
 
+def test_a_spread_keeps_alternatives_that_only_objects_contradict() -> None:
+    """An alternative requiring a name another forbids validates every value that is not an
+    object: where its types allow strings it is kept ("ab" passes only through it)."""
+    either = ["string", "object"]
+    schema = {
+        "type": either,
+        "allOf": [
+            {"anyOf": [{"type": "string"}, {"type": "object"}]},  # merged: the next two are spread
+            {"anyOf": [{"type": either, "required": ["a"]}, {"type": "string", "maxLength": 1}]},
+            {"anyOf": [{"type": either, "properties": {"a": False}}, {"type": "string", "minLength": 3}]},
+        ],
+    }
+    test_intersections_and_merged_refs(schema, ['"ab"', '"abcd"', '"a"', '""'], ['{"a": 1}', "{}", "1"])
+
+
 def test_overlapping_one_of_over_a_shared_base_is_exact_without_object_products() -> None:
     """Overlapping oneOf branches that share an allOf part: the shared part is taken out of the
     oneOf, and each branch's negations of the others are spread into alternatives that merge
