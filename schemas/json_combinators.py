@@ -100,7 +100,6 @@ def _distributed(cv: Converter, merged: Any, residue: list[Any], ptr: str) -> An
         return None
     choices: list[list[Any]] = []
     fixed: list[Any] = []  # what each part holds beside its union, in every alternative
-    refs: list[str] = []
     for part in residue:
         keys = set(part) - ANNOTATIONS if isinstance(part, dict) else set()
         if keys & {"if", "dependentRequired", "dependentSchemas", "dependencies"} and not keys & {"anyOf", "not"}:
@@ -116,10 +115,9 @@ def _distributed(cv: Converter, merged: Any, residue: list[Any], ptr: str) -> An
                 alts = complement(cv, part["not"], ptr + "/allOf")
             except (NotExpressible, SchemaError):
                 return None  # the product reports it as it always has
-            refs.extend(cv.resolved_refs)
             if not alts:
                 return {"anyOf": [False]}  # the negated part holds for every value: nothing
-            if any(cv.ref_depth.get(r, 0) for r in refs):
+            if any(cv.ref_depth.get(r, 0) for r in cv.resolved_refs):
                 return None  # a recursive $ref negated while unrolled: left to the product
             choices.append(alts)
             union_keys = frozenset({"not"})
@@ -296,17 +294,17 @@ def factor_one_of(cv: Converter, schema: dict[str, Any], ptr: str) -> dict[str, 
     otherwise)."""
     if cv.tracks_dynamic_scope or any(k in schema for k in ("$id", "id")):
         return None  # a part moved out of its resource would resolve its references elsewhere
-    parts = [_conjuncts(cv, b, ptr) for b in schema["oneOf"]]
-    if any(p is None for p in parts):
-        return None
-    first = parts[0]
-    assert first is not None
-    common = [c for c in first if all(any(json_equal(c, x) for x in p) for p in parts[1:] if p is not None)]
+    parts: list[list[Any]] = []
+    for b in schema["oneOf"]:
+        got = _conjuncts(cv, b, ptr)
+        if got is None:
+            return None
+        parts.append(got)
+    common = [c for c in parts[0] if all(any(json_equal(c, x) for x in p) for p in parts[1:])]
     if not common:
         return None
     residuals: list[Any] = []
     for p in parts:
-        assert p is not None
         left = [x for x in p if not any(json_equal(x, c) for c in common)]
         residuals.append(True if not left else left[0] if len(left) == 1 else {"allOf": left})
     rest = {k: v for k, v in schema.items() if k != "oneOf"}

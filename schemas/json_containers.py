@@ -230,37 +230,7 @@ def convert_object(cv: Converter, schema: dict[str, Any], ptr: str, context: tup
         node = cv.empty_obj
     else:
         node = seq(cv.open_obj, Members(tuple(items), cv.item_sep, extra), cv.close_obj)
-    counts = _property_counts(cv, schema, ptr, items, extras)
-    if counts is NOTHING:
-        return NOTHING
-    if counts is not None and schema.get("maxProperties") in (0, 1):
-        return _one_member_objects(cv, schema, items, extras)  # the count without a product
-    if counts is not None and schema.get("minProperties") == 1 and schema.get("maxProperties") is None:
-        # at least one member: one or more extras where nothing is declared (no product), else
-        # the layout minus {} (a product with a 3-state automaton, not with the member count)
-        return (
-            seq(cv.open_obj, Join(extra, cv.item_sep, 1, None), cv.close_obj)
-            if not items and extra is not None
-            else Minus(node, cv.empty_obj)
-        )
-    return node if counts is None else And((node, counts))
-
-
-def _one_member_objects(cv: Converter, schema: dict[str, Any], items: list[tuple[Node, bool]], extras: list[Node]) -> Node:
-    """Objects of at most one member (``maxProperties`` 0 or 1, bounds already checked): the
-    required member alone, else any one member, or ``{}`` where ``minProperties`` and
-    ``required`` allow it; the members' names are distinct, so the union is exact."""
-    required = [m for m, r in items if r]
-    lo = int(schema.get("minProperties") or 0)
-    if len(required) > 1 or (schema["maxProperties"] == 0 and (required or lo)):
-        return NOTHING
-    if schema["maxProperties"] == 0:
-        return cv.empty_obj
-    members = required or [m for m, _ in items] + extras
-    objects = [seq(cv.open_obj, m, cv.close_obj) for m in members]
-    if not required and lo == 0:
-        objects.append(cv.empty_obj)
-    return alt(*objects)
+    return _counted_objects(cv, schema, ptr, node, items, extras)
 
 
 def _object_keywords(cv: Converter, schema: dict[str, Any], ptr: str) -> tuple[dict[str, Any], list[str], Any, Any]:
@@ -381,9 +351,15 @@ def _extra_members(
     return [e for e in extras if e is not NOTHING]
 
 
-def _property_counts(cv: Converter, schema: dict[str, Any], ptr: str, items: list[tuple[Node, bool]], extras: list[Node]) -> Node | None:
-    """``minProperties`` / ``maxProperties`` as objects of lo..hi members (any of this object's
-    members), or None when the layout already meets them."""
+def _counted_objects(
+    cv: Converter, schema: dict[str, Any], ptr: str, node: Node, items: list[tuple[Node, bool]], extras: list[Node]
+) -> Node:
+    """The objects of layout ``node`` (``items``: its declared members, ``extras``: its
+    undeclared ones) that ``minProperties`` / ``maxProperties`` allow: ``node`` itself where
+    the layout already meets them; at most one member as a union of one-member objects, at
+    least one as the layout minus ``{}`` (neither a product with a member count); otherwise
+    ``node`` intersected with objects of lo..hi members.  Raises ``SchemaError`` for a count
+    that is not a non-negative integer."""
     min_p, max_p = schema.get("minProperties"), schema.get("maxProperties")
     for kw, v in (("minProperties", min_p), ("maxProperties", max_p)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v)):
@@ -402,24 +378,49 @@ def _property_counts(cv: Converter, schema: dict[str, Any], ptr: str, items: lis
         return NOTHING
     n_required = sum(1 for _, r in items if r)
     if lo <= n_required and (hi is None or (hi >= len(items) and not extras)):
-        return None
+        return node
     if hi is not None and lo > hi:
         return NOTHING
+    if hi is not None and hi <= 1:
+        return _one_member_objects(cv, items, extras, lo, hi)
+    if lo == 1 and hi is None:
+        # one or more extras where nothing is declared (no product), else the layout minus {}
+        # (a product with a 3-state automaton)
+        if items:
+            return Minus(node, cv.empty_obj)
+        return seq(cv.open_obj, Join(alt(*extras), cv.item_sep, 1, None), cv.close_obj) if extras else NOTHING
     member = alt(*[m for m, _ in items], *extras)
-    counted = [seq(cv.open_obj, Join(member, cv.item_sep, max(lo, 1), hi), cv.close_obj)] if hi is None or hi >= 1 else []
+    counted = [seq(cv.open_obj, Join(member, cv.item_sep, max(lo, 1), hi), cv.close_obj)]
     if lo == 0:
         counted.append(cv.empty_obj)
-    node = alt(*counted)
-    if lo <= 1 or not extras:
-        return node
-    # extra members may repeat a key, which a parser keeps once: toward minProperties they
-    # count as one, the declared members (distinct names) one each
-    declared = alt(*[m for m, _ in items])
-    extra = alt(*extras)
-    body = alt(
-        counted_members(cv, declared, extra, lo, None), And((counted_members(cv, declared, extra, lo - 1, None), _has(cv, extra, declared)))
-    )
-    return And((node, seq(cv.open_obj, body, cv.close_obj)))
+    counts = alt(*counted)
+    if lo > 1 and extras:
+        # extra members may repeat a key, which a parser keeps once: toward minProperties they
+        # count as one, the declared members (distinct names) one each
+        declared = alt(*[m for m, _ in items])
+        extra = alt(*extras)
+        body = alt(
+            counted_members(cv, declared, extra, lo, None),
+            And((counted_members(cv, declared, extra, lo - 1, None), _has(cv, extra, declared))),
+        )
+        counts = And((counts, seq(cv.open_obj, body, cv.close_obj)))
+    return And((node, counts))
+
+
+def _one_member_objects(cv: Converter, items: list[tuple[Node, bool]], extras: list[Node], lo: int, hi: int) -> Node:
+    """Objects of ``lo``..``hi`` members, ``hi`` 0 or 1: the required member alone, else any
+    one member, or ``{}`` where ``lo`` and ``required`` allow it; the members' names are
+    distinct, so the union is exact."""
+    required = [m for m, r in items if r]
+    if len(required) > 1 or (hi == 0 and (required or lo)):
+        return NOTHING
+    if hi == 0:
+        return cv.empty_obj
+    members = required or [m for m, _ in items] + extras
+    objects = [seq(cv.open_obj, m, cv.close_obj) for m in members]
+    if not required and lo == 0:
+        objects.append(cv.empty_obj)
+    return alt(*objects)
 
 
 def _has(cv: Converter, match: Node, other: Node) -> Node:

@@ -175,19 +175,21 @@ def merge_into(dst: dict[str, Any], src: dict[str, Any]) -> bool:
     (``dst`` is then unchanged)."""
     # additionalProperties / items only see the properties / prefixItems of their own schema
     # object: merging those across schema objects would change what they apply to
+    # (where neither has patternProperties, nor unevaluatedProperties, which reads where each
+    # name was evaluated, _merged_members merges properties and additionalProperties exactly)
     obj_keys, arr_keys = {"properties", "patternProperties", "additionalProperties"}, {"prefixItems", "items", "additionalItems"}
-    members = _merged_members(dst, src)
+    members: dict[str, Any] = {}
     for keys, only in ((obj_keys, "additionalProperties"), (arr_keys, "items")):
-        if keys & dst.keys() and keys & src.keys() and (only in dst or only in src) and not (only == "additionalProperties" and members):
-            if not (only in dst and only in src and json_equal(dst, src)):
+        if keys & dst.keys() and keys & src.keys() and (only in dst or only in src):
+            if only == "additionalProperties" and not {"patternProperties", "unevaluatedProperties"} & (dst.keys() | src.keys()):
+                members = _merged_members(dst, src)
+            elif not (only in dst and only in src and json_equal(dst, src)):
                 return False
     if ("additionalItems" in dst or "additionalItems" in src) and arr_keys & dst.keys() and arr_keys & src.keys():
         return False
-    out = dict(dst)
-    if members:
-        out.update(members)
+    out = {**dst, **members}
     for k, v in src.items():
-        if members and k in members:
+        if k in members:
             continue
         if k not in CONSTRAINTS and k != "_patterns":
             continue  # annotations and unknown keywords constrain nothing
@@ -233,27 +235,15 @@ def merge_into(dst: dict[str, Any], src: dict[str, Any]) -> bool:
     return True
 
 
-def _merged_members(dst: dict[str, Any], src: dict[str, Any]) -> dict[str, Any] | None:
-    """``properties`` and ``additionalProperties`` of two schemas of one object, merged where
-    one of them has ``additionalProperties`` (which sees only its own schema's
-    ``properties``): each name either declares takes both schemas' words for it (its own
-    ``properties`` entry, else that schema's ``additionalProperties``, else anything), other
-    names both ``additionalProperties``; exact.  None when there is nothing to merge this way
-    or it would not be exact (``patternProperties`` on either side, whose matches an
-    ``additionalProperties`` skips; ``unevaluatedProperties``, which reads where each name
-    was evaluated)."""
-    if "additionalProperties" not in dst and "additionalProperties" not in src:
-        return None
-    if not ({"properties", "additionalProperties"} & dst.keys() and {"properties", "additionalProperties"} & src.keys()):
-        return None
-    if any(k in s for s in (dst, src) for k in ("patternProperties", "unevaluatedProperties")):
-        return None
+def _merged_members(dst: dict[str, Any], src: dict[str, Any]) -> dict[str, Any]:
+    """``properties`` and ``additionalProperties`` of two schemas of one object, one of which
+    has ``additionalProperties`` (which sees only its own schema's ``properties``) and neither
+    ``patternProperties`` (whose matches it would skip): each name either declares takes both
+    schemas' words for it (its own ``properties`` entry, else that schema's
+    ``additionalProperties``, else anything), other names both ``additionalProperties``; exact."""
     pa, pb = dst.get("properties", {}), src.get("properties", {})
-    if not isinstance(pa, dict) or not isinstance(pb, dict):
-        return None
     sa, sb = dst.get("additionalProperties", True), src.get("additionalProperties", True)
-    names = list(dict.fromkeys([*pa, *pb]))
-    props = {n: _both(pa.get(n, sa), pb.get(n, sb)) for n in names}
+    props = {n: _both(pa.get(n, sa), pb.get(n, sb)) for n in dict.fromkeys([*pa, *pb])}
     return {"properties": props, "additionalProperties": _both(sa, sb)}
 
 
