@@ -13,7 +13,7 @@ import numpy as np
 from .dfa import DEAD, Budget
 from .dfa_paths import NO_PATH, distances_to_accept, extend_nfa_distances, reach_max
 from .errors import GrammarCompileError
-from .length_product import CountedState
+from .length_product import RELAXED, CountedRow, CountedState
 
 if TYPE_CHECKING:
     from structgen.schemas.ir import Node
@@ -84,6 +84,8 @@ class LazyDFA:
         self.complete = False  # every reachable state expanded and the NFA dropped (complete_ahead)
         self._single: list[int] = []  # once complete: per state its one forced byte, else -1
         self._reach: list[int] = []  # once complete: per state the largest distance it can reach
+        self._row_plans: dict[int, CountedRow | None] = {}  # state -> counted_row (once complete: the plans alone)
+        self._apart: dict[int, bool] = {}  # plain occurrence -> its exit reads no byte of its strings
         self.initial = self._state_of(self._closure([start]))
 
     @property
@@ -226,7 +228,7 @@ class LazyDFA:
             return True
         limit = min(max_states, self.max_states // 2)
         s = 1
-        while s < len(self.sets):
+        while s < len(self.sets) or self._plan_rows():  # the plans' relaxed states expanded too
             if time.perf_counter() > deadline or len(self.sets) + self.num_classes > limit:
                 return False
             if self.use_compiled and _c_expand_ahead is not None:
@@ -234,6 +236,7 @@ class LazyDFA:
             else:
                 self.expand(s)
                 s += 1
+        self._row_plans = {k: v for k, v in self._row_plans.items() if v is not None}
         n = len(self.sets)
         self.table = np.ascontiguousarray(self.table[:n])
         acc = np.array(self.acc, dtype=bool)
@@ -266,8 +269,9 @@ class LazyDFA:
     def row_representative(self, state: int, token_bytes: int) -> int:
         """A state with ``state``'s mask row: itself, or, where ``state`` holds pairs of a lazy
         length product far from their bound (:meth:`.length_product.LengthProducts.row_swaps`),
-        the state with those pairs at count 0, so that one trie walk (and the states it
-        discovers) serves every position far from the bound instead of one per character."""
+        the state with those pairs relaxed (no count: no token can meet the bound from them),
+        so that one trie walk serves every position far from the bound instead of one per
+        character, and discovers relaxed pairs only instead of a pair per state and count."""
         products = None if self.complete else self.builder.length_products
         if products is None or not products.occurrences:
             return state
@@ -277,12 +281,68 @@ class LazyDFA:
             return state
         new = set(members)
         for s, occ, pair_state in swaps:
-            q = products.stub(self.builder, occ, pair_state, 0)
+            q = products.stub(self.builder, occ, pair_state, RELAXED)
             if q in self.builder.pending:
                 self._expand_stub(q)
             new.discard(s)
-            new.add(products.entry(self.builder, occ, pair_state, 0))
+            new.add(products.entry(self.builder, occ, pair_state, RELAXED))
         return self._state_of((frozenset(new), bool(self.acc[state])))
+
+    def counted_row(self, state: int) -> CountedRow | None:
+        """How ``state``'s mask row follows from another's: where its NFA states are one pair of
+        a plain length product on a character boundary with ``count`` characters read, plus
+        exactly what that pair's exit reaches (a bounded string's position and nothing else),
+        the relaxed state (that pair with no bound, the same exit) and the characters left:
+        ``state``'s row is the relaxed row less the tokens needing more
+        (:class:`~.counted_rows.CharNeeds`).  None for any other state.  Memoized; on a
+        complete automaton, the plans made before its NFA was dropped.  Callers serialize it
+        with expansions (it may build the relaxed state)."""
+        if self.complete or state in self._row_plans:
+            return self._row_plans.get(state)
+        plan = self._row_plans[state] = self._plan_row(state)
+        return plan
+
+    def _plan_row(self, state: int) -> CountedRow | None:
+        products = self.builder.length_products
+        if products is None or not products.has_plain:
+            return None
+        members = self.sets[state]
+        got = products.plain_pair(members)
+        if got is None:
+            return None
+        occ, count, entry = got
+        automaton, exit_ = products.occurrences[occ]
+        rest = members - {entry}
+        if rest != self._closure([exit_])[0] or not self._exit_apart(occ, rest):
+            return None  # other NFA states beside the pair, or an exit that could read string bytes
+        q = products.stub(self.builder, occ, automaton.initial, RELAXED)
+        if q in self.builder.pending:
+            self._expand_stub(q)
+        relaxed = self._state_of((rest | {products.entry(self.builder, occ, automaton.initial, RELAXED)}, bool(self.acc[state])))
+        return CountedRow(relaxed, automaton.hi - count, automaton)
+
+    def _exit_apart(self, occ: int, exit_members: frozenset[int]) -> bool:
+        """Whether no byte that continues occurrence ``occ``'s strings also leads out of its
+        exit (a JSON string's closing quote never does): a token's split between the string
+        and what follows is then its first byte outside the string."""
+        got = self._apart.get(occ)
+        if got is None:
+            assert self.builder.length_products is not None
+            body = self.builder.length_products.body_bytes(occ)
+            got = not any(b in body for q in exit_members for lo, hi, _t in self.edges[q] for b in range(lo, hi + 1))
+            self._apart[occ] = got
+        return got
+
+    def _plan_rows(self) -> bool:
+        """Plan every state's row (:meth:`counted_row`) before the NFA goes; True when that
+        discovered states (relaxed ones) still to expand."""
+        products = self.builder.length_products
+        if products is None or not products.has_plain:
+            return False
+        n = len(self.sets)
+        for state in range(1, n):
+            self.counted_row(state)
+        return len(self.sets) > n
 
     def _expand_stub(self, q: int, *, eager: bool = False) -> None:
         """Build the pending fragment at NFA state ``q`` (``eager``: whole) and note which new

@@ -14,7 +14,11 @@ characters" (a minimized X alone may merge a boundary with the inside of an esca
 
 Used when the lower bound is implied (``lo`` ≤ the fewest characters X accepts: every string
 of X that fits under ``hi`` then also meets ``lo``); otherwise the eager product is built as
-before.  The idea is the counter product of bounded repetition (as in RE2's and Rust
+before.  A ``maxLength`` alone (X any string) is a *plain* product, its ``minLength`` characters
+read first: its positions' mask rows follow from one relaxed row by arithmetic
+(:mod:`.counted_rows`).  A pair far from its bound has the mask row of its *relaxed* pair (the
+same state with no count), so one walk serves every far position and discovers relaxed pairs
+only.  The idea is the counter product of bounded repetition (as in RE2's and Rust
 regex-automata's bounded-repeat handling, and llguidance's lazy lexer states), applied at the
 level of the JSON string encoding.
 """
@@ -23,7 +27,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 from structgen.schemas.ir import And, Node, Rep
@@ -39,6 +43,18 @@ if TYPE_CHECKING:
 LAZY_MIN_PRODUCT = 8192  # pairs × (hi + 1) from which the product is built lazily
 MAX_PAIRS = 1 << 16  # states of X's automaton beside the character tracker, past which it is not tried
 MAX_CHAR_BYTES = 6  # the longest encoding of one code point (``\\u00XX``)
+PLAIN_MIN_CHARS = 4  # a plain bounded string of at least this many optional characters is counted lazily
+RELAXED = -1  # the count of a relaxed pair: the same automaton state with no bound (mask rows only)
+
+
+class CountedRow(NamedTuple):
+    """A state's mask row by arithmetic (:meth:`.lazy_dfa.LazyDFA.counted_row`): the row of
+    automaton state ``relaxed`` less the tokens needing more than ``room`` characters of
+    ``automaton`` (a plain one)."""
+
+    relaxed: int
+    room: int
+    automaton: CountedAutomaton
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -60,13 +76,21 @@ class CountedAutomaton:
       none); ``min_bytes[p]`` / ``chars_at_min_bytes[p]``: the fewest bytes to acceptance and
       the fewest characters among the paths of that many bytes.
     - ``hi``: the length bound (characters).
+    - ``plain``: X is any string (a ``maxLength`` alone): mask rows follow from the count by
+      arithmetic (:meth:`LengthProducts.plain_pair`).
+
+    A pair's count may be :data:`RELAXED`: the state with no bound at all, whose mask row the
+    rows of a plain product's pairs are cut from.
     """
 
-    def __init__(self, edges: list[list[tuple[int, int, int, int]]], accepting: list[bool], initial: int, hi: int) -> None:
+    def __init__(
+        self, edges: list[list[tuple[int, int, int, int]]], accepting: list[bool], initial: int, hi: int, *, plain: bool = False
+    ) -> None:
         self.edges = edges
         self.accepting = accepting
         self.initial = initial
         self.hi = hi
+        self.plain = plain
         back = _reverse(edges)
         self.min_chars = _min_chars(back, accepting)
         self.min_bytes, self.chars_at_min_bytes = _min_bytes(back, accepting)
@@ -76,8 +100,19 @@ class CountedAutomaton:
     def num_states(self) -> int:
         return len(self.edges)
 
+    def shape_key(self) -> tuple[object, ...]:
+        """A hashable key equal for automata with the same runs, acceptance and initial state
+        (every plain automaton has one shape, whatever its bound); made once."""
+        key: tuple[object, ...] | None = getattr(self, "_shape", None)
+        if key is None:
+            key = self._shape = (self.initial, tuple(self.accepting), tuple(tuple(r) for r in self.edges))
+        return key
+
     def live(self, state: int, count: int) -> bool:
-        """Whether ``count`` characters read and ``state`` can still reach acceptance."""
+        """Whether ``count`` characters read and ``state`` can still reach acceptance (a
+        :data:`RELAXED` pair: whenever ``state`` can)."""
+        if count == RELAXED:
+            return self.min_chars[state] < NO_PATH
         return count + self.min_chars[state] <= self.hi
 
     def shortest_bytes(self, state: int, count: int) -> int:
@@ -86,7 +121,7 @@ class CountedAutomaton:
         characters fit, else a breadth-first search over (state, count) pairs."""
         if not self.live(state, count):
             return NO_PATH
-        if count + self.chars_at_min_bytes[state] <= self.hi:
+        if count == RELAXED or count + self.chars_at_min_bytes[state] <= self.hi:
             return self.min_bytes[state]
         seen = {(state, count)}
         frontier = [(state, count)]
@@ -107,22 +142,24 @@ class CountedAutomaton:
 
     def far(self, count: int, token_bytes: int) -> bool:
         """Whether no token of at most ``token_bytes`` bytes read from a pair with ``count``
-        characters can meet the bound: then every pair of that count has the mask row of the
-        same state at count 0 (the bound bites in neither)."""
+        characters can meet the bound: then the pair has the mask row of the same state with
+        no bound (:data:`RELAXED`)."""
         return self.hi - count >= token_bytes + self.max_min_chars
 
     def bytes_bound(self, count: int) -> int:
         """An upper bound on the bytes of any string from a state with ``count`` characters
-        read to acceptance (its longest, and its shortest way out)."""
-        return MAX_CHAR_BYTES * (self.hi - count + 1)
+        read to acceptance (its longest, and its shortest way out); ``NO_PATH`` for a
+        :data:`RELAXED` pair (unbounded)."""
+        return NO_PATH if count == RELAXED else MAX_CHAR_BYTES * (self.hi - count + 1)
 
 
-def counted_automaton(content: ByteDFA, chars: ByteDFA, lo: int, hi: int) -> CountedAutomaton | None:
+def counted_automaton(content: ByteDFA, chars: ByteDFA, lo: int, hi: int, *, plain: bool = False) -> CountedAutomaton | None:
     """The :class:`CountedAutomaton` of ``content`` (X's trimmed DFA) under ``lo`` … ``hi``
     characters, ``chars`` being the DFA of any sequence of encoded characters (its initial
     state the only boundary), or None where the eager product is the better choice: it is
-    small (under :data:`LAZY_MIN_PRODUCT`), X's pairs pass :data:`MAX_PAIRS`, or ``lo`` is
-    not implied by X."""
+    small (under :data:`LAZY_MIN_PRODUCT`; not asked of a ``plain`` one, X being any string,
+    whose alternative is a lazily unrolled counter), X's pairs pass :data:`MAX_PAIRS`, or
+    ``lo`` is not implied by X."""
     if content.is_empty():
         return None
     index = {(content.initial, chars.initial): 1}
@@ -150,9 +187,9 @@ def counted_automaton(content: ByteDFA, chars: ByteDFA, lo: int, hi: int) -> Cou
             targets[pair == key] = got
         edges.append(_runs(targets, tb == boundary))
         accepting.append(bool(content.accepting[a]) and b == boundary)
-    if len(order) * (hi + 1) < LAZY_MIN_PRODUCT:
+    if not plain and len(order) * (hi + 1) < LAZY_MIN_PRODUCT:
         return None
-    automaton = CountedAutomaton(edges, accepting, 1, hi)
+    automaton = CountedAutomaton(edges, accepting, 1, hi, plain=plain)
     if lo > automaton.min_chars[1]:
         return None  # some string of X is shorter than lo: the bound is not implied
     return automaton
@@ -230,16 +267,16 @@ class LengthProducts:
         self.occurrences: list[tuple[CountedAutomaton, int]] = []
         self._stubs: dict[tuple[int, int, int], int] = {}  # (occurrence, state, count) -> stub NFA state
         self._entries: dict[int, tuple[int, int, int]] = {}  # a built pair's entry NFA state -> (occurrence, state, count)
+        self._plain: dict[int, CountedAutomaton] = {}  # bound -> the plain automaton (any string, at most that many characters)
 
     def row_swaps(self, members: frozenset[int], token_bytes: int) -> list[tuple[int, int, int]]:
-        """The pairs among ``members`` (an automaton state's NFA states) far from their bound
-        (:meth:`CountedAutomaton.far`) at a count other than 0, as (entry NFA state,
-        occurrence, state): swapped for their count-0 pairs, they give a state with the same
-        mask row."""
+        """The counted pairs among ``members`` (an automaton state's NFA states) far from their
+        bound (:meth:`CountedAutomaton.far`), as (entry NFA state, occurrence, state): swapped
+        for their relaxed pairs (:data:`RELAXED`), they give a state with the same mask row."""
         out = []
         for s in members:
             got = self._entries.get(s)
-            if got is not None and got[2] and self.occurrences[got[0]][0].far(got[2], token_bytes):  # far at count c: far at 0 too
+            if got is not None and got[2] != RELAXED and self.occurrences[got[0]][0].far(got[2], token_bytes):
                 out.append((s, got[0], got[1]))
         return out
 
@@ -274,6 +311,47 @@ class LengthProducts:
         self._memo[key] = got
         return got
 
+    def plain(self, builder: NFABuilder, hi: int) -> CountedAutomaton:
+        """The plain automaton of any string of at most ``hi`` characters (memoized per bound):
+        what a ``maxLength`` with no ``pattern`` or ``format`` counts."""
+        got = self._plain.get(hi)
+        if got is None:
+            chars = builder.child_dfa(ANY_STRING_ENCODED)
+            made = counted_automaton(chars, chars, 0, hi, plain=True)
+            assert made is not None, "any string under a bound always has a counted automaton"
+            got = self._plain[hi] = made
+        return got
+
+    @property
+    def has_plain(self) -> bool:
+        """Whether any plain automaton was made (so a state may hold a plain pair)."""
+        return bool(self._plain)
+
+    def plain_pair(self, members: frozenset[int]) -> tuple[int, int, int] | None:
+        """``(occurrence, count, entry NFA state)`` of the one pair among ``members`` (an
+        automaton state's NFA states) when it belongs to a plain product and sits on a
+        character boundary (its automaton's initial state) with a count, else None (no such
+        pair, or more than one pair of any product)."""
+        found = None
+        entries = self._entries
+        for q in members:
+            got = entries.get(q)
+            if got is None:
+                continue
+            if found is not None:
+                return None
+            occ, state, count = got
+            automaton = self.occurrences[occ][0]
+            if not automaton.plain or state != automaton.initial or count == RELAXED:
+                return None
+            found = (occ, count, q)
+        return found
+
+    def body_bytes(self, occ: int) -> set[int]:
+        """The bytes that continue occurrence ``occ``'s strings from a character boundary."""
+        automaton = self.occurrences[occ][0]
+        return {b for lo, hi, _t, _inc in automaton.edges[automaton.initial] for b in range(lo, hi + 1)}
+
     def build(self, builder: NFABuilder, automaton: CountedAutomaton) -> tuple[int, int]:
         """An occurrence of a lazy product (``automaton``, from :meth:`of`): its initial pair
         stubbed, one exit for all."""
@@ -294,16 +372,32 @@ class LengthProducts:
         return q
 
     def build_state(self, builder: NFABuilder, node: CountedState) -> tuple[int, int]:
-        """The NFA fragment of ``node``: its byte runs into the (stubbed) fragments of the live
-        pairs they lead to; its exit reached when the state accepts."""
+        """The NFA fragment of ``node`` and of the pairs it reaches inside the character it is
+        in (byte runs that complete no character keep the count: the rest of a UTF-8 sequence
+        or an escape), one NFA state each, built at once; runs that complete one go to the
+        (stubbed) fragments of the live pairs of the next count.  One build per character
+        position instead of one per pair: each build is a round trip out of the compiled
+        expansion.  Every accepting pair reaches the fragment's exit."""
         automaton = self.occurrences[node.occ][0]
         nfa = builder.nfa
-        s, e = nfa.new(), nfa.new()
-        self._entries[s] = (node.occ, node.state, node.count)
-        if automaton.accepting[node.state]:
-            nfa.eps[s].append(e)
-        for lo, hi, target, inc in automaton.edges[node.state]:
-            count = node.count + inc
-            if automaton.live(target, count):
-                nfa.edge(s, lo, hi, self.stub(builder, node.occ, target, count))
-        return s, e
+        e = nfa.new()
+        layer = {node.state: nfa.new()}  # automaton state -> its NFA state at this count
+        order = [node.state]
+        for x in order:
+            q = layer[x]
+            self._entries[q] = (node.occ, x, node.count)
+            if automaton.accepting[x]:
+                nfa.eps[q].append(e)
+            for lo, hi, target, inc in automaton.edges[x]:
+                count = RELAXED if node.count == RELAXED else node.count + inc
+                if not automaton.live(target, count):
+                    continue
+                if inc:
+                    nfa.edge(q, lo, hi, self.stub(builder, node.occ, target, count))
+                    continue
+                t = layer.get(target)
+                if t is None:
+                    t = layer[target] = nfa.new()
+                    order.append(target)
+                nfa.edge(q, lo, hi, t)
+        return layer[node.state], e

@@ -13,11 +13,12 @@ from typing import Any
 import numpy as np
 from structgen.schemas.charset import CharSet, utf8_sequences
 from structgen.schemas.ir import Alt, Anchor, And, Automaton, Chars, Join, Lit, Look, Members, Minus, Node, Rep, Seq
+from structgen.schemas.json_strings import ANY_STRING_ENCODED
 
 from .dfa import DEAD, Budget, ByteDFA, byte_classes, determinize, product_dfa, trim_and_minimize
 from .errors import GrammarCompileError
 from .lazy_dfa import determinize_built, has_compiled_expansion
-from .length_product import CountedAutomaton, CountedState, LengthProducts
+from .length_product import PLAIN_MIN_CHARS, CountedAutomaton, CountedState, LengthProducts
 from .node_lengths import NodeLengths
 from .product_cache import ProductCache, structural_key
 
@@ -170,6 +171,18 @@ class NFABuilder:
             raise GrammarCompileError("regex IR still contains an anchor; resolve anchors before compiling")
         raise TypeError(f"not a regex IR node: {node!r}")
 
+    def _plain_bound(self, node: Rep) -> bool:
+        """Whether ``node`` is a bounded run of any JSON string characters with at least
+        :data:`.length_product.PLAIN_MIN_CHARS` optional ones, built here as a plain length
+        product (lazy builders only)."""
+        return (
+            self.lazy
+            and self.length_products is not None
+            and node.hi is not None
+            and node.hi - node.lo >= PLAIN_MIN_CHARS
+            and self.structural_id(node.item) == self.structural_id(ANY_STRING_ENCODED.item)
+        )
+
     def counted(self, node: And) -> CountedAutomaton | None:
         """``node``'s lazy length product (:meth:`.length_product.LengthProducts.of`), or None."""
         return None if self.length_products is None else self.length_products.of(self, node)
@@ -270,6 +283,14 @@ class NFABuilder:
 
     def build_rep(self, node: Rep) -> tuple[int, int]:
         nfa = self.nfa
+        if self._plain_bound(node):  # a maxLength alone: its first lo characters, then a counted plain product
+            assert self.length_products is not None and node.hi is not None
+            s, e = self.length_products.build(self, self.length_products.plain(self, node.hi - node.lo))
+            if not node.lo:
+                return s, e
+            s0, e0 = self.build(Rep(node.item, node.lo, node.lo))
+            nfa.eps[e0].append(s)
+            return s0, e
         if self.lazy and (node.hi is not None or node.lo > 0) and not self.lengths.nullable(node.item) and node.hi != 0:
             # unroll one copy: item Rep(lo-1, hi-1), optional when lo == 0
             more = Rep(node.item, max(node.lo - 1, 0), None if node.hi is None else node.hi - 1)

@@ -293,13 +293,26 @@ class TokenFSM:
             tails = self._first_visit_tails()
             for s in states.tolist():
                 if s not in self._state_to_row:
+                    plan = self.dfa.counted_row(s)
+                    if plan is not None:  # a bounded string's position: the relaxed row, cut by arithmetic
+                        relaxed = self._walked_row(plan.relaxed, tails)
+                        bits = self._rows[relaxed].view(np.uint32) & self.vocab.char_needs.within(plan.automaton, plan.room)  # [W]
+                        self._state_to_row[s] = self._store_bits(bits, False)  # EOS bits come with the relaxed row
+                        continue
                     rep = self.dfa.row_representative(s, self.vocab.max_token_bytes)  # a state with the same row
-                    if rep not in self._state_to_row:
-                        if tails is not None:
-                            self._state_to_row[rep] = tails.row_index(rep)
-                        else:
-                            self._store_row(rep, self.vocab.trie.mask_bits(self.dfa, rep))
-                    self._state_to_row[s] = self._state_to_row[rep]
+                    self._state_to_row[s] = self._walked_row(rep, tails)
+
+    def _walked_row(self, state: int, tails: SharedTails | None) -> int:
+        """Index of ``state``'s row, walked (through ``tails`` where given) if not known yet.
+        Caller holds the lock."""
+        got = self._state_to_row.get(state)
+        if got is None:
+            if tails is not None:
+                got = self._state_to_row[state] = tails.row_index(state)
+            else:
+                self._store_row(state, self.vocab.trie.mask_bits(self.dfa, state))
+                got = self._state_to_row[state]
+        return got
 
     def _first_visit_tails(self) -> SharedTails | None:
         """This grammar's first-visit :class:`SharedTails` (made on first use; not pickled), or

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from .counted_rows import CharNeeds
 from .trie import VocabTrie
 
 __all__ = ["Vocabulary", "load_tokenizer"]
@@ -233,6 +234,12 @@ class Vocabulary:
         return VocabTrie(self.token_bytes, self.special_ids)
 
     @cached_property
+    def char_needs(self) -> CharNeeds:
+        """Each token's character need under a plain length product (:mod:`.counted_rows`;
+        built on first use, never pickled)."""
+        return CharNeeds(self.token_bytes, self.special_ids)
+
+    @cached_property
     def max_token_bytes(self) -> int:
         """Bytes of the longest non-special token (a bound on the characters one token spells)."""
         return max((len(b) for i, b in enumerate(self.token_bytes) if i not in self.special_ids), default=0)
@@ -265,7 +272,7 @@ class Vocabulary:
         return np.frombuffer(b"".join(strings), dtype=np.uint8), offsets
 
     def __getstate__(self) -> dict[str, Any]:
-        skip = ("trie", "sorted_order", "sorted_flat", "covers_every_byte", "_encoder", "_encoded")
+        skip = ("trie", "sorted_order", "sorted_flat", "covers_every_byte", "char_needs", "_encoder", "_encoded")
         state = {k: v for k, v in self.__dict__.items() if k not in skip}
         state["_encoder_json"] = self._encoder.to_str() if self._encoder is not None else None
         return state

@@ -59,8 +59,14 @@ def test_a_complete_table_serves_what_the_lazy_automaton_serves(case: object, gp
     assert dfa.complete and dfa.sets is None and dfa.builder is None
     n = dfa.num_states
     assert dfa.table.shape[0] == n and int(dfa.table.min()) >= 0
-    for s in range(1, n):  # the same expansion order numbers the same states
+    s = 1
+    while s < n:  # the same expansion order numbers the same states
+        if s == ref.dfa.num_states:  # every reachable state expanded: the row plans add relaxed states, in order
+            for k in range(1, s):
+                ref.dfa.counted_row(k)
+            assert ref.dfa.num_states > s
         ref.dfa.expand(s)
+        s += 1
     assert ref.dfa.num_states == n
     assert all(ref.dfa.distance_to_accept(s) == dfa.distance_to_accept(s) for s in range(n))
     assert all(ref.dfa.forced(s) == dfa.forced(s) for s in range(n))  # the table's own forced bytes
@@ -206,7 +212,8 @@ def test_budget_rows_of_a_complete_automaton(case: object, gpt2_vocab: Vocabular
 def test_the_compiled_whole_expansion_builds_the_python_table(case: object) -> None:
     """``complete_ahead`` in batches of compiled steps builds the automaton the Python subset
     construction builds one state at a time: the same states up to numbering (an isomorphism
-    from the initial state, class by class), acceptance and distances."""
+    from the initial state, class by class, and from each bounded string position to its
+    relaxed state), acceptance and distances."""
     node = regex_to_ir(case) if isinstance(case, str) else schema_to_ir(case, SchemaOptions())[0]
     compiled, python = compile_lazy(node), compile_lazy(node)
     python.use_compiled = False
@@ -219,7 +226,13 @@ def test_the_compiled_whole_expansion_builds_the_python_table(case: object) -> N
         p = to_python[s]
         assert compiled.is_accepting(s) == python.is_accepting(p)
         assert compiled.distance_to_accept(s) == python.distance_to_accept(p)
-        for a, b in zip(compiled.table[s].tolist(), python.table[p].tolist()):
+        pairs = list(zip(compiled.table[s].tolist(), python.table[p].tolist()))
+        plan, plan_py = compiled.counted_row(s), python.counted_row(p)
+        assert (plan is None) == (plan_py is None)
+        if plan is not None and plan_py is not None:  # a bounded string's position: its relaxed state too
+            assert plan.room == plan_py.room
+            pairs.append((plan.relaxed, plan_py.relaxed))
+        for a, b in pairs:
             if a not in to_python:
                 to_python[a] = b
                 todo.append(a)

@@ -183,3 +183,63 @@ def test_mask_rows_far_from_the_bound_are_the_eager_rows(monkeypatch: pytest.Mon
             cl.advance(token)
             ce.advance(token)
     assert (shared > 0) == (bound == 30)  # far pairs only exist under the longer bound
+
+
+PLAIN = [
+    {"type": "string", "maxLength": 12},
+    {"type": "string", "minLength": 3, "maxLength": 40},
+    {"type": "object", "properties": {"a": {"type": "string", "maxLength": 9}, "b": {"type": "string", "maxLength": 300}}},
+    {"type": "array", "items": {"anyOf": [{"type": "string", "maxLength": 6}, {"type": "string", "maxLength": 20}]}, "maxItems": 3},
+]
+
+
+@pytest.mark.parametrize("schema", PLAIN, ids=["short", "min-max", "object", "any-of"])
+def test_plain_bounded_strings_cut_their_rows_from_the_relaxed_row(gpt2_vocab: Vocabulary, schema: Any) -> None:
+    """A ``maxLength`` alone is a plain length product; each position's row, cut from its
+    relaxed state's row by the tokens' character needs, is the row a trie walk of that very
+    state gives, at every position of random walks (near the bound, inside escapes and UTF-8
+    sequences, where two bounds overlap); instances at and past the bound go as JSON Schema says."""
+    fsm = GrammarCompiler(gpt2_vocab, CompilerConfig(cache_size=0)).compile(Constraint.json_schema(schema))
+    rng = random.Random(7)
+    planned = 0
+    for _walk in range(12):
+        cur = fsm.cursor()
+        for _step in range(60):
+            state = cur.state
+            walked = gpt2_vocab.trie.mask_bits(fsm.dfa, state)
+            if fsm.is_accepting(state):
+                walked[gpt2_vocab.eos_token_ids[0] >> 5] |= np.uint32(1 << (gpt2_vocab.eos_token_ids[0] & 31))
+            planned += fsm.dfa.counted_row(state) is not None
+            assert np.array_equal(fsm.mask_row(state).view(np.uint32), walked)
+            allowed = [t for t in fsm.allowed_token_ids(state).tolist() if t not in gpt2_vocab.special_ids]
+            if not allowed:
+                break
+            cur.advance(rng.choice(allowed))
+    products = fsm.dfa.builder.length_products
+    assert products is not None and products.has_plain and planned > 0
+    validator = _validator(schema)
+    for value in ("", "ab", "é" * 12, 'a"\\\n' * 3, "\u0001" * 7, "x" * 40, "😀" * 41, ["a" * 6, "b" * 20, "c" * 21]):
+        text = json.dumps({"a": value, "b": value} if schema.get("type") == "object" else value, ensure_ascii=False)
+        ids = gpt2_vocab.encode_bytes(text.encode())
+        assert ids is not None
+        if schema.get("type") == "array" and not isinstance(value, list):
+            continue
+        assert accepts_tokens(fsm, ids) == validator.is_valid(json.loads(text)), text
+
+
+def test_character_needs_of_tokens(tiny_vocab: Vocabulary) -> None:
+    """A token's need: the characters it completes before the string's closing quote (when a
+    character boundary is there), else those it completes plus one left open; special tokens 0."""
+    fsm = GrammarCompiler(tiny_vocab, CompilerConfig(cache_size=0)).compile(Constraint.json_schema({"type": "string", "maxLength": 30}))
+    automaton = next(a for a, _x in fsm.dfa.builder.length_products.occurrences if a.plain)  # type: ignore[union-attr]
+    needs = tiny_vocab.char_needs.needs(automaton)
+    by_bytes = {b: int(needs[i]) for i, b in enumerate(tiny_vocab.token_bytes)}
+    assert by_bytes[b"<eos>"] == 0  # special
+    assert by_bytes[b'"'] == 0 and by_bytes[b'":'] == 0  # the quote closes at once
+    assert by_bytes[b"{"] == 1 and by_bytes[b" "] == 1
+    for token, need in by_bytes.items():
+        if token.startswith(b"\xc3") and len(token) == 1:
+            assert need == 1  # a lead byte: one character left open
+    within = tiny_vocab.char_needs.within(automaton, 0)
+    bits = np.unpackbits(within.view(np.uint8), bitorder="little")[: tiny_vocab.size]
+    assert bits.tolist() == [int(n <= 0) for n in needs.tolist()]
