@@ -32,7 +32,7 @@ from .compile_process import process_config, state_without_vocab, worker_compile
 from .compiler_config import GC_PAUSE, CompilerConfig, CompileStats
 from .constraint import Constraint, located
 from .dfa import Budget
-from .errors import GrammarCompileError
+from .errors import GrammarCompileError, GrammarTimeoutError
 from .lazy_compile import compile_lazy
 from .product_cache import ProductCache
 from .row_workers import RowWorkers
@@ -124,8 +124,13 @@ class GrammarCompiler:
         node, report = constraint.convert(check=budget.check_time)
         try:
             dfa = compile_lazy(node, budget, self.products)
-        except GrammarCompileError as e:
+        except GrammarTimeoutError as e:
             raise located(e, report) from None
+        except GrammarCompileError as e:
+            shallow = constraint.shallower()  # the state cap: unconstrained values nested less deeply
+            if shallow is None:
+                raise located(e, report) from None
+            return self._compile_now(shallow)
         if dfa.is_empty():
             if report is not None and report.emptied:  # not an unsatisfiable schema: a narrowing left it empty
                 keyword, pointer, why = report.emptied[0]

@@ -62,6 +62,13 @@ class Constraint:
         h.update(repr(self.options).encode())
         return h.hexdigest()
 
+    def shallower(self) -> Constraint | None:
+        """This schema with unconstrained values nested less deeply
+        (:meth:`SchemaOptions.shallower`): what a compile whose automaton passed the state cap
+        tries next.  None for a regex or options with no fallback."""
+        options = self.options.shallower() if self.kind == "json_schema" else None
+        return None if options is None else Constraint(self.kind, self.text, options)
+
     def to_ir(self, check: Callable[[], None] | None = None) -> Node:
         """The regex IR (raises ``ConstraintError`` subclasses on bad input); ``check`` is a
         deadline hook called during long conversions."""

@@ -17,7 +17,9 @@ widenings):
   ``items`` → arrays, ``minLength`` → strings, ``minimum`` → numbers:
   :data:`~.json_keywords.TYPE_KEYWORDS`; a ``format`` JSON Schema does not define implies none),
   any value when it has none of them;
-- unconstrained values (``true``, ``{}``) nest at most ``any_value_depth`` levels;
+- unconstrained values (``true``, ``{}``) nest at most ``any_value_depth`` levels (3), or
+  ``any_value_fallback_depth`` (3) where the automaton at a deeper ``any_value_depth`` passes
+  the state cap;
 - recursive ``$ref`` is unrolled ``max_recursion_depth`` times, then only its non-recursive
   alternatives remain;
 - property names matching several ``patternProperties`` are not generated.
@@ -30,6 +32,7 @@ generation instead and the caller must post-validate (``structgen`` does).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 from collections.abc import Callable, Iterator
@@ -58,7 +61,9 @@ class SchemaOptions:
     ``whitespace``: ``"canonical"`` | ``"compact"`` | ``"flexible"``; ``max_ws``: bound per
     position for flexible; ``strict``: raise on unenforceable keywords (else drop them and
     post-validate); ``max_recursion_depth``: unrolling of recursive ``$ref``;
-    ``any_value_depth``: nesting bound for unconstrained values;
+    ``any_value_depth``: nesting bound for unconstrained values; ``any_value_fallback_depth``:
+    the bound a compile tries again with when the automaton at ``any_value_depth`` passes the
+    compiler's state cap (None, or one not below ``any_value_depth``: no second try);
     ``allow_undeclared_properties``: JSON Schema's default ``additionalProperties: true``
     when the keyword is absent (off by default: a narrowing most users want).
     """
@@ -68,6 +73,7 @@ class SchemaOptions:
     strict: bool = True
     max_recursion_depth: int = 3
     any_value_depth: int = 3
+    any_value_fallback_depth: int | None = 3
     allow_undeclared_properties: bool = False
 
     def __post_init__(self) -> None:
@@ -77,6 +83,15 @@ class SchemaOptions:
             raise ValueError(f"max_ws must be in [0, 64], got {self.max_ws}")
         if self.max_recursion_depth < 0 or self.any_value_depth < 0:
             raise ValueError("max_recursion_depth and any_value_depth must be >= 0")
+        if self.any_value_fallback_depth is not None and self.any_value_fallback_depth < 0:
+            raise ValueError(f"any_value_fallback_depth must be None or >= 0, got {self.any_value_fallback_depth}")
+
+    def shallower(self) -> SchemaOptions | None:
+        """These options with ``any_value_depth`` lowered to ``any_value_fallback_depth`` (and no
+        further fallback), or None when there is no lower one."""
+        if self.any_value_fallback_depth is None or self.any_value_fallback_depth >= self.any_value_depth:
+            return None
+        return dataclasses.replace(self, any_value_depth=self.any_value_fallback_depth, any_value_fallback_depth=None)
 
     def dumps(self, value: Any) -> str:
         """``value`` serialized in this layout (what generation produces)."""

@@ -412,3 +412,30 @@ def test_evict_drops_only_the_grammar_the_constraint_maps_to(tiny_vocab: Vocabul
     assert c.evict(constraint, first)
     assert not c.evict(constraint, first)  # already gone
     assert c.compile(constraint) is not first  # compiled anew
+
+
+def test_unconstrained_values_nest_any_value_depth_levels(gpt2_vocab: Vocabulary) -> None:
+    """``{}`` takes values nested up to ``any_value_depth`` (3 by default) levels deep."""
+    compiler = GrammarCompiler(gpt2_vocab, CompilerConfig(cache_size=0))
+    schema = {"type": "object", "properties": {"a": {}}, "required": ["a"]}
+    for options, deepest in ((SchemaOptions(), 3), (SchemaOptions(any_value_depth=5), 5)):
+        fsm = compiler.compile(Constraint.json_schema(schema, options))
+        nested = [fsm.dfa.accepts(('{"a": ' + "[" * k + "1" + "]" * k + "}").encode()) for k in range(1, 8)]
+        assert nested == [k <= deepest for k in range(1, 8)]
+
+
+def test_a_state_cap_at_a_deeper_setting_compiles_again_shallower(gpt2_vocab: Vocabulary) -> None:
+    """Where unconstrained values five levels deep make an automaton pass the state cap, the
+    compile tries again with them three levels deep (``any_value_fallback_depth``); without a
+    fallback the cap is the error, named."""
+    schema = {"allOf": [{"type": "array", "items": {}}, {"not": {"type": "array", "items": {"type": "integer"}}}]}
+    compiler = GrammarCompiler(gpt2_vocab, CompilerConfig(cache_size=0, max_states=12800))
+    fsm = compiler.compile(Constraint.json_schema(schema, SchemaOptions(any_value_depth=5)))
+    assert fsm.dfa.accepts(b'[[[["x"]]]]') and not fsm.dfa.accepts(b"[1, 2]")
+    assert not fsm.dfa.accepts(b'[[[[["x"]]]]]')  # four levels inside the array: past the fallback's three
+    with pytest.raises(GrammarCompileError, match="max_states=12800"):
+        compiler.compile(Constraint.json_schema(schema, SchemaOptions(any_value_depth=5, any_value_fallback_depth=None)))
+    assert Constraint.json_schema(schema).shallower() is None  # the default depth has nothing lower to try
+    assert Constraint.regex("a+").shallower() is None
+    with pytest.raises(ValueError, match="any_value_fallback_depth must be None or >= 0, got -1"):
+        SchemaOptions(any_value_fallback_depth=-1)
