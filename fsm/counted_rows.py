@@ -45,7 +45,7 @@ class CharNeeds:
         np.cumsum(self._lengths[:-1], out=self._offsets[1:])
         self._flat = np.frombuffer(b"".join(token_bytes), dtype=np.uint8)
         self._special = np.array(sorted(special_ids), dtype=np.int64)
-        self._needs: dict[tuple[object, ...], np.ndarray] = {}
+        self._needs: dict[tuple[object, ...], tuple[np.ndarray, int]] = {}  # shape -> (needs, largest finite need)
         self._within: OrderedDict[tuple[tuple[object, ...], int], np.ndarray] = OrderedDict()
 
     def needs(self, automaton: CountedAutomaton) -> np.ndarray:
@@ -54,20 +54,14 @@ class CharNeeds:
         continues when the automaton accepts there (else :data:`NEVER`), or, for a token read
         whole, those completed plus the fewest still needed to accept (one inside a
         character).  Special tokens need 0.  Read-only; cached per automaton shape."""
-        key = _shape_key(automaton)
-        got = self._needs.get(key)
-        if got is None:
-            got = self._compute(automaton)
-            got.setflags(write=False)
-            self._needs[key] = got
-        return got
+        return self._table(automaton)[0]
 
     def within(self, automaton: CountedAutomaton, room: int) -> np.ndarray:
         """``uint32 [ceil(V/32)]``: the tokens whose :meth:`needs` is at most ``room`` (special
-        tokens always set, so a row's EOS bits pass).  Read-only; kept in an LRU."""
-        needs = self.needs(automaton)
-        top = int(needs[needs < NEVER].max(initial=0))
-        key = (_shape_key(automaton), min(room, top))
+        tokens always set, so a row's EOS bits pass).  Read-only; kept in an LRU (every room
+        past the largest finite need shares one entry)."""
+        needs, top = self._table(automaton)
+        key = (automaton.shape_key(), min(room, top))
         got = self._within.get(key)
         if got is not None:
             self._within.move_to_end(key)
@@ -79,6 +73,16 @@ class CharNeeds:
         self._within[key] = got
         if len(self._within) > WITHIN_CACHE:
             self._within.popitem(last=False)
+        return got
+
+    def _table(self, automaton: CountedAutomaton) -> tuple[np.ndarray, int]:
+        """(:meth:`needs`, the largest finite need), computed once per automaton shape."""
+        key = automaton.shape_key()
+        got = self._needs.get(key)
+        if got is None:
+            needs = self._compute(automaton)
+            needs.setflags(write=False)
+            got = self._needs[key] = (needs, int(needs[needs < NEVER].max(initial=0)))
         return got
 
     def _compute(self, automaton: CountedAutomaton) -> np.ndarray:
@@ -115,8 +119,3 @@ class CharNeeds:
         need[whole] = np.minimum(chars[whole] + min_chars[state[whole]], NEVER)
         need[self._special] = 0
         return need.astype(np.int32)
-
-
-def _shape_key(automaton: CountedAutomaton) -> tuple[object, ...]:
-    """What a token's need depends on: the automaton's runs, acceptance and initial state."""
-    return automaton.shape_key()

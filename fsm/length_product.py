@@ -91,6 +91,7 @@ class CountedAutomaton:
         self.initial = initial
         self.hi = hi
         self.plain = plain
+        self._shape: tuple[object, ...] | None = None  # shape_key, made on first use
         back = _reverse(edges)
         self.min_chars = _min_chars(back, accepting)
         self.min_bytes, self.chars_at_min_bytes = _min_bytes(back, accepting)
@@ -103,10 +104,9 @@ class CountedAutomaton:
     def shape_key(self) -> tuple[object, ...]:
         """A hashable key equal for automata with the same runs, acceptance and initial state
         (every plain automaton has one shape, whatever its bound); made once."""
-        key: tuple[object, ...] | None = getattr(self, "_shape", None)
-        if key is None:
-            key = self._shape = (self.initial, tuple(self.accepting), tuple(tuple(r) for r in self.edges))
-        return key
+        if self._shape is None:
+            self._shape = (self.initial, tuple(self.accepting), tuple(tuple(r) for r in self.edges))
+        return self._shape
 
     def live(self, state: int, count: int) -> bool:
         """Whether ``count`` characters read and ``state`` can still reach acceptance (a

@@ -305,14 +305,12 @@ class TokenFSM:
     def _walked_row(self, state: int, tails: SharedTails | None) -> int:
         """Index of ``state``'s row, walked (through ``tails`` where given) if not known yet.
         Caller holds the lock."""
-        got = self._state_to_row.get(state)
-        if got is None:
+        if state not in self._state_to_row:
             if tails is not None:
-                got = self._state_to_row[state] = tails.row_index(state)
+                self._state_to_row[state] = tails.row_index(state)
             else:
                 self._store_row(state, self.vocab.trie.mask_bits(self.dfa, state))
-                got = self._state_to_row[state]
-        return got
+        return self._state_to_row[state]
 
     def _first_visit_tails(self) -> SharedTails | None:
         """This grammar's first-visit :class:`SharedTails` (made on first use; not pickled), or

@@ -83,8 +83,9 @@ class SchemaOptions:
             raise ValueError(f"max_ws must be in [0, 64], got {self.max_ws}")
         if self.max_recursion_depth < 0 or self.any_value_depth < 0:
             raise ValueError("max_recursion_depth and any_value_depth must be >= 0")
-        if self.any_value_fallback_depth is not None and self.any_value_fallback_depth < 0:
-            raise ValueError(f"any_value_fallback_depth must be None or >= 0, got {self.any_value_fallback_depth}")
+        fallback = self.any_value_fallback_depth
+        if fallback is not None and (isinstance(fallback, bool) or not isinstance(fallback, int) or fallback < 0):
+            raise ValueError(f"any_value_fallback_depth must be None or an int >= 0, got {fallback!r}")
 
     def shallower(self) -> SchemaOptions | None:
         """These options with ``any_value_depth`` lowered to ``any_value_fallback_depth`` (and no

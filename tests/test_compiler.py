@@ -437,5 +437,6 @@ def test_a_state_cap_at_a_deeper_setting_compiles_again_shallower(gpt2_vocab: Vo
         compiler.compile(Constraint.json_schema(schema, SchemaOptions(any_value_depth=5, any_value_fallback_depth=None)))
     assert Constraint.json_schema(schema).shallower() is None  # the default depth has nothing lower to try
     assert Constraint.regex("a+").shallower() is None
-    with pytest.raises(ValueError, match="any_value_fallback_depth must be None or >= 0, got -1"):
-        SchemaOptions(any_value_fallback_depth=-1)
+    for bad in (-1, "3", True):
+        with pytest.raises(ValueError, match=f"any_value_fallback_depth must be None or an int >= 0, got {bad!r}"):
+            SchemaOptions(any_value_fallback_depth=bad)  # type: ignore[arg-type]
