@@ -15,7 +15,7 @@ from .errors import GrammarCompileError, GrammarTimeoutError
 from .lazy_compile import compile_lazy
 from .lazy_dfa import LazyDFA
 from .nfa import compile_dfa
-from .row_workers import RowWorkers, fill_rows, request_rows
+from .row_workers import RowWorkers, RowWorkerStats, fill_rows, request_rows
 from .token_fsm import TokenFSM
 from .vocab import Vocabulary
 
@@ -32,6 +32,7 @@ __all__ = [
     "JumpForward",
     "LazyDFA",
     "OutputValidationError",
+    "RowWorkerStats",
     "RowWorkers",
     "TokenFSM",
     "TokenRejectedError",

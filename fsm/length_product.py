@@ -38,6 +38,7 @@ from .dfa_paths import NO_PATH
 from .errors import GrammarCompileError
 
 if TYPE_CHECKING:
+    from .counted_rows import CharNeeds
     from .nfa import NFABuilder
 
 LAZY_MIN_PRODUCT = 8192  # pairs × (hi + 1) from which the product is built lazily
@@ -255,6 +256,18 @@ def _min_bytes(back: list[list[tuple[int, int]]], accepting: list[bool]) -> tupl
                     chars[p] = min(chars[p], chars[q] + inc)
         layer = nxt
     return dist, chars
+
+
+def prepare_plain_needs(needs: CharNeeds) -> None:
+    """Compute ``needs``' table for the plain automaton now (every plain automaton has the
+    same shape, whatever its bound; about 50 ms on a 128k vocabulary): a start-up step, so
+    that the first bounded string a process serves does not pay for it."""
+    from .nfa import compile_dfa  # the builder module imports this one
+
+    chars = compile_dfa(ANY_STRING_ENCODED, minimize=True)
+    plain = counted_automaton(chars, chars, 0, PLAIN_MIN_CHARS, plain=True)
+    assert plain is not None, "any string under a bound always has a counted automaton"
+    needs.needs(plain)
 
 
 class LengthProducts:

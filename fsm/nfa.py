@@ -174,10 +174,11 @@ class NFABuilder:
     def _plain_bound(self, node: Rep) -> bool:
         """Whether ``node`` is a bounded run of any JSON string characters with at least
         :data:`.length_product.PLAIN_MIN_CHARS` optional ones, built here as a plain length
-        product (lazy builders only)."""
+        product (lazy builders only, eager fragments of theirs included: a compile process
+        builds its fragments whole before shipping, and an unrolled counter there would give
+        every character position its own trie walk on the engine's side)."""
         return (
-            self.lazy
-            and self.length_products is not None
+            self.length_products is not None
             and node.hi is not None
             and node.hi - node.lo >= PLAIN_MIN_CHARS
             and self.structural_id(node.item) == self.structural_id(ANY_STRING_ENCODED.item)

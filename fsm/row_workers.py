@@ -31,10 +31,11 @@ import multiprocessing
 import pickle
 import queue
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, NamedTuple
 
 from .token_fsm import TokenFSM
 from .vocab import Vocabulary
@@ -55,6 +56,35 @@ class RowSource:
         self.index = index
         self.key = key
         self.known: set[int] = {initial}
+
+
+class RowWorkerStats(NamedTuple):
+    """Counters of a :class:`RowWorkers` pool since it started: ``fills`` (collections at a
+    sample), ``rows`` and ``budget_rows`` (states whose mask row, or budget rows, the workers
+    computed), ``busy_s`` (seconds the workers spent on them, replaying paths included, summed
+    over workers), ``critical_s`` (per fill, the longest single answer's ``busy`` among those
+    collected, summed over fills), ``wait_s`` (seconds the collecting thread blocked for
+    answers) and ``reply_bytes`` (rows received)."""
+
+    fills: int
+    rows: int
+    budget_rows: int
+    busy_s: float
+    critical_s: float
+    wait_s: float
+    reply_bytes: int
+
+    def minus(self, earlier: RowWorkerStats) -> RowWorkerStats:
+        """The counts between ``earlier`` and these (a benchmark run's share)."""
+        return RowWorkerStats(
+            self.fills - earlier.fills,
+            self.rows - earlier.rows,
+            self.budget_rows - earlier.budget_rows,
+            self.busy_s - earlier.busy_s,
+            self.critical_s - earlier.critical_s,
+            self.wait_s - earlier.wait_s,
+            self.reply_bytes - earlier.reply_bytes,
+        )
 
 
 RowWant = tuple[TokenFSM, int, "int | None"]
@@ -82,6 +112,7 @@ class RowWorkers:
         self._started = False
         self._start_lock = threading.Lock()
         self.rows_served = 0  # rows the workers computed
+        self._stats = RowWorkerStats(0, 0, 0, 0.0, 0.0, 0.0, 0)
 
     def start(self, timeout_s: float = 120.0) -> None:
         """Spawn the workers (once) and wait until each has loaded the vocabulary.  Raises
@@ -141,25 +172,44 @@ class RowWorkers:
         answer outstanding (all workers in parallel) and store the rows in their FSMs.  Returns
         the rows stored; the others are left to inline computation."""
         self.request(wanted)
-        stored = 0
+        stored = budgets = nbytes = 0
+        busy = critical = wait = 0.0
         with self._fill_lock:
             pending, self._pending = self._pending, {}
             self._asked.clear()
             for i, messages in pending.items():
                 for items in messages:
-                    replies = self._recv(i)
-                    for (fsm, _src, _path, states, _budget), rows in zip(items, replies or [None] * len(items)):
+                    t0 = time.perf_counter()
+                    reply = self._recv(i)
+                    wait += time.perf_counter() - t0
+                    replies, seconds = reply if reply is not None else ([None] * len(items), 0.0)
+                    busy += seconds
+                    critical = max(critical, seconds)
+                    for (fsm, _src, _path, states, budget), rows in zip(items, replies):
                         if rows is None:  # dead, evicted there, or the walk raised: inline from now on, as without workers
                             fsm.row_source = None
                             continue
                         for state, row in zip(states, rows):
                             if isinstance(row, bytes):
                                 fsm.put_row(state, row)
+                                nbytes += len(row)
                             else:
                                 fsm.put_budget_rows(state, *row)
+                                nbytes += sum(map(len, row[1]))
                         stored += len(states)
+                        budgets += len(budget)
+            if pending:
+                old = self._stats
+                self._stats = RowWorkerStats(old.fills + 1, old.rows + stored - budgets, old.budget_rows + budgets,
+                                             old.busy_s + busy, old.critical_s + critical, old.wait_s + wait,
+                                             old.reply_bytes + nbytes)  # fmt: skip
         self.rows_served += stored
         return stored
+
+    def stats(self) -> RowWorkerStats:
+        """The pool's counters (:class:`RowWorkerStats`)."""
+        with self._fill_lock:
+            return self._stats
 
     def _asks(self, wanted: Sequence[RowWant]) -> dict[int, list[_Ask]]:
         """Per worker, the asks for the rows of ``wanted`` that are missing and not asked for
@@ -267,8 +317,9 @@ def _worker_main(conn: Connection) -> None:
     """A row worker: first the pickled vocabulary (then ``"ready"`` once its trie is built);
     then ``("load", key, blob)`` keeps a grammar; ``("rows", [(key, path,
     states, budget states), ...])`` replays each path on the worker's copy (engine state → its
-    own) and answers, per item, the rows of ``states`` as bytes, or (cuts, rows as bytes) for
-    the budget states (None when the grammar is not held or the walk raised); ``("stop",)``
+    own) and answers (per item, the rows of ``states`` as bytes, or (cuts, rows as bytes) for
+    the budget states, None when the grammar is not held or the walk raised; the seconds it
+    took); ``("stop",)``
     ends it.  A reader thread (:func:`_read_all`) takes every
     message off the pipe as it arrives."""
     vocab: Vocabulary = pickle.loads(conn.recv_bytes())
@@ -298,7 +349,9 @@ def _worker_main(conn: Connection) -> None:
             gc.collect()  # only what is not frozen yet: this grammar and the rows since the last load
             gc.freeze()
             continue
-        conn.send([_rows(fsms, key, path, states, budget) for key, path, states, budget in msg[1]])
+        t0 = time.perf_counter()
+        rows = [_rows(fsms, key, path, states, budget) for key, path, states, budget in msg[1]]
+        conn.send((rows, time.perf_counter() - t0))
 
 
 def _read_all(conn: Connection, inbox: queue.SimpleQueue[Any]) -> None:

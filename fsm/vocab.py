@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .counted_rows import CharNeeds
+from .length_product import prepare_plain_needs
 from .trie import VocabTrie
 
 __all__ = ["Vocabulary", "load_tokenizer"]
@@ -221,12 +222,14 @@ class Vocabulary:
 
     def prepare(self) -> None:
         """Build every per-vocabulary structure the compiler and jump-forward read (the trie
-        and its compiled-walk tables, the sorted token order, byte coverage), so that no
-        compile or request pays for them: a start-up step.  Idempotent."""
+        and its compiled-walk tables, the sorted token order, byte coverage, the tokens'
+        character needs in bounded strings), so that no compile or request pays for them: a
+        start-up step.  Idempotent."""
         self.sorted_order  # noqa: B018
         self.sorted_flat  # noqa: B018
         self.covers_every_byte  # noqa: B018
         self.trie.prepare()
+        prepare_plain_needs(self.char_needs)
 
     @cached_property
     def trie(self) -> VocabTrie:

@@ -344,3 +344,19 @@ def test_profile_breaks_each_step_into_phases(tmp_path: Path) -> None:
         gc.collect()  # detached: not recorded
         assert prof.gc_pauses[-1][0] == 2 and prof.summary(1.0)["gc"][2]["count"] == full + 1
         assert prof._on_gc not in gc.callbacks
+
+
+def test_profile_reports_the_row_workers_share() -> None:
+    """A profile of an engine with row workers says what they computed, how long they were
+    busy and how long the sample waited for them (per collection)."""
+    from structgen.fsm import RowWorkerStats
+
+    from structgen.bench.step_profile import profile_markdown
+
+    run = RowWorkerStats(fills=6, rows=40, budget_rows=2, busy_s=0.3, critical_s=0.06, wait_s=0.012, reply_bytes=3 << 20)
+    summary = {"kinds": {}, "wall_s": 1.0, "schedule_s": 0.1, "forward_s": 0.5, "sample_s": 0.2, "process_s": 0.1,
+               "outside_s": 0.1, "gc": {}, "row_workers": run.minus(RowWorkerStats(1, 0, 0, 0.0, 0.0, 0.0, 0))._asdict()}  # fmt: skip
+    md = profile_markdown("t", summary)
+    assert "Row workers: 5 collections, 40 mask rows and 2 states' budget rows (3.0 MiB)" in md
+    assert "busy 0.300 s" in md and "12.00 ms (mean)" in md and "blocked on them 0.012 s (2.40 ms per collection)" in md
+    assert "Row workers" not in profile_markdown("t", {**summary, "row_workers": None})

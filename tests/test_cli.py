@@ -90,7 +90,7 @@ def test_python_m_structgen_help(args: list[str]) -> None:
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "structgen", *args, "--help"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-P", "-m", "structgen", *args, "--help"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("usage: structgen") and "--help" in out.stdout
 

@@ -184,7 +184,7 @@ def test_the_engine_process_exits_when_its_front_end_dies(tiny_llama_dir: str, t
         os._exit(0)  # no shutdown: the front end vanishes
         """
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-P", "-c", script], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     pid = int(out.stdout.split()[-1])
     deadline = time.monotonic() + 30
@@ -201,7 +201,7 @@ def test_a_front_end_that_exits_without_shutdown_stops_its_engine_process(tiny_l
         print(p.info.pid, flush=True)
         """  # the interpreter exits normally, shutdown never called
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-P", "-c", script], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert not _alive(int(out.stdout.split()[-1]))
 
@@ -232,7 +232,8 @@ def _free_port() -> int:
 
 def test_serve_exits_non_zero_when_its_engine_process_dies(tiny_llama_dir: str, tmp_path: Path) -> None:
     port = _free_port()
-    cmd = [sys.executable, "-m", "structgen.cli", "serve", "--model", tiny_llama_dir, "--port", str(port), "--max-total-tokens", "8192"]
+    serve = ["serve", "--model", tiny_llama_dir, "--port", str(port), "--max-total-tokens", "8192"]
+    cmd = [sys.executable, "-P", "-m", "structgen.cli", *serve]
     log = tmp_path / "serve.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdout=out, stderr=subprocess.STDOUT)

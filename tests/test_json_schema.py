@@ -353,7 +353,7 @@ def test_non_strict_drops_and_reports() -> None:
     assert compile_lazy(node).accepts(b"[1, 1]")  # not enforced: the caller must post-validate
 
 
-class Color(str, Enum):
+class Color(str, Enum):  # noqa: UP042 (the str-mixin style users write)
     red = "red"
     blue = "blue"
 

@@ -63,7 +63,7 @@ def test_worker_rows_are_the_inline_rows(compiler: GrammarCompiler, gpt2_vocab: 
     local = GrammarCompiler(gpt2_vocab).compile(c)
     workers = compiler.row_workers
     assert workers is not None
-    before = workers.rows_served
+    before, stats = workers.rows_served, workers.stats()
     for ids in [_ids(gpt2_vocab, json.dumps(x, ensure_ascii=False)) for x in INSTANCES]:
         cur = local.cursor()
         for _state, row in _walk_with_workers(fsm, ids):
@@ -72,6 +72,10 @@ def test_worker_rows_are_the_inline_rows(compiler: GrammarCompiler, gpt2_vocab: 
                 cur.advance(ids[len(cur.tokens())])
         assert cur.is_accepting()
     assert workers.rows_served - before >= 20
+    run = workers.stats().minus(stats)  # the counters a profile reads
+    assert run.rows == workers.rows_served - before and run.budget_rows == 0 and run.fills > 0
+    assert run.reply_bytes == run.rows * fsm.mask_words * 4
+    assert 0 < run.critical_s <= run.busy_s and run.wait_s >= 0
 
 
 def test_a_batch_over_several_grammars_is_filled_at_once(compiler: GrammarCompiler, gpt2_vocab: Vocabulary) -> None:
@@ -217,6 +221,7 @@ def test_budget_rows_from_the_workers_are_the_inline_ones(compiler: GrammarCompi
             lc.advance(tok)
     assert walked > 5
     assert not fsm.budget_walk_needed(cur.state, None)
+    assert compiler.row_workers is not None and compiler.row_workers.stats().budget_rows >= walked
 
 
 def test_a_grammar_loads_while_a_large_answer_waits_to_be_read(gpt2_vocab: Vocabulary) -> None:

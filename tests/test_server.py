@@ -517,6 +517,7 @@ def test_serve_command_answers_and_shuts_down_gracefully(tiny_llama_dir: str, tm
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     cmd = [
         sys.executable,
+        "-P",
         "-m",
         "structgen.cli",
         "serve",

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from structgen.engine import Engine
 from structgen.engine.observer import StepObserver, StepPhases
 from structgen.engine.scheduler import ScheduledBatch
+from structgen.fsm import RowWorkerStats
 
 
 class StepRecord(NamedTuple):
@@ -48,6 +49,8 @@ class StepProfiler(StepObserver):
         self.gc_pauses: list[tuple[int, float]] = []  # (generation, seconds) of each collection while attached
         self._engine: Any = None
         self._gc_start = 0.0
+        self._rows_at_attach: RowWorkerStats | None = None
+        self.row_workers: RowWorkerStats | None = None  # the row workers' share of the run (after detach)
 
     def _on_gc(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
@@ -70,10 +73,15 @@ class StepProfiler(StepObserver):
         engine.observe(self)
         self._engine = engine
         gc.callbacks.append(self._on_gc)
+        pool = engine.compiler.row_workers
+        self._rows_at_attach = pool.stats() if pool is not None else None
 
     def detach(self) -> None:
         """Stop observing (the engine's overlap setting comes back)."""
         if self._engine is not None:
+            pool = self._engine.compiler.row_workers
+            if pool is not None:
+                self.row_workers = pool.stats().minus(self._rows_at_attach or RowWorkerStats(0, 0, 0, 0.0, 0.0, 0.0, 0))
             self._engine.observe(None)
             self._engine = None
         if self._on_gc in gc.callbacks:
@@ -100,7 +108,8 @@ class StepProfiler(StepObserver):
             for g in (0, 1, 2)
             for ds in [[d for gen, d in self.gc_pauses if gen == g]]
         }
-        return {"kinds": kinds, "wall_s": wall_s, **totals, "outside_s": wall_s - inside, "gc": gcs}
+        rows = self.row_workers._asdict() if self.row_workers is not None else None
+        return {"kinds": kinds, "wall_s": wall_s, **totals, "outside_s": wall_s - inside, "gc": gcs, "row_workers": rows}
 
 
 def profile_markdown(title: str, summary: dict[str, Any]) -> str:
@@ -124,6 +133,15 @@ def profile_markdown(title: str, summary: dict[str, Any]) -> str:
             "Garbage collections (inside the phases above): "
             + ", ".join(f"gen {g} {v['count']}× {v['total_s']:.3f} s (longest {v['max_s']:.3f} s)" for g, v in gcs.items())
             + "."
+        )
+    rows = summary.get("row_workers")
+    if rows:
+        n = max(rows["fills"], 1)
+        lines.append(
+            f"Row workers: {rows['fills']} collections, {rows['rows']} mask rows and {rows['budget_rows']} states' budget rows "
+            f"({rows['reply_bytes'] / 2**20:.1f} MiB); workers busy {rows['busy_s']:.3f} s in all, longest answer per "
+            f"collection {1e3 * rows['critical_s'] / n:.2f} ms (mean); the sample blocked on them {rows['wait_s']:.3f} s "
+            f"({1e3 * rows['wait_s'] / n:.2f} ms per collection)."
         )
     lines.append("")
     return "\n".join(lines)
