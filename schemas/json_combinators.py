@@ -4,6 +4,7 @@ provably exclude each other as they are; overlapping ones each minus the others)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import math
@@ -73,9 +74,9 @@ def _intersect(cv: Converter, merged: Any, residue: list[Any], ptr: str, inlined
                     return cv.convert_rewritten(spread, ptr, "allOf")
             finally:
                 cv.distributing -= 1
-        with cv.unrolling(inlined, ptr):
+        with cv.unrolling(inlined, ptr), cv.product_operands() if residue else contextlib.nullcontext():
             nodes = [cv.convert(merged, ptr)]
-        nodes += [cv.convert(r, ptr + "/allOf") for r in residue]
+            nodes += [cv.convert(r, ptr + "/allOf") for r in residue]
     finally:
         cv.opt, cv.key_order = saved, saved_order
     return And(tuple(nodes))

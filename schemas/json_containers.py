@@ -190,7 +190,7 @@ def contains_language(cv: Converter, schema: dict[str, Any], ptr: str) -> Node |
         return NOTHING
     match = cv.convert(schema["contains"], f"{ptr}/contains")
     other = (
-        cv.any_value(cv.opt.any_value_depth + 2)
+        cv.any_value(cv.opt.product_value_depth + 2)
         if hi is None
         else cv.convert(cv.rewritten(schema, "not-contains", lambda: {"not": schema["contains"]}), f"{ptr}/contains")
     )
@@ -214,6 +214,21 @@ def convert_object(cv: Converter, schema: dict[str, Any], ptr: str, context: tup
     (its ``properties`` entry, else its patterns' or ``additionalProperties``): the parts of
     an intersection then agree on where every shared name goes.
     """
+    out = _object_layout(cv, schema, ptr, context)
+    if isinstance(out, tuple):
+        out = _counted_objects(cv, schema, ptr, *out)
+        if isinstance(out, (And, Minus)) and cv.opt.any_value_depth > cv.opt.product_value_depth:
+            with cv.product_operands():  # the counts made a product: its layout with shallower free values
+                layout = _object_layout(cv, schema, ptr, context)
+                out = layout if not isinstance(layout, tuple) else _counted_objects(cv, schema, ptr, *layout)
+    return out
+
+
+def _object_layout(
+    cv: Converter, schema: dict[str, Any], ptr: str, context: tuple[str, ...]
+) -> Node | tuple[Node, list[tuple[Node, bool]], list[Node]]:
+    """(the layout, its declared members as (IR, required), its undeclared ones), or the
+    object language itself where no layout is needed (no object, or ``{}`` alone)."""
     props, required, additional, names_schema = _object_keywords(cv, schema, ptr)
     patterns, wide_patterns = _compile_patterns(cv, schema, ptr)
     order = list(dict.fromkeys([*context, *props, *required]))  # context, declared, then required but undeclared
@@ -230,7 +245,7 @@ def convert_object(cv: Converter, schema: dict[str, Any], ptr: str, context: tup
         node = cv.empty_obj
     else:
         node = seq(cv.open_obj, Members(tuple(items), cv.item_sep, extra), cv.close_obj)
-    return _counted_objects(cv, schema, ptr, node, items, extras)
+    return node, items, extras
 
 
 def _object_keywords(cv: Converter, schema: dict[str, Any], ptr: str) -> tuple[dict[str, Any], list[str], Any, Any]:

@@ -119,9 +119,10 @@ def _items_after_prefix(cv: Converter, neg: dict[str, Any], keys: set[str]) -> t
 def _some_item_after_failing(cv: Converter, schema: dict[str, Any], n: int, v: Any, rest: dict[str, Any], ptr: str) -> Node:
     """Arrays of ``rest`` with an item after the first ``n`` that fails ``v``: ``n`` items of
     any value, then a list holding at least one failing item (as ``contains`` counts)."""
-    arrays = cv.convert(_with_type(cv, schema, rest, "array"), ptr)
-    value = cv.any_value(cv.opt.any_value_depth + 2)
-    failing = cv.convert(cv.rewritten(schema, "failing-item", lambda: {"not": v}), ptr)
+    with cv.product_operands():
+        arrays = cv.convert(_with_type(cv, schema, rest, "array"), ptr)
+        failing = cv.convert(cv.rewritten(schema, "failing-item", lambda: {"not": v}), ptr)
+    value = cv.any_value(cv.opt.product_value_depth + 2)
     head = seq(value, *[seq(cv.item_sep, value) for _ in range(n - 1)])
     return And((arrays, seq(cv.open_arr, head, cv.item_sep, counted_members(cv, failing, value, 1, None), cv.close_arr)))
 
@@ -145,9 +146,10 @@ def _some_member_failing(cv: Converter, schema: dict[str, Any], neg: dict[str, A
             keys = resolve_anchors(parse_regex(pat), pat, search=True)
         except RegexError as e:
             raise NotExpressible("patternProperties", ptr, f"pattern {pat!r}: {e.reason}") from e
-    failing = cv.convert(cv.rewritten(schema, "failing-member", lambda: {"not": sub}), ptr)
-    obj = cv.convert(_with_type(cv, schema, rest, "object"), ptr)
-    value = cv.any_value(cv.opt.any_value_depth + 2)
+    with cv.product_operands():
+        failing = cv.convert(cv.rewritten(schema, "failing-member", lambda: {"not": sub}), ptr)
+        obj = cv.convert(_with_type(cv, schema, rest, "object"), ptr)
+    value = cv.any_value(cv.opt.product_value_depth + 2)
     hit = seq(json_string(keys), cv.key_sep, failing)
     after = alt(seq(json_string(Minus(ANY_STRING_CONTENT, keys)), cv.key_sep, value), hit)
     return And((obj, _object_with(cv, hit, after)))
@@ -246,14 +248,14 @@ def _some_key_outside(cv: Converter, schema: dict[str, Any], names: Any, rest: d
     obj = cv.convert(_with_type(cv, schema, rest, "object"), ptr)
     if outside is NOTHING:
         return NOTHING
-    value = cv.any_value(cv.opt.any_value_depth + 2)
+    value = cv.any_value(cv.opt.product_value_depth + 2)
     return And((obj, _object_with(cv, seq(json_string(outside), cv.key_sep, value), None)))
 
 
 def _object_with(cv: Converter, hit: Node, after: Node | None) -> Node:
     """Objects with a ``hit`` member, any members before it and ``after`` members after it
     (None: any members).  Members outside the hit have values of bounded depth (a narrowing)."""
-    member = seq(json_string(ANY_STRING_CONTENT), cv.key_sep, cv.any_value(cv.opt.any_value_depth + 2))
+    member = seq(json_string(ANY_STRING_CONTENT), cv.key_sep, cv.any_value(cv.opt.product_value_depth + 2))
     sep = cv.item_sep
     tail = member if after is None else after
     return seq(cv.open_obj, rep(seq(member, sep), 0, None), hit, rep(seq(sep, tail), 0, None), cv.close_obj)

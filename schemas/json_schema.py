@@ -17,9 +17,11 @@ widenings):
   ``items`` → arrays, ``minLength`` → strings, ``minimum`` → numbers:
   :data:`~.json_keywords.TYPE_KEYWORDS`; a ``format`` JSON Schema does not define implies none),
   any value when it has none of them;
-- unconstrained values (``true``, ``{}``) nest at most ``any_value_depth`` levels (3), or
+- unconstrained values (``true``, ``{}``) nest at most ``any_value_depth`` levels (6), or
   ``any_value_fallback_depth`` (3) where the automaton at a deeper ``any_value_depth`` passes
-  the state cap;
+  the state cap; in the operands of an eager product (an intersection, property counts, a
+  negation's "some item / member fails"), at most ``product_value_depth`` (3), and the items and
+  members around a failing or matching one at most ``product_value_depth`` + 2;
 - recursive ``$ref`` is unrolled ``max_recursion_depth`` times, then only its non-recursive
   alternatives remain;
 - property names matching several ``patternProperties`` are not generated.
@@ -64,7 +66,9 @@ class SchemaOptions:
     ``any_value_depth``: nesting bound for unconstrained values; ``any_value_fallback_depth``:
     the bound a compile tries again with when the automaton at ``any_value_depth`` passes the
     compiler's state cap (None, or one not below ``any_value_depth``: no second try);
-    ``allow_undeclared_properties``: JSON Schema's default ``additionalProperties: true``
+    ``product_value_depth``: nesting bound for the unconstrained values in the operands of an
+    eager product (built whole, its states multiply with each level; the items and members
+    around a failing or matching one nest 2 more); ``allow_undeclared_properties``: JSON Schema's default ``additionalProperties: true``
     when the keyword is absent (off by default: a narrowing most users want).
     """
 
@@ -72,8 +76,9 @@ class SchemaOptions:
     max_ws: int = 2
     strict: bool = True
     max_recursion_depth: int = 3
-    any_value_depth: int = 3
+    any_value_depth: int = 6
     any_value_fallback_depth: int | None = 3
+    product_value_depth: int = 3
     allow_undeclared_properties: bool = False
 
     def __post_init__(self) -> None:
@@ -81,8 +86,8 @@ class SchemaOptions:
             raise ValueError(f"whitespace must be 'canonical', 'compact' or 'flexible', not {self.whitespace!r}")
         if not 0 <= self.max_ws <= 64:
             raise ValueError(f"max_ws must be in [0, 64], got {self.max_ws}")
-        if self.max_recursion_depth < 0 or self.any_value_depth < 0:
-            raise ValueError("max_recursion_depth and any_value_depth must be >= 0")
+        if self.max_recursion_depth < 0 or self.any_value_depth < 0 or self.product_value_depth < 0:
+            raise ValueError("max_recursion_depth, any_value_depth and product_value_depth must be >= 0")
         fallback = self.any_value_fallback_depth
         if fallback is not None and (isinstance(fallback, bool) or not isinstance(fallback, int) or fallback < 0):
             raise ValueError(f"any_value_fallback_depth must be None or an int >= 0, got {fallback!r}")
@@ -422,6 +427,22 @@ class Converter:
             yield
         finally:
             self.inline_depth.update(saved)
+
+    @contextlib.contextmanager
+    def product_operands(self) -> Iterator[None]:
+        """Convert the positive operands of an eager product (``And``, the kept side of a
+        ``Minus``) with unconstrained values nested at most ``product_value_depth`` while the
+        body runs: a product's automaton is built whole, and every level of any-value nesting
+        multiplies its states.  A subset of each operand, so the product stays a subset of
+        the exact one (never used for a subtracted side).  The options key the memo, so these
+        conversions are kept apart from the others."""
+        saved = self.opt
+        if saved.any_value_depth > saved.product_value_depth:
+            self.opt = dataclasses.replace(saved, any_value_depth=saved.product_value_depth, any_value_fallback_depth=None)
+        try:
+            yield
+        finally:
+            self.opt = saved
 
     # ------------------------------------------------------------------ scalars
 

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import gc
+import json
 import threading
 import traceback
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import pytest
 from structgen.fsm.compile_process import WARM_UP, process_config
@@ -415,13 +417,29 @@ def test_evict_drops_only_the_grammar_the_constraint_maps_to(tiny_vocab: Vocabul
 
 
 def test_unconstrained_values_nest_any_value_depth_levels(gpt2_vocab: Vocabulary) -> None:
-    """``{}`` takes values nested up to ``any_value_depth`` (3 by default) levels deep."""
+    """``{}`` takes values nested up to ``any_value_depth`` (6 by default) levels deep."""
     compiler = GrammarCompiler(gpt2_vocab, CompilerConfig(cache_size=0))
     schema = {"type": "object", "properties": {"a": {}}, "required": ["a"]}
-    for options, deepest in ((SchemaOptions(), 3), (SchemaOptions(any_value_depth=5), 5)):
+    for options, deepest in ((SchemaOptions(), 6), (SchemaOptions(any_value_depth=3), 3)):
         fsm = compiler.compile(Constraint.json_schema(schema, options))
-        nested = [fsm.dfa.accepts(('{"a": ' + "[" * k + "1" + "]" * k + "}").encode()) for k in range(1, 8)]
-        assert nested == [k <= deepest for k in range(1, 8)]
+        nested = [fsm.dfa.accepts(('{"a": ' + "[" * k + "1" + "]" * k + "}").encode()) for k in range(1, 9)]
+        assert nested == [k <= deepest for k in range(1, 9)]
+
+
+def test_values_inside_an_eager_product_nest_product_value_depth_levels(gpt2_vocab: Vocabulary) -> None:
+    """Where the object's members feed a product (here ``minProperties`` 2 with undeclared
+    members: the layout intersected with a member count), ``{}`` nests ``product_value_depth``
+    (3) levels deep, else ``any_value_depth`` (6); every string accepted validates."""
+    compiler = GrammarCompiler(gpt2_vocab, CompilerConfig(cache_size=0))
+    free = {"type": "object", "properties": {"a": {}}, "required": ["a"], "additionalProperties": {"type": "integer"}}
+    for extra, deepest in (({}, 6), ({"minProperties": 2}, 3)):
+        schema = {**free, **extra}
+        fsm = compiler.compile(Constraint.json_schema(schema))
+        texts = [('{"a": ' + "[" * k + "1" + "]" * k + ', "b": 2}') for k in range(1, 9)]
+        assert [fsm.dfa.accepts(t.encode()) for t in texts] == [k <= deepest for k in range(1, 9)], extra
+        assert all(jsonschema.validate(json.loads(t), schema) is None for t in texts)
+    with pytest.raises(ValueError, match="product_value_depth must be >= 0"):
+        SchemaOptions(product_value_depth=-1)
 
 
 def test_a_state_cap_at_a_deeper_setting_compiles_again_shallower(gpt2_vocab: Vocabulary) -> None:
@@ -435,7 +453,7 @@ def test_a_state_cap_at_a_deeper_setting_compiles_again_shallower(gpt2_vocab: Vo
     assert not fsm.dfa.accepts(b'[[[[["x"]]]]]')  # four levels inside the array: past the fallback's three
     with pytest.raises(GrammarCompileError, match="max_states=12800"):
         compiler.compile(Constraint.json_schema(schema, SchemaOptions(any_value_depth=5, any_value_fallback_depth=None)))
-    assert Constraint.json_schema(schema).shallower() is None  # the default depth has nothing lower to try
+    assert Constraint.json_schema(schema, SchemaOptions(any_value_depth=3)).shallower() is None  # nothing lower to try
     assert Constraint.regex("a+").shallower() is None
     for bad in (-1, "3", True):
         with pytest.raises(ValueError, match=f"any_value_fallback_depth must be None or an int >= 0, got {bad!r}"):
