@@ -23,8 +23,9 @@ from typing import Any, NamedTuple
 from structgen.bench.conformance import sample_strings
 from structgen.bench.conformance_items import exact_validator
 from structgen.fsm.dfa import Budget
-from structgen.fsm.errors import GrammarCompileError
+from structgen.fsm.errors import GrammarCompileError, GrammarTimeoutError
 from structgen.fsm.lazy_compile import compile_lazy
+from structgen.fsm.lazy_dfa import LazyDFA
 from structgen.schemas.errors import SchemaError, UnsupportedSchemaError
 from structgen.schemas.json_schema import SchemaOptions, schema_to_ir
 
@@ -285,13 +286,28 @@ def _mutants(text: bytes, rng: random.Random, n: int) -> list[bytes]:
     return out
 
 
+def _compile(schema: Any, options: SchemaOptions) -> LazyDFA:
+    """``schema``'s automaton as the compiler builds it: past the state cap, again with
+    unconstrained values nested less deeply (:meth:`SchemaOptions.shallower`); a time-out is
+    final."""
+    node, _report = schema_to_ir(schema, options)
+    try:
+        return compile_lazy(node, Budget(timeout_s=10.0, max_states=20_000))
+    except GrammarTimeoutError:
+        raise
+    except GrammarCompileError:
+        shallow = options.shallower()
+        if shallow is None:
+            raise
+        return _compile(schema, shallow)
+
+
 def check_schema(schema: Any, seed: int, samples: int = 8, mutants: int = 16, instances: int = 0) -> FuzzResult:
     """Compile ``schema`` and check its samples and accepted mutants with ``jsonschema``, and
     ``instances`` hypothesis-jsonschema instances of it and of its negation."""
     rng = random.Random(seed)
     try:
-        node, _report = schema_to_ir(schema, SchemaOptions(allow_undeclared_properties=False))
-        dfa = compile_lazy(node, Budget(timeout_s=10.0, max_states=20_000))
+        dfa = _compile(schema, SchemaOptions(allow_undeclared_properties=False))
     except (UnsupportedSchemaError, SchemaError) as e:
         return FuzzResult("refused", 0, 0, [], f"{type(e).__name__}: {e}")
     except GrammarCompileError as e:
