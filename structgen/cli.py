@@ -360,9 +360,34 @@ def _serve_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def shadowed_kernels() -> str | None:
+    """Why the commands cannot load a model here, or None: the checkout's ``kernels/`` folder
+    is on the import path as the top-level ``kernels`` (``python -m structgen`` run from the
+    checkout's root puts it there) while Hugging Face's ``kernels`` package, which
+    transformers imports when it reads a model config, is installed."""
+    import importlib.metadata
+    import importlib.util
+
+    found, ours = importlib.util.find_spec("kernels"), importlib.util.find_spec("structgen.kernels")
+    if found is None or ours is None or found.origin is None or found.origin != ours.origin:
+        return None
+    try:
+        importlib.metadata.version("kernels")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return (
+        "this checkout's kernels/ folder shadows the Hugging Face 'kernels' package that transformers imports; "
+        "run `python -P -m structgen ...` or the `structgen` command instead of `python -m structgen` from the checkout's root"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    shadowed = shadowed_kernels()
+    if shadowed is not None:
+        print(f"structgen: error: {shadowed}", file=sys.stderr)
+        return 2
     if args.command == "compile":
         return _compile_command(args)
     if args.command == "generate":

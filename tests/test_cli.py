@@ -95,6 +95,31 @@ def test_python_m_structgen_help(args: list[str]) -> None:
     assert out.stdout.startswith("usage: structgen") and "--help" in out.stdout
 
 
+def test_the_checkout_root_on_the_import_path_is_a_clear_error() -> None:
+    """Run from the checkout's root without ``-P``, the checkout's ``kernels/`` folder is the
+    top-level ``kernels``: where Hugging Face's ``kernels`` package is installed (transformers
+    imports it to read a model config) the commands say so and how to run instead; with
+    ``-P`` (or elsewhere) nothing is shadowed."""
+    import importlib.metadata
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        importlib.metadata.version("kernels")
+        installed = True
+    except importlib.metadata.PackageNotFoundError:
+        installed = False
+    code = "from structgen.cli import shadowed_kernels; print(shadowed_kernels())"
+    for flags, shadowed in (([], installed), (["-P"], False)):
+        out = subprocess.run([sys.executable, *flags, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert ("python -P -m structgen" in out.stdout) == shadowed and ("None" in out.stdout) == (not shadowed), out.stdout
+    if installed:
+        out = subprocess.run([sys.executable, "-m", "structgen", "demo"], cwd=root, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2 and "shadows the Hugging Face 'kernels' package" in out.stderr, out.stderr
+
+
 def test_conformance_unknown_anchor_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["bench", "conformance", "--tokenizer", GPT2_DIR, "--suites", "maskbench", "--maskbench", str(tmp_path)]
     assert main([*argv, "--anchors", "outlines", "--out", str(tmp_path / "out")]) == 2
