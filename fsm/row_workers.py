@@ -66,13 +66,13 @@ class RowWorkerStats(NamedTuple):
     collected, summed over fills), ``wait_s`` (seconds the collecting thread blocked for
     answers) and ``reply_bytes`` (rows received)."""
 
-    fills: int
-    rows: int
-    budget_rows: int
-    busy_s: float
-    critical_s: float
-    wait_s: float
-    reply_bytes: int
+    fills: int = 0
+    rows: int = 0
+    budget_rows: int = 0
+    busy_s: float = 0.0
+    critical_s: float = 0.0
+    wait_s: float = 0.0
+    reply_bytes: int = 0
 
     def minus(self, earlier: RowWorkerStats) -> RowWorkerStats:
         """The counts between ``earlier`` and these (a benchmark run's share)."""
@@ -111,8 +111,7 @@ class RowWorkers:
         self._next = 0
         self._started = False
         self._start_lock = threading.Lock()
-        self.rows_served = 0  # rows the workers computed
-        self._stats = RowWorkerStats(0, 0, 0, 0.0, 0.0, 0.0, 0)
+        self._stats = RowWorkerStats()
 
     def start(self, timeout_s: float = 120.0) -> None:
         """Spawn the workers (once) and wait until each has loaded the vocabulary.  Raises
@@ -203,8 +202,13 @@ class RowWorkers:
                 self._stats = RowWorkerStats(old.fills + 1, old.rows + stored - budgets, old.budget_rows + budgets,
                                              old.busy_s + busy, old.critical_s + critical, old.wait_s + wait,
                                              old.reply_bytes + nbytes)  # fmt: skip
-        self.rows_served += stored
         return stored
+
+    @property
+    def rows_served(self) -> int:
+        """States whose mask row or budget rows the workers computed."""
+        stats = self.stats()
+        return stats.rows + stats.budget_rows
 
     def stats(self) -> RowWorkerStats:
         """The pool's counters (:class:`RowWorkerStats`)."""

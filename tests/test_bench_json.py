@@ -355,7 +355,7 @@ def test_profile_reports_the_row_workers_share() -> None:
 
     run = RowWorkerStats(fills=6, rows=40, budget_rows=2, busy_s=0.3, critical_s=0.06, wait_s=0.012, reply_bytes=3 << 20)
     summary = {"kinds": {}, "wall_s": 1.0, "schedule_s": 0.1, "forward_s": 0.5, "sample_s": 0.2, "process_s": 0.1,
-               "outside_s": 0.1, "gc": {}, "row_workers": run.minus(RowWorkerStats(1, 0, 0, 0.0, 0.0, 0.0, 0))._asdict()}  # fmt: skip
+               "outside_s": 0.1, "gc": {}, "row_workers": run.minus(RowWorkerStats(fills=1))._asdict()}  # fmt: skip
     md = profile_markdown("t", summary)
     assert "Row workers: 5 collections, 40 mask rows and 2 states' budget rows (3.0 MiB)" in md
     assert "busy 0.300 s" in md and "12.00 ms (mean)" in md and "blocked on them 0.012 s (2.40 ms per collection)" in md

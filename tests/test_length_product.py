@@ -260,3 +260,19 @@ def test_character_needs_of_tokens(tiny_vocab: Vocabulary) -> None:
     within = tiny_vocab.char_needs.within(automaton, 0)
     bits = np.unpackbits(within.view(np.uint8), bitorder="little")[: tiny_vocab.size]
     assert bits.tolist() == [int(n <= 0) for n in needs.tolist()]
+
+
+def test_prepare_computes_the_one_need_table_bounded_strings_use(gpt2_vocab: Vocabulary) -> None:
+    """``Vocabulary.prepare`` computes the character needs of the plain automaton's shape, the
+    one table every bounded string's rows are cut with: a compile and a cut row after it add
+    none."""
+    gpt2_vocab.prepare()
+    needs = gpt2_vocab.char_needs
+    tables = dict(needs._needs)
+    assert len(tables) == 1
+    fsm = GrammarCompiler(gpt2_vocab, CompilerConfig(cache_size=0)).compile(Constraint.json_schema({"type": "string", "maxLength": 30}))
+    cur = fsm.cursor()
+    cur.advance(gpt2_vocab.encode_bytes(b'"')[0])  # type: ignore[index]
+    assert fsm.dfa.counted_row(cur.state) is not None
+    fsm.mask_row(cur.state)
+    assert needs._needs.keys() == tables.keys()

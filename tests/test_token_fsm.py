@@ -873,6 +873,7 @@ def test_built_fragments_change_no_row_and_no_state(gpt2_vocab: Vocabulary) -> N
     assert eager.build_fragments(float("inf")) > 0
     pending = eager.dfa.builder.pending
     assert pending and all(isinstance(node, CountedState) for node, _exit in pending.values())
+    built = len(eager.dfa.eps)
     a, b = lazy.cursor(), eager.cursor()
     for t in gpt2_vocab.encode_bytes(b'{"name": "Ada L.", "tags": ["a", "bc", "a"]}') or []:
         assert np.array_equal(lazy.mask_row(a.state), eager.mask_row(b.state))
@@ -882,6 +883,13 @@ def test_built_fragments_change_no_row_and_no_state(gpt2_vocab: Vocabulary) -> N
     assert a.is_accepting() and b.is_accepting()
     assert all(isinstance(node, CountedState) for node, _exit in eager.dfa.builder.pending.values())
     assert any(eager.dfa.counted_row(s) is not None for s in range(1, eager.num_states))
+    # every NFA state made while serving is a pair's: its character layer, the exit made just
+    # before the layer, or the stub of a pair at the next count
+    products = eager.dfa.builder.length_products
+    assert products is not None
+    layers, stubs = set(products._entries), set(products._stubs.values())
+    new = set(range(built, len(eager.dfa.eps)))
+    assert new and new <= layers | stubs | {q - 1 for q in layers}
 
 
 def test_a_fragment_that_fails_to_build_stays_pending(monkeypatch: pytest.MonkeyPatch) -> None:

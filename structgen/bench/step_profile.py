@@ -81,7 +81,7 @@ class StepProfiler(StepObserver):
         if self._engine is not None:
             pool = self._engine.compiler.row_workers
             if pool is not None:
-                self.row_workers = pool.stats().minus(self._rows_at_attach or RowWorkerStats(0, 0, 0, 0.0, 0.0, 0.0, 0))
+                self.row_workers = pool.stats().minus(self._rows_at_attach or RowWorkerStats())
             self._engine.observe(None)
             self._engine = None
         if self._on_gc in gc.callbacks:
