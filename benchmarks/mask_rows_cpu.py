@@ -1,5 +1,7 @@
-"""Host cost of first-visit mask rows on the CPU: the compiled trie walk vs the numpy walk, and
-the compiled automaton expansion (``fsm/_lazy_expand.c``) vs the Python one.
+"""Host cost of first-visit mask rows on the CPU: the compiled trie walk vs the numpy walk, the
+compiled automaton expansion (``fsm/_lazy_expand.c``) vs the Python one, and a grammar compiled
+in-process vs the copy a compile process ships (fragments built whole, the automaton expanded
+whole where it fits: what the engine and its row workers hold).
 
 For each request of the ``extraction`` workload (the demo generator's held-out schemas, as
 ``structgen bench json`` uses them) the schema is compiled afresh and the canonical tokens of
@@ -15,6 +17,7 @@ expansions they trigger are included in the row times.
 from __future__ import annotations
 
 import argparse
+import pickle
 import random
 import statistics
 import sys
@@ -23,7 +26,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from _gpu_common import HERE, run_meta, write_results
-from structgen.fsm import Constraint, Vocabulary
+from structgen.fsm import Constraint, TokenFSM, Vocabulary
+from structgen.fsm.compile_process import ship_blob
 
 from structgen import fsm
 from structgen.bench.common import percentile
@@ -56,7 +60,14 @@ def _tokens(token_fsm: Any, vocab: Vocabulary, ex: Any, walk: str, seed: int) ->
         state = token_fsm.next_state(state, t)
 
 
-def measure(vocab: Vocabulary, examples: list, compiled: bool, c_expand: bool, walk: str) -> list:
+def _shipped(token_fsm: TokenFSM, vocab: Vocabulary) -> TokenFSM:
+    """``token_fsm`` as a compile process ships it, loaded as the engine loads it."""
+    copy = TokenFSM.__new__(TokenFSM)
+    copy.__setstate__({**pickle.loads(ship_blob(token_fsm)), "vocab": vocab})
+    return copy
+
+
+def measure(vocab: Vocabulary, examples: list, compiled: bool, c_expand: bool, walk: str, shipped: bool = False) -> list:
     trie = vocab.trie
     trie.use_compiled = compiled
     row_ms: list[float] = []
@@ -67,6 +78,8 @@ def measure(vocab: Vocabulary, examples: list, compiled: bool, c_expand: bool, w
         t0 = time.perf_counter()
         token_fsm = fsm.compile(Constraint.json_schema(ex.schema), vocab)
         compile_ms.append((time.perf_counter() - t0) * 1e3)
+        if shipped:
+            token_fsm = _shipped(token_fsm, vocab)
         token_fsm.dfa.use_compiled = c_expand
         cur = token_fsm.cursor()
         spent = 0.0
@@ -85,7 +98,9 @@ def measure(vocab: Vocabulary, examples: list, compiled: bool, c_expand: bool, w
         request_ms.append(spent * 1e3)
     return [
         walk,
-        ("compiled (C)" if compiled else "numpy") + (", C expansion" if c_expand else ", Python expansion"),
+        ("compiled (C)" if compiled else "numpy")
+        + (", C expansion" if c_expand else ", Python expansion")
+        + (", shipped copy" if shipped else ""),
         len(examples),
         tokens,
         len(row_ms),
@@ -114,8 +129,12 @@ def main() -> None:
     if not fsm.trie.compiled_walk_available():
         sys.exit("the compiled trie walk is not built (pip install -e . with a C compiler)")
     examples = list(generate_examples(args.num_requests, "heldout", args.seed))
-    variants = ((False, False), (True, False), (True, True))
-    rows = [measure(vocab, examples, compiled, c_expand, walk) for walk in ("target", "random") for compiled, c_expand in variants]
+    variants = ((False, False, False), (True, False, False), (True, True, False), (True, True, True))
+    rows = [
+        measure(vocab, examples, compiled, c_expand, walk, shipped)
+        for walk in ("target", "random")
+        for compiled, c_expand, shipped in variants
+    ]
     header = [
         "tokens walked",
         "trie walk, expansion",
@@ -140,8 +159,8 @@ def main() -> None:
         f"(*target*) or up to {MAX_RANDOM_TOKENS} tokens drawn at random (seeded) from each state's allowed set (*random*: what a",
         "random-weight model emits, as in the GPU benchmarks);",
         "*cold rows* are first visits (the walk plus the automaton states it expands); *mask ms per request* sums every",
-        "mask-row fetch of the request, cold and warm.  Every variant gives identical rows (tests/test_token_fsm.py,",
-        "tests/test_lazy_expand.py).",
+        "mask-row fetch of the request, cold and warm; *compile ms* leaves shipping out.  Every variant gives identical rows",
+        "(tests/test_token_fsm.py, tests/test_lazy_expand.py, tests/test_length_product.py).",
     ]
     write_results(args.out, "mask-rows-cpu", "First-visit mask rows on the CPU", meta, header, rows, notes)
 
