@@ -86,8 +86,10 @@ class SchemaOptions:
             raise ValueError(f"whitespace must be 'canonical', 'compact' or 'flexible', not {self.whitespace!r}")
         if not 0 <= self.max_ws <= 64:
             raise ValueError(f"max_ws must be in [0, 64], got {self.max_ws}")
-        if self.max_recursion_depth < 0 or self.any_value_depth < 0 or self.product_value_depth < 0:
-            raise ValueError("max_recursion_depth, any_value_depth and product_value_depth must be >= 0")
+        for name in ("max_recursion_depth", "any_value_depth", "product_value_depth"):
+            depth = getattr(self, name)
+            if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {depth!r}")
         fallback = self.any_value_fallback_depth
         if fallback is not None and (isinstance(fallback, bool) or not isinstance(fallback, int) or fallback < 0):
             raise ValueError(f"any_value_fallback_depth must be None or an int >= 0, got {fallback!r}")

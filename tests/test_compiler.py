@@ -438,8 +438,10 @@ def test_values_inside_an_eager_product_nest_product_value_depth_levels(gpt2_voc
         texts = [('{"a": ' + "[" * k + "1" + "]" * k + ', "b": 2}') for k in range(1, 9)]
         assert [fsm.dfa.accepts(t.encode()) for t in texts] == [k <= deepest for k in range(1, 9)], extra
         assert all(jsonschema.validate(json.loads(t), schema) is None for t in texts)
-    with pytest.raises(ValueError, match="product_value_depth must be >= 0"):
-        SchemaOptions(product_value_depth=-1)
+    for name in ("max_recursion_depth", "any_value_depth", "product_value_depth"):
+        for bad in (-1, "3", True, 2.0):
+            with pytest.raises(ValueError, match=f"{name} must be an int >= 0, got {bad!r}"):
+                SchemaOptions(**{name: bad})
 
 
 def test_a_state_cap_at_a_deeper_setting_compiles_again_shallower(gpt2_vocab: Vocabulary) -> None:
