@@ -227,8 +227,13 @@ class LazyDFA:
         if self.complete:
             return True
         limit = min(max_states, self.max_states // 2)
-        s = 1
-        while s < len(self.sets) or self._plan_rows():  # the plans' relaxed states expanded too
+        s = planned = 1
+        while True:
+            if s >= len(self.sets):
+                n = len(self.sets)
+                if not self._plan_rows(planned):  # the plans' relaxed states expanded too
+                    break
+                planned = n
             if time.perf_counter() > deadline or len(self.sets) + self.num_classes > limit:
                 return False
             if self.use_compiled and _c_expand_ahead is not None:
@@ -333,15 +338,17 @@ class LazyDFA:
             self._apart[occ] = got
         return got
 
-    def _plan_rows(self) -> bool:
-        """Plan every state's row (:meth:`counted_row`) before the NFA goes; True when that
-        discovered states (relaxed ones) still to expand."""
+    def _plan_rows(self, first: int) -> bool:
+        """Plan the row (:meth:`counted_row`) of every state from ``first`` on before the NFA
+        goes; True when that discovered states (relaxed ones) still to expand."""
         products = self.builder.length_products
         if products is None or not products.has_plain:
             return False
         n = len(self.sets)
-        for state in range(1, n):
-            self.counted_row(state)
+        plans = self._row_plans
+        for state in range(first, n):
+            if state not in plans:
+                plans[state] = self._plan_row(state)
         return len(self.sets) > n
 
     def _expand_stub(self, q: int, *, eager: bool = False) -> None:

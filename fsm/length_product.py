@@ -58,6 +58,20 @@ class CountedRow(NamedTuple):
     automaton: CountedAutomaton
 
 
+class Layer(NamedTuple):
+    """The NFA fragment of one character position of a :class:`CountedAutomaton` from one of
+    its states, with every pair far from the bound (:meth:`CountedAutomaton.layer`): the
+    automaton ``states`` it holds (breadth-first from the start, which is first), the local
+    indices of the ``accepting`` ones, ``runs`` in build order as (local source, lo, hi, local
+    target or automaton state, completes: 1 when the run ends a character, its target then an
+    automaton state of the next position), and the byte ``bounds`` of every run."""
+
+    states: tuple[int, ...]
+    accepting: tuple[int, ...]
+    runs: tuple[tuple[int, int, int, int, int], ...]
+    bounds: frozenset[int]
+
+
 @dataclass(frozen=True, eq=False, slots=True)
 class CountedState(Node):
     """The pending fragment of state ``state`` of occurrence ``occ``'s :class:`CountedAutomaton`
@@ -93,6 +107,7 @@ class CountedAutomaton:
         self.hi = hi
         self.plain = plain
         self._shape: tuple[object, ...] | None = None  # shape_key, made on first use
+        self._layers: dict[int, Layer] = {}  # start state -> its far layer (layer), made on first use
         back = _reverse(edges)
         self.min_chars = _min_chars(back, accepting)
         self.min_bytes, self.chars_at_min_bytes = _min_bytes(back, accepting)
@@ -146,6 +161,39 @@ class CountedAutomaton:
         characters can meet the bound: then the pair has the mask row of the same state with
         no bound (:data:`RELAXED`)."""
         return self.hi - count >= token_bytes + self.max_min_chars
+
+    def far_layer(self, count: int) -> bool:
+        """Whether every pair a position with ``count`` characters read can build (its own and
+        the next position's) is live exactly when its state can reach acceptance at all, as
+        for a :data:`RELAXED` pair: then the position's fragment is :meth:`layer`'s."""
+        return count == RELAXED or count + 1 + self.max_min_chars <= self.hi
+
+    def layer(self, state: int) -> Layer:
+        """The fragment of the position starting at ``state`` where :meth:`far_layer` holds
+        (:class:`Layer`; the same for every such count); made once per state."""
+        got = self._layers.get(state)
+        if got is not None:
+            return got
+        local = {state: 0}
+        order = [state]
+        runs: list[tuple[int, int, int, int, int]] = []
+        bounds: set[int] = set()
+        for i, x in enumerate(order):  # grows as it goes: breadth-first, as a position is built
+            for lo, hi, target, inc in self.edges[x]:
+                if self.min_chars[target] >= NO_PATH:
+                    continue
+                bounds.update((lo, hi + 1))
+                if inc:
+                    runs.append((i, lo, hi, target, 1))
+                    continue
+                j = local.get(target)
+                if j is None:
+                    j = local[target] = len(order)
+                    order.append(target)
+                runs.append((i, lo, hi, j, 0))
+        accepting = tuple(i for i, x in enumerate(order) if self.accepting[x])
+        got = self._layers[state] = Layer(tuple(order), accepting, tuple(runs), frozenset(bounds))
+        return got
 
     def bytes_bound(self, count: int) -> int:
         """An upper bound on the bytes of any string from a state with ``count`` characters
@@ -392,6 +440,8 @@ class LengthProducts:
         position instead of one per pair: each build is a round trip out of the compiled
         expansion.  Every accepting pair reaches the fragment's exit."""
         automaton = self.occurrences[node.occ][0]
+        if automaton.far_layer(node.count):
+            return self._build_layer(builder, node, automaton.layer(node.state))
         nfa = builder.nfa
         e = nfa.new()
         layer = {node.state: nfa.new()}  # automaton state -> its NFA state at this count
@@ -414,3 +464,28 @@ class LengthProducts:
                     order.append(target)
                 nfa.edge(q, lo, hi, t)
         return layer[node.state], e
+
+    def _build_layer(self, builder: NFABuilder, node: CountedState, layer: Layer) -> tuple[int, int]:
+        """:meth:`build_state` from the position's :class:`Layer` (every pair far from the
+        bound): the same fragment, its NFA states allocated at once."""
+        nfa = builder.nfa
+        e = nfa.new_block(len(layer.states) + 1)
+        base = e + 1
+        eps, edges, entries = nfa.eps, nfa.edges, self._entries
+        occ, count = node.occ, node.count
+        for i, x in enumerate(layer.states):
+            entries[base + i] = (occ, x, count)
+        for i in layer.accepting:
+            eps[base + i].append(e)
+        after = count if count == RELAXED else count + 1
+        stubs: dict[int, int] = {}
+        for i, lo, hi, to, completes in layer.runs:
+            if completes:
+                q = stubs.get(to)
+                if q is None:
+                    q = stubs[to] = self.stub(builder, occ, to, after)
+                edges[base + i].append((lo, hi, q))
+            else:
+                edges[base + i].append((lo, hi, base + to))
+        nfa.bounds.update(layer.bounds)
+        return base, e

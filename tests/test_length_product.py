@@ -276,3 +276,45 @@ def test_prepare_computes_the_one_need_table_bounded_strings_use(gpt2_vocab: Voc
     assert fsm.dfa.counted_row(cur.state) is not None
     fsm.mask_row(cur.state)
     assert needs._needs.keys() == tables.keys()
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {
+            "type": "object",
+            "properties": {"a": {"type": "string", "maxLength": 12}, "b": {"type": "string", "maxLength": 30}},
+            "required": ["a", "b"],
+        },
+        {"type": "string", "pattern": "^[a-z]+( [a-z]+)*$", "maxLength": 40},
+        {"type": "string", "pattern": "^[aé€😀 ]+$", "maxLength": 24},
+    ],
+)
+def test_positions_far_from_the_bound_build_the_per_pair_automaton(always_lazy: None, monkeypatch: pytest.MonkeyPatch, schema: Any) -> None:
+    """A position far from the bound is built from its automaton's layer (all pairs at once);
+    the completed automaton is the one built pair by pair, state for state."""
+    ir = schema_to_ir(schema)[0]
+
+    def complete() -> Any:
+        dfa = compile_lazy(ir)
+        assert dfa.builder.length_products is not None and dfa.complete_ahead(1e18, 1 << 20)
+        return dfa
+
+    layered = complete()
+    monkeypatch.setattr(lp.CountedAutomaton, "far_layer", lambda self, count: False)
+    per_pair = complete()
+    assert layered.table.shape == per_pair.table.shape and np.array_equal(layered.table, per_pair.table)
+    assert layered.acc == per_pair.acc
+
+
+def test_a_layer_holds_one_character_position() -> None:
+    """The plain automaton's layer from its start: the start first, one accepting state (the
+    character boundary), and every run that completes a character leads back to the start."""
+    chars = compile_dfa(lp.ANY_STRING_ENCODED, minimize=True)
+    plain = lp.counted_automaton(chars, chars, 0, 50, plain=True)
+    assert plain is not None
+    layer = plain.layer(plain.initial)
+    assert layer.states[0] == plain.initial and plain.layer(plain.initial) is layer
+    assert [layer.states[i] for i in layer.accepting] == [plain.initial]
+    assert {to for _i, _lo, _hi, to, completes in layer.runs if completes} == {plain.initial}
+    assert plain.far_layer(lp.RELAXED) and plain.far_layer(0) and not plain.far_layer(50)

@@ -251,7 +251,7 @@ def test_a_grammar_loads_while_a_large_answer_waits_to_be_read(gpt2_vocab: Vocab
         assert workers.request([(first, s, None) for s in states]) >= 100  # an answer of ≥ 100 rows: more than a socket holds
         second = comp.compile(Constraint.json_schema(big))
         blob = ship_blob(comp.compile(Constraint.json_schema(big)))
-        assert len(blob) > 1 << 20
+        assert len(blob) > 1 << 18  # past a socket pair's buffer (about 208 KiB on Linux), complete table or not
         loader = threading.Thread(target=workers.attach, args=(second, "second", blob), daemon=True)
         loader.start()
         loader.join(timeout=20)
