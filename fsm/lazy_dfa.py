@@ -227,20 +227,16 @@ class LazyDFA:
         if self.complete:
             return True
         limit = min(max_states, self.max_states // 2)
-        s = planned = 1
-        while True:
-            if s >= len(self.sets):
-                n = len(self.sets)
-                if not self._plan_rows(planned):  # the plans' relaxed states expanded too
-                    break
-                planned = n
-            if time.perf_counter() > deadline or len(self.sets) + self.num_classes > limit:
-                return False
-            if self.use_compiled and _c_expand_ahead is not None:
-                s = self._expand_batch(s, limit)
-            else:
-                self.expand(s)
-                s += 1
+        products = self.builder.length_products
+        if products is not None:  # every position will be expanded: a plain string's far positions in one go
+            products.ahead = max(limit - len(self.sets), 0)
+        try:
+            done = self._expand_all(deadline, limit)
+        finally:
+            if products is not None:
+                products.ahead = 0
+        if not done:
+            return False
         self._row_plans = {k: v for k, v in self._row_plans.items() if v is not None}
         n = len(self.sets)
         self.table = np.ascontiguousarray(self.table[:n])
@@ -256,6 +252,24 @@ class LazyDFA:
         self.builder = self.sets = self.index = self.edges = self.eps = self.has_edges = None  # type: ignore[assignment]
         self._closures, self._nfa_dist, self._nfa_dist_n = {}, [], 0
         return True
+
+    def _expand_all(self, deadline: float, limit: int) -> bool:
+        """:meth:`complete_ahead`'s expansion: every state and the relaxed states of its row
+        plans, until none is left (True) or past ``deadline`` or ``limit`` states (False)."""
+        s = planned = 1
+        while True:
+            if s >= len(self.sets):
+                n = len(self.sets)
+                if not self._plan_rows(planned):  # the plans' relaxed states expanded too
+                    return True
+                planned = n
+            if time.perf_counter() > deadline or len(self.sets) + self.num_classes > limit:
+                return False
+            if self.use_compiled and _c_expand_ahead is not None:
+                s = self._expand_batch(s, limit)
+            else:
+                self.expand(s)
+                s += 1
 
     def _expand_batch(self, first: int, limit: int) -> int:
         """Expand up to :data:`AHEAD_BATCH` states from ``first`` on in one compiled call (the

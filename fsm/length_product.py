@@ -329,6 +329,7 @@ class LengthProducts:
         self._stubs: dict[tuple[int, int, int], int] = {}  # (occurrence, state, count) -> stub NFA state
         self._entries: dict[int, tuple[int, int, int]] = {}  # a built pair's entry NFA state -> (occurrence, state, count)
         self._plain: dict[int, CountedAutomaton] = {}  # bound -> the plain automaton (any string, at most that many characters)
+        self.ahead = 0  # while an automaton is expanded whole: the pairs a plain product's position may still build after it
 
     def row_swaps(self, members: frozenset[int], token_bytes: int) -> list[tuple[int, int, int]]:
         """The counted pairs among ``members`` (an automaton state's NFA states) far from their
@@ -441,7 +442,10 @@ class LengthProducts:
         expansion.  Every accepting pair reaches the fragment's exit."""
         automaton = self.occurrences[node.occ][0]
         if automaton.far_layer(node.count):
-            return self._build_layer(builder, node, automaton.layer(node.state))
+            s, e, stubs = self._build_layer(builder, node, automaton.layer(node.state))
+            if self.ahead and automaton.plain and node.count != RELAXED:
+                self._build_ahead(builder, automaton, stubs)
+            return s, e
         nfa = builder.nfa
         e = nfa.new()
         layer = {node.state: nfa.new()}  # automaton state -> its NFA state at this count
@@ -465,9 +469,32 @@ class LengthProducts:
                 nfa.edge(q, lo, hi, t)
         return layer[node.state], e
 
-    def _build_layer(self, builder: NFABuilder, node: CountedState, layer: Layer) -> tuple[int, int]:
+    def _build_ahead(self, builder: NFABuilder, automaton: CountedAutomaton, stubs: list[int]) -> None:
+        """With :attr:`ahead` pairs to spare: the pending pairs ``stubs`` of the next position
+        built now, and the positions after them while they are far from the bound and the pairs
+        last, as :meth:`NFABuilder.expand_stub` would build each later (one call out of the
+        compiled expansion for a string's far positions instead of one per position).  Each
+        pair is about one automaton state of the expansion, whose states ``ahead`` bounds."""
+        pending, eps = builder.pending, builder.nfa.eps
+        todo = [q for q in stubs if q in pending]
+        while todo:
+            q = todo.pop()
+            node, x = pending[q]
+            assert isinstance(node, CountedState)
+            layer = automaton.layer(node.state)
+            if not automaton.far_layer(node.count) or self.ahead < len(layer.states):
+                continue
+            self.ahead -= len(layer.states)
+            s, e, more = self._build_layer(builder, node, layer)
+            del pending[q]
+            eps[q].append(s)
+            eps[e].append(x)
+            todo.extend(r for r in more if r in pending)
+
+    def _build_layer(self, builder: NFABuilder, node: CountedState, layer: Layer) -> tuple[int, int, list[int]]:
         """:meth:`build_state` from the position's :class:`Layer` (every pair far from the
-        bound): the same fragment, its NFA states allocated at once."""
+        bound): the same fragment, its NFA states allocated at once; also the stubs of the
+        next position's pairs it leads to."""
         nfa = builder.nfa
         e = nfa.new_block(len(layer.states) + 1)
         base = e + 1
@@ -488,4 +515,4 @@ class LengthProducts:
             else:
                 edges[base + i].append((lo, hi, base + to))
         nfa.bounds.update(layer.bounds)
-        return base, e
+        return base, e, list(stubs.values())

@@ -109,6 +109,9 @@ def test_cli_tiny_cpu_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "results.jsonl" in capsys.readouterr().out
     assert all(len(r["tpots_ms"]) <= r["requests"] for r in rows)
     assert all(not r["warm_grammars"] and r["compile_s"] == 0.0 for r in rows)  # cold: compiles count in the runs
+    engine_rows = [r for r in rows if r["mode"] != "hf-xgrammar"]
+    assert all((r["compile_mean_ms"] > 0) == (r["mode"] != "unconstrained") for r in engine_rows)  # each run's engine compiles anew
+    assert "compile mean ms" in md
     more = ["bench", "json", "--workload", "character", "--modes", "default,unconstrained", "--num-requests", "2", "--concurrency", "2"]
     more += ["--baselines", "hf-xgrammar", "--warm-grammars"]
     assert main([*more, "--device", "cpu", "--out", str(out), "--no-progress", "--append"]) == 0
@@ -119,6 +122,7 @@ def test_cli_tiny_cpu_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert set(warm) == {"default", "unconstrained", "hf-xgrammar"} and all(r["warm_grammars"] for r in warm.values())
     assert warm["default"]["compile_s"] > 0 and warm["hf-xgrammar"]["compile_s"] > 0  # compiled before the clock
     assert warm["unconstrained"]["compile_s"] == 0.0 and warm["default"]["validity"] == 1.0
+    assert warm["default"]["compile_mean_ms"] == 0.0  # every grammar of the timed run was compiled before it
     bad = [
         (["--workload", "nope"], "unknown workload 'nope'"),
         (["--concurrency", "0"], "concurrency levels must be ≥ 1"),

@@ -141,6 +141,8 @@ def test_a_shipped_grammar_keeps_expanding_pairs() -> None:
     copy.__setstate__({**state, "vocab": vocab})
     assert isinstance(copy.dfa.builder, NFABuilder)
     assert any(isinstance(node, lp.CountedState) for node, _exit in copy.dfa.builder.pending.values())
+    products = copy.dfa.builder.length_products
+    assert products is not None and products.ahead == 0  # far positions are built ahead only during a whole expansion
     for local in ("a" * 230, "first.last", "a" * 243):
         text = json.dumps({"email": local + "@example.com"})
         ids = vocab.encode_bytes(text.encode())
@@ -300,7 +302,16 @@ def test_positions_far_from_the_bound_build_the_per_pair_automaton(always_lazy: 
         assert dfa.builder.length_products is not None and dfa.complete_ahead(1e18, 1 << 20)
         return dfa
 
+    calls = {"ahead": 0}
+    build_ahead = lp.LengthProducts._build_ahead
+
+    def counting(self: lp.LengthProducts, *args: Any) -> None:
+        calls["ahead"] += 1
+        build_ahead(self, *args)
+
+    monkeypatch.setattr(lp.LengthProducts, "_build_ahead", counting)
     layered = complete()
+    assert calls["ahead"] > 0 or "properties" not in schema  # the plain strings' far positions were built ahead
     monkeypatch.setattr(lp.CountedAutomaton, "far_layer", lambda self, count: False)
     per_pair = complete()
     assert layered.table.shape == per_pair.table.shape and np.array_equal(layered.table, per_pair.table)
