@@ -202,9 +202,14 @@ class _Log:
         self.warm_grammars = warm_grammars
         self.rows: list[dict[str, Any]] = []
 
-    def record(self, w: str, mode: str, conc: int, records: list[Record], wall: float, peak: int, compile_s: float) -> None:
+    def record(
+        self, w: str, mode: str, conc: int, records: list[Record], wall: float, peak: int, compile_s: float, compile_ms: float = 0.0
+    ) -> None:
+        """One run's row: its records summarized, ``compile_s`` (untimed compiles before it) and
+        ``compile_ms`` (mean milliseconds a compile of the run took where it ran, a compile
+        process's shipping included; 0 when nothing compiled)."""
         row = {"workload": w, "mode": mode, "concurrency": conc, "warm_grammars": self.warm_grammars, "compile_s": compile_s,
-               **summarize(records, wall, peak)}  # fmt: skip
+               **summarize(records, wall, peak), "compile_mean_ms": compile_ms}  # fmt: skip
         self.rows.append(row)
         tpot = [round((r.latency_s - r.ttft_s) / (r.completion_tokens - 1) * 1e3, 3) for r in records if r.completion_tokens > 1]
         self.f.write(json.dumps({**row, "tpots_ms": tpot}) + "\n")
@@ -289,10 +294,14 @@ def _run_engines(
                     compile_s = 0.0
                     if config.warm_grammars and constrained:
                         compile_s = _seed_compiler(engine, w, workloads.reqs[w], reqs, warm_sets)
+                    before = engine.compiler.stats()
                     records, wall, peak = _timed_run(engine, reqs, conc, constrained, config, f"{w} · {mode} · c={conc}", cuda)
+                    after = engine.compiler.stats()
                 finally:
                     engine.close()
-                log.record(w, mode, conc, records, wall, peak, compile_s)
+                misses = after.misses - before.misses
+                compile_ms = (after.compile_s - before.compile_s) / misses * 1e3 if misses else 0.0
+                log.record(w, mode, conc, records, wall, peak, compile_s, compile_ms)
 
 
 def _seed_compiler(

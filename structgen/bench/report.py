@@ -73,7 +73,8 @@ def summarize(records: Sequence[Record], wall_s: float, peak_mem_bytes: int = 0)
 COLUMNS = [
     ("workload", "workload"), ("mode", "mode"), ("concurrency", "conc"), ("requests", "requests"), ("req_per_s", "req/s"),
     ("out_tok_per_s", "out tok/s"), ("ttft_p50_ms", "TTFT p50 ms"), ("ttft_p99_ms", "TTFT p99 ms"),
-    ("grammar_p50_ms", "grammar wait p50 ms"), ("grammar_p99_ms", "grammar wait p99 ms"), ("tpot_p50_ms", "TPOT p50 ms"),
+    ("grammar_p50_ms", "grammar wait p50 ms"), ("grammar_p99_ms", "grammar wait p99 ms"), ("compile_mean_ms", "compile mean ms"),
+    ("tpot_p50_ms", "TPOT p50 ms"),
     ("tpot_p99_ms", "TPOT p99 ms"), ("forwards_per_req", "forwards/req"), ("forced_share", "forced share"),
     ("cache_hit_rate", "cache hit"), ("validity", "valid"), ("length_share", "hit max_tokens"),
     ("stopped_invalid", "stopped invalid"), ("peak_gpu_mem_mb", "peak GPU MB"), ("compile_s", "untimed compile s"),
