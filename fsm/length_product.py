@@ -25,6 +25,7 @@ level of the JSON string encoding.
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
@@ -306,16 +307,28 @@ def _min_bytes(back: list[list[tuple[int, int]]], accepting: list[bool]) -> tupl
     return dist, chars
 
 
+@functools.lru_cache(maxsize=256)
+def plain_automaton(hi: int) -> CountedAutomaton:
+    """The plain :class:`CountedAutomaton` of any JSON string content of at most ``hi``
+    characters (a ``maxLength`` alone).  Every bound has the same runs, built once per process
+    from the automaton of any encoded characters; one instance per bound (memoized, so its
+    layers are too), shared by every compile: it is never changed but for those caches."""
+    from .nfa import compile_dfa  # the builder module imports this one
+
+    if hi != PLAIN_MIN_CHARS:
+        base = plain_automaton(PLAIN_MIN_CHARS)
+        return CountedAutomaton(base.edges, base.accepting, base.initial, hi, plain=True)
+    chars = compile_dfa(ANY_STRING_ENCODED, minimize=True)
+    made = counted_automaton(chars, chars, 0, hi, plain=True)
+    assert made is not None, "any string under a bound always has a counted automaton"
+    return made
+
+
 def prepare_plain_needs(needs: CharNeeds) -> None:
     """Compute ``needs``' table for the plain automaton now (every plain automaton has the
     same shape, whatever its bound; about 50 ms on a 128k vocabulary): a start-up step, so
     that the first bounded string a process serves does not pay for it."""
-    from .nfa import compile_dfa  # the builder module imports this one
-
-    chars = compile_dfa(ANY_STRING_ENCODED, minimize=True)
-    plain = counted_automaton(chars, chars, 0, PLAIN_MIN_CHARS, plain=True)
-    assert plain is not None, "any string under a bound always has a counted automaton"
-    needs.needs(plain)
+    needs.needs(plain_automaton(PLAIN_MIN_CHARS))
 
 
 class LengthProducts:
@@ -378,10 +391,7 @@ class LengthProducts:
         what a ``maxLength`` with no ``pattern`` or ``format`` counts."""
         got = self._plain.get(hi)
         if got is None:
-            chars = builder.child_dfa(ANY_STRING_ENCODED)
-            made = counted_automaton(chars, chars, 0, hi, plain=True)
-            assert made is not None, "any string under a bound always has a counted automaton"
-            got = self._plain[hi] = made
+            got = self._plain[hi] = plain_automaton(hi)
         return got
 
     @property

@@ -235,7 +235,7 @@ def test_a_grammar_loads_while_a_large_answer_waits_to_be_read(gpt2_vocab: Vocab
     from structgen.fsm.compile_process import ship_blob
     from structgen.fsm.row_workers import RowWorkers
 
-    big = {"type": "object", "properties": {f"field_{i}": {"type": "string", "maxLength": 40} for i in range(12)}}
+    big = {"type": "object", "properties": {f"field_{i}": {"type": "string", "maxLength": 40} for i in range(40)}}
     text = json.dumps({f"field_{i}": f"value {i} " + "lorem ipsum dolor sit amet" for i in range(12)})
     workers = RowWorkers(gpt2_vocab, 1)
     workers.start()
