@@ -47,6 +47,7 @@ MAX_PAIRS = 1 << 16  # states of X's automaton beside the character tracker, pas
 MAX_CHAR_BYTES = 6  # the longest encoding of one code point (``\\u00XX``)
 PLAIN_MIN_CHARS = 4  # a plain bounded string of at least this many optional characters is counted lazily
 RELAXED = -1  # the count of a relaxed pair: the same automaton state with no bound (mask rows only)
+AHEAD_POSITIONS = 8  # far positions a whole expansion builds after the one it met (LengthProducts.ahead)
 
 
 class CountedRow(NamedTuple):
@@ -113,6 +114,12 @@ class CountedAutomaton:
         self.min_chars = _min_chars(back, accepting)
         self.min_bytes, self.chars_at_min_bytes = _min_bytes(back, accepting)
         self.max_min_chars = max((c for c in self.min_chars if c < NO_PATH), default=0)
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled without its layers (a cache, rebuilt on use where a copy builds positions)."""
+        state = self.__dict__.copy()
+        state["_layers"] = {}
+        return state
 
     @property
     def num_states(self) -> int:
@@ -481,18 +488,22 @@ class LengthProducts:
 
     def _build_ahead(self, builder: NFABuilder, automaton: CountedAutomaton, stubs: list[int]) -> None:
         """With :attr:`ahead` pairs to spare: the pending pairs ``stubs`` of the next position
-        built now, and the positions after them while they are far from the bound and the pairs
-        last, as :meth:`NFABuilder.expand_stub` would build each later (one call out of the
-        compiled expansion for a string's far positions instead of one per position).  Each
-        pair is about one automaton state of the expansion, whose states ``ahead`` bounds."""
+        built now, and those of the positions after them, up to :data:`AHEAD_POSITIONS` in
+        all, while they are far from the bound and the pairs last, as
+        :meth:`NFABuilder.expand_stub` would build each later (one call out of the compiled
+        expansion per few positions instead of one per position; an expansion cut short by its
+        deadline ships few positions built ahead of it).  Each pair is about one automaton
+        state of the expansion, whose states ``ahead`` bounds."""
         pending, eps = builder.pending, builder.nfa.eps
         todo = [q for q in stubs if q in pending]
+        last = -1
         while todo:
             q = todo.pop()
             node, x = pending[q]
             assert isinstance(node, CountedState)
             layer = automaton.layer(node.state)
-            if not automaton.far_layer(node.count) or self.ahead < len(layer.states):
+            last = node.count + AHEAD_POSITIONS - 1 if last < 0 else last
+            if node.count > last or not automaton.far_layer(node.count) or self.ahead < len(layer.states):
                 continue
             self.ahead -= len(layer.states)
             s, e, more = self._build_layer(builder, node, layer)

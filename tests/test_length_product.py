@@ -329,3 +329,14 @@ def test_a_layer_holds_one_character_position() -> None:
     assert [layer.states[i] for i in layer.accepting] == [plain.initial]
     assert {to for _i, _lo, _hi, to, completes in layer.runs if completes} == {plain.initial}
     assert plain.far_layer(lp.RELAXED) and plain.far_layer(0) and not plain.far_layer(50)
+
+
+def test_plain_automata_are_made_once_and_pickled_without_their_layers() -> None:
+    """Every compile of a process shares one plain automaton per bound, all bounds the same
+    runs; a pickled copy (a shipped grammar's) carries no layers, and makes the same ones."""
+    plain = lp.plain_automaton(40)
+    assert lp.plain_automaton(40) is plain and lp.plain_automaton(7).edges is plain.edges and plain.hi == 40
+    layer = plain.layer(plain.initial)
+    copy = pickle.loads(pickle.dumps(plain))
+    assert copy._layers == {} and plain._layers  # a cache, not shipped
+    assert copy.layer(copy.initial) == layer and copy.shape_key() == plain.shape_key()
