@@ -26,7 +26,6 @@ level of the JSON string encoding.
 from __future__ import annotations
 
 import functools
-from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -34,6 +33,7 @@ import numpy as np
 from structgen.schemas.ir import And, Node, Rep
 from structgen.schemas.json_strings import ANY_STRING_ENCODED
 
+from .counted_paths import min_bytes, min_chars, reverse_runs
 from .dfa import DEAD, ByteDFA
 from .dfa_paths import NO_PATH
 from .errors import GrammarCompileError
@@ -110,9 +110,9 @@ class CountedAutomaton:
         self.plain = plain
         self._shape: tuple[object, ...] | None = None  # shape_key, made on first use
         self._layers: dict[int, Layer] = {}  # start state -> its far layer (layer), made on first use
-        back = _reverse(edges)
-        self.min_chars = _min_chars(back, accepting)
-        self.min_bytes, self.chars_at_min_bytes = _min_bytes(back, accepting)
+        back = reverse_runs(edges)
+        self.min_chars = min_chars(back, accepting)
+        self.min_bytes, self.chars_at_min_bytes = min_bytes(back, accepting)
         self.max_min_chars = max((c for c in self.min_chars if c < NO_PATH), default=0)
 
     def __getstate__(self) -> dict[str, object]:
@@ -260,58 +260,6 @@ def _runs(targets: np.ndarray, completes: np.ndarray) -> list[tuple[int, int, in
     to = targets[starts]  # [R]
     keep = to != 0
     return list(zip(starts[keep].tolist(), ends[keep].tolist(), to[keep].tolist(), completes[starts][keep].astype(int).tolist()))
-
-
-def _reverse(edges: list[list[tuple[int, int, int, int]]]) -> list[list[tuple[int, int]]]:
-    """Per state, the (predecessor, completes) of every run into it."""
-    back: list[list[tuple[int, int]]] = [[] for _ in edges]
-    for p, out in enumerate(edges):
-        for _lo, _hi, t, inc in out:
-            back[t].append((p, inc))
-    return back
-
-
-def _min_chars(back: list[list[tuple[int, int]]], accepting: list[bool]) -> list[int]:
-    """Fewest characters from each state to acceptance: a 0-1 breadth-first search backwards."""
-    dist = [NO_PATH] * len(back)
-    todo: deque[int] = deque()
-    for p, acc in enumerate(accepting):
-        if acc:
-            dist[p] = 0
-            todo.append(p)
-    while todo:
-        q = todo.popleft()
-        for p, inc in back[q]:
-            d = dist[q] + inc
-            if d < dist[p]:
-                dist[p] = d
-                if inc:
-                    todo.append(p)
-                else:
-                    todo.appendleft(p)
-    return dist
-
-
-def _min_bytes(back: list[list[tuple[int, int]]], accepting: list[bool]) -> tuple[list[int], list[int]]:
-    """Fewest bytes from each state to acceptance, and the fewest characters among the paths
-    of that many bytes (a breadth-first search backwards, states settled in byte order)."""
-    dist = [NO_PATH] * len(back)
-    chars = [NO_PATH] * len(back)
-    layer = [p for p, acc in enumerate(accepting) if acc]
-    for p in layer:
-        dist[p] = chars[p] = 0
-    while layer:
-        nxt: list[int] = []
-        for q in layer:
-            for p, inc in back[q]:
-                if dist[p] == NO_PATH:
-                    dist[p] = dist[q] + 1
-                    chars[p] = chars[q] + inc
-                    nxt.append(p)
-                elif dist[p] == dist[q] + 1:
-                    chars[p] = min(chars[p], chars[q] + inc)
-        layer = nxt
-    return dist, chars
 
 
 @functools.lru_cache(maxsize=256)
