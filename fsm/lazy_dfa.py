@@ -359,10 +359,8 @@ class LazyDFA:
         if products is None or not products.has_plain:
             return False
         n = len(self.sets)
-        plans = self._row_plans
         for state in range(first, n):
-            if state not in plans:
-                plans[state] = self._plan_row(state)
+            self.counted_row(state)
         return len(self.sets) > n
 
     def _expand_stub(self, q: int, *, eager: bool = False) -> None:

@@ -409,7 +409,7 @@ class LengthProducts:
         if automaton.far_layer(node.count):
             s, e, stubs = self._build_layer(builder, node, automaton.layer(node.state))
             if self.ahead and automaton.plain and node.count != RELAXED:
-                self._build_ahead(builder, automaton, stubs)
+                self._build_ahead(builder, automaton, node.count + AHEAD_POSITIONS, stubs)
             return s, e
         nfa = builder.nfa
         e = nfa.new()
@@ -434,30 +434,27 @@ class LengthProducts:
                 nfa.edge(q, lo, hi, t)
         return layer[node.state], e
 
-    def _build_ahead(self, builder: NFABuilder, automaton: CountedAutomaton, stubs: list[int]) -> None:
+    def _build_ahead(self, builder: NFABuilder, automaton: CountedAutomaton, last: int, stubs: list[int]) -> None:
         """With :attr:`ahead` pairs to spare: the pending pairs ``stubs`` of the next position
-        built now, and those of the positions after them, up to :data:`AHEAD_POSITIONS` in
-        all, while they are far from the bound and the pairs last, as
-        :meth:`NFABuilder.expand_stub` would build each later (one call out of the compiled
-        expansion per few positions instead of one per position; an expansion cut short by its
-        deadline ships few positions built ahead of it).  Each pair is about one automaton
-        state of the expansion, whose states ``ahead`` bounds."""
-        pending, eps = builder.pending, builder.nfa.eps
+        built now, and those of the positions after them up to the one with ``last``
+        characters read (:data:`AHEAD_POSITIONS` after the one just built), while they are far
+        from the bound and the pairs last, as :meth:`NFABuilder.expand_stub` would build each
+        later (one call out of the compiled expansion per few positions instead of one per
+        position; an expansion cut short by its deadline ships few positions built ahead of
+        it).  Each pair is about one automaton state of the expansion, whose states ``ahead``
+        bounds."""
+        pending = builder.pending
         todo = [q for q in stubs if q in pending]
-        last = -1
         while todo:
             q = todo.pop()
-            node, x = pending[q]
+            node = pending[q][0]
             assert isinstance(node, CountedState)
             layer = automaton.layer(node.state)
-            last = node.count + AHEAD_POSITIONS - 1 if last < 0 else last
             if node.count > last or not automaton.far_layer(node.count) or self.ahead < len(layer.states):
                 continue
             self.ahead -= len(layer.states)
             s, e, more = self._build_layer(builder, node, layer)
-            del pending[q]
-            eps[q].append(s)
-            eps[e].append(x)
+            builder.fill_stub(q, s, e)
             todo.extend(r for r in more if r in pending)
 
     def _build_layer(self, builder: NFABuilder, node: CountedState, layer: Layer) -> tuple[int, int, list[int]]:

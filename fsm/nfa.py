@@ -96,14 +96,19 @@ class NFABuilder:
         pending until its fragment is whole: a build that raises (a state cap while serving)
         leaves nothing half-connected, so a later expansion tries again and fails the same way
         instead of silently losing the strings through it."""
-        node, x = self.pending[q]
+        node, _x = self.pending[q]
         lazy = self.lazy
         self.lazy = lazy and not eager
         try:
             s, e = self.build(node)
         finally:
             self.lazy = lazy
-        del self.pending[q]
+        self.fill_stub(q, s, e)
+
+    def fill_stub(self, q: int, s: int, e: int) -> None:
+        """Connect the fragment (``s``, ``e``) built for the pending stub ``q``: ``q`` leads
+        into it and its end to the stub's exit; ``q`` is pending no more."""
+        _node, x = self.pending.pop(q)
         self.nfa.eps[q].append(s)
         self.nfa.eps[e].append(x)
 

@@ -111,6 +111,7 @@ def test_cli_tiny_cpu_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert all(not r["warm_grammars"] and r["compile_s"] == 0.0 for r in rows)  # cold: compiles count in the runs
     engine_rows = [r for r in rows if r["mode"] != "hf-xgrammar"]
     assert all((r["compile_mean_ms"] > 0) == (r["mode"] != "unconstrained") for r in engine_rows)  # each run's engine compiles anew
+    assert all("compile_mean_ms" not in r for r in rows if r["mode"] == "hf-xgrammar")  # the engine's compiles only
     assert "compile mean ms" in md
     more = ["bench", "json", "--workload", "character", "--modes", "default,unconstrained", "--num-requests", "2", "--concurrency", "2"]
     more += ["--baselines", "hf-xgrammar", "--warm-grammars"]

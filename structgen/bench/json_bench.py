@@ -203,13 +203,15 @@ class _Log:
         self.rows: list[dict[str, Any]] = []
 
     def record(
-        self, w: str, mode: str, conc: int, records: list[Record], wall: float, peak: int, compile_s: float, compile_ms: float = 0.0
+        self, w: str, mode: str, conc: int, records: list[Record], wall: float, peak: int, compile_s: float, compile_ms: float | None = None
     ) -> None:
-        """One run's row: its records summarized, ``compile_s`` (untimed compiles before it) and
-        ``compile_ms`` (mean milliseconds a compile of the run took where it ran, a compile
-        process's shipping included; 0 when nothing compiled)."""
+        """One run's row: its records summarized, ``compile_s`` (untimed compiles before it) and,
+        for the engine's runs, ``compile_ms`` (mean milliseconds a compile of the run took where
+        it ran, a compile process's shipping included; 0 when nothing compiled)."""
         row = {"workload": w, "mode": mode, "concurrency": conc, "warm_grammars": self.warm_grammars, "compile_s": compile_s,
-               **summarize(records, wall, peak), "compile_mean_ms": compile_ms}  # fmt: skip
+               **summarize(records, wall, peak)}  # fmt: skip
+        if compile_ms is not None:
+            row["compile_mean_ms"] = compile_ms
         self.rows.append(row)
         tpot = [round((r.latency_s - r.ttft_s) / (r.completion_tokens - 1) * 1e3, 3) for r in records if r.completion_tokens > 1]
         self.f.write(json.dumps({**row, "tpots_ms": tpot}) + "\n")
