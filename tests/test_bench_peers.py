@@ -52,6 +52,7 @@ class _FakeCompletions(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).posts += 1
+        finish = "length" if body["prompt"] == "cut" else "stop"  # "cut" prompts end at max_tokens
         if body["prompt"] == "fail":
             self.send_response(400)
             self.end_headers()
@@ -62,7 +63,7 @@ class _FakeCompletions(BaseHTTPRequestHandler):
         self.end_headers()
         for ev in (
             {"choices": [{"text": "ab", "finish_reason": None}]},
-            {"choices": [{"text": "ba", "finish_reason": "stop"}]},
+            {"choices": [{"text": "ba", "finish_reason": finish}]},
             {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}},
         ):
             self.wfile.write(f"data: {json.dumps(ev)}\n\n".encode())
@@ -86,18 +87,19 @@ def fake_server() -> Iterator[str]:
 def test_load_generator_reads_streams_and_scores_outputs(fake_server: str, tmp_path: Path) -> None:
     ep = Endpoint("fake-vllm", "vllm", fake_server)
     reqs = [BenchRequest("p", Constraint.regex("(ab|ba)+"), 8)] * 5 + [BenchRequest("p", Constraint.regex("a"), 8)]
-    reqs += [BenchRequest("fail", Constraint.regex("a"), 8)]
+    reqs += [BenchRequest("fail", Constraint.regex("a"), 8), BenchRequest("cut", Constraint.regex("a"), 8)]
     row = run_load(ep, reqs, 3)
-    assert row["requests"] == 7 and row["failed"] == 1 and "HTTP 400" in row["first_error"]
-    assert row["mean_out_tokens"] == 2.0 and row["max_tokens_cuts"] == 0
-    assert row["valid"] == pytest.approx(5 / 7, abs=1e-3)  # "abba" matches (ab|ba)+, not "a"; the failure counts as invalid
+    assert row["requests"] == 8 and row["failed"] == 1 and "HTTP 400" in row["first_error"]
+    assert row["mean_out_tokens"] == 2.0 and row["max_tokens_cuts"] == 1
+    assert row["valid"] == pytest.approx(5 / 8, abs=1e-3)  # "abba" matches (ab|ba)+, not "a"; the failure counts as invalid
+    assert row["invalid"] == 2 and row["invalid_cut"] == 1  # answered but not matching "a": one stopped, one cut
     assert row["ttft_ms"]["p50"] > 0 and row["tpot_ms"]["p50"] >= 0
     doc = append_run(str(tmp_path), {"label": "fake-vllm", "flavor": "vllm", "url": fake_server, "engine": "stand-in"}, [
         {"workload": "character", **row}
     ], "structgen bench peers")  # fmt: skip
     assert len(doc["runs"]) == 1
     md = (tmp_path / "peers.md").read_text()
-    assert "| 3 | fake-vllm |" in md and "71.4%" in md
+    assert "| 3 | fake-vllm |" in md and "62.5% | 2 (1) | 1 |" in md
 
 
 def test_every_object_schema_is_made_unique() -> None:

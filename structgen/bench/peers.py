@@ -242,6 +242,7 @@ def run_load(endpoint: Endpoint, reqs: Sequence[BenchRequest], concurrency: int)
     ttft = [o.ttft * 1000 for _r, o in ok if o.ttft]
     tpot = [(o.latency - o.ttft) * 1000 / (o.tokens - 1) for _r, o in ok if o.ttft and o.tokens > 1]
     errors = [o.error for _r, o in outcomes if o.error is not None]
+    invalid = [o for r, o in ok if not is_valid(r, o.text)]  # answered, but the output does not meet the constraint
     return {
         "endpoint": endpoint.label,
         "flavor": endpoint.flavor,
@@ -255,7 +256,9 @@ def run_load(endpoint: Endpoint, reqs: Sequence[BenchRequest], concurrency: int)
         "mean_out_tokens": round(tokens / len(ok), 1) if ok else 0.0,
         "ttft_ms": {"p50": percentile(ttft, 0.5), "p99": percentile(ttft, 0.99)},
         "tpot_ms": {"p50": percentile(tpot, 0.5), "p99": percentile(tpot, 0.99)},
-        "valid": round(sum(is_valid(r, o.text) for r, o in ok) / len(reqs), 4) if reqs else 0.0,
+        "valid": round((len(ok) - len(invalid)) / len(reqs), 4) if reqs else 0.0,
+        "invalid": len(invalid),
+        "invalid_cut": sum(o.finish == "length" for o in invalid),
         "max_tokens_cuts": sum(o.finish == "length" for _r, o in ok),
         "peak_gpu_mib": gpu.peak_mib,
     }

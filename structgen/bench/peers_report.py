@@ -44,6 +44,11 @@ def _mib(v: int | None) -> str:
     return "—" if v is None else f"{v:,}"
 
 
+def _invalid(row: dict[str, Any]) -> str:
+    """``N (M)``: answers that do not validate, M of them cut at ``max_tokens`` (— for rows that predate the count)."""
+    return "—" if "invalid" not in row else f"{row['invalid']} ({row['invalid_cut']})"
+
+
 def _ms(d: dict[str, float]) -> str:
     return f"{d['p50']:.1f} / {d['p99']:.1f}"
 
@@ -69,9 +74,9 @@ def render(doc: dict[str, Any]) -> str:
             "",
             f"## {w}",
             "",
-            "| concurrency | engine | req/s | out tok/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms) | valid | max_tokens cuts | failed "
-            "| peak GPU MiB | structgen ÷ engine (req/s) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            "| concurrency | engine | req/s | out tok/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms) | valid | invalid (cut) "
+            "| max_tokens cuts | failed | peak GPU MiB | structgen ÷ engine (req/s) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         rows = sorted(
             ((r, run["endpoint"]["label"]) for run in runs for r in run["rows"] if _key(r)[0] == w), key=lambda x: x[0]["concurrency"]
@@ -81,7 +86,7 @@ def render(doc: dict[str, Any]) -> str:
             ratio = f"{base['req_per_s'] / r['req_per_s']:.2f}×" if base and r["req_per_s"] else "—"
             lines.append(
                 f"| {r['concurrency']} | {label} | {r['req_per_s']:.2f} | {r['out_tok_per_s']:.0f} | {_ms(r['ttft_ms'])} | "
-                f"{_ms(r['tpot_ms'])} | {100 * r['valid']:.1f}% | {r['max_tokens_cuts']} | {r['failed']} | "
+                f"{_ms(r['tpot_ms'])} | {100 * r['valid']:.1f}% | {_invalid(r)} | {r['max_tokens_cuts']} | {r['failed']} | "
                 f"{_mib(r.get('peak_gpu_mib'))} | {ratio} |"
             )
     lines += [
@@ -90,7 +95,8 @@ def render(doc: dict[str, Any]) -> str:
         "request (an optional property named after the request is added), so each is new to the server when it arrives. "
         "req/s counts completed requests over the level's wall time; tokens "
         "are each server's own completion-token counts; TTFT = first streamed text; TPOT = (last − first) / (tokens − 1); "
-        "*valid* = output validates (`jsonschema`) or fully matches the regex (`re.fullmatch`); *peak GPU MiB* = the most "
+        "*valid* = output validates (`jsonschema`) or fully matches the regex (`re.fullmatch`), over every request sent; "
+        "*invalid (cut)* = answers whose output does not, and of them those that ended at `max_tokens`; *peak GPU MiB* = the most "
         "`nvidia-smi` reported in use while the level ran (— where it was not sampled). Tables marked *warm grammars* sent "
         "each level's requests once, untimed, before timing them.",
     ]
