@@ -11,7 +11,7 @@ from .compiler_config import CompilerConfig, CompileStats
 from .constraint import Constraint, OutputValidationError
 from .cursor import Cursor, JumpForward, TokenRejectedError
 from .dfa import Budget, ByteDFA
-from .errors import GrammarCompileError, GrammarTimeoutError
+from .errors import CompileWorkerError, GrammarCompileError, GrammarTimeoutError
 from .lazy_compile import compile_lazy
 from .lazy_dfa import LazyDFA
 from .nfa import compile_dfa
@@ -23,6 +23,7 @@ __all__ = [
     "Budget",
     "ByteDFA",
     "CompileStats",
+    "CompileWorkerError",
     "CompilerConfig",
     "Constraint",
     "Cursor",

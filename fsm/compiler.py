@@ -23,16 +23,18 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable
-from concurrent.futures import BrokenExecutor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from typing import Any
 
 from structgen.schemas.errors import ConstraintError, UnsupportedSchemaError
 
-from .compile_process import process_config, state_without_vocab, worker_compile, worker_init, worker_ping
+from .compile_pool import CompileAnswer, CompilePool
+from .compile_process import process_config, state_without_vocab, worker_compile, worker_init
 from .compiler_config import GC_PAUSE, CompilerConfig, CompileStats
 from .constraint import Constraint, located
 from .dfa import Budget
-from .errors import GrammarCompileError, GrammarTimeoutError
+from .errors import CompileWorkerError, GrammarCompileError, GrammarTimeoutError
 from .lazy_compile import compile_lazy
 from .product_cache import ProductCache
 from .row_workers import RowWorkers
@@ -50,7 +52,7 @@ class GrammarCompiler:
         self._lock = threading.Lock()
         self._inflight: dict[str, Future[TokenFSM]] = {}
         self._pool: ThreadPoolExecutor | None = None
-        self._procs: ProcessPoolExecutor | None = None
+        self._procs: CompilePool | None = None
         self._row_workers: RowWorkers | None = None
         self._counts = {"memory_hits": 0, "disk_hits": 0, "misses": 0, "failures": 0}
         self._compile_s = 0.0
@@ -232,11 +234,12 @@ class GrammarCompiler:
         return out
 
     def submit(self, constraint: Constraint) -> Future[TokenFSM]:
-        """Compile on a worker thread (or, with ``config.processes``, a worker process);
-        concurrent submits of one constraint share a Future.  A cached constraint returns a
-        Future that is already done."""
+        """Compile on a worker thread (or, with ``config.processes``, a worker process: its
+        answers are taken in by :meth:`poll`, which the engine loop calls once per step, or by
+        waiting on the future); concurrent submits of one constraint share a Future.  A cached
+        constraint returns a Future that is already done."""
         key = self.cache_key(constraint)
-        inner: Future[tuple[Any, float]] | None = None
+        inner: Future[CompileAnswer] | None = None
         with self._lock:
             got = self._inflight.get(key)
             if got is not None:
@@ -255,13 +258,13 @@ class GrammarCompiler:
             fut.add_done_callback(functools.partial(self._forget_future, key))
         return fut
 
-    def _submit_process(self, key: str, constraint: Constraint) -> tuple[Future[TokenFSM], Future[tuple[Any, float]] | None]:
+    def _submit_process(self, key: str, constraint: Constraint) -> tuple[Future[TokenFSM], Future[CompileAnswer] | None]:
         """:meth:`submit` on the worker processes: the caller's Future and the worker's (None
         for a cache hit, already answered); caller holds the lock and adopts the worker's
         result (:meth:`_adopt`) once it has released it."""
-        fut: Future[TokenFSM] = Future()
         got = self._lru.get(key)
         if got is not None:
+            fut: Future[TokenFSM] = Future()
             self._lru.move_to_end(key)
             self._counts["memory_hits"] += 1
             if isinstance(got, BaseException):
@@ -269,21 +272,40 @@ class GrammarCompiler:
             else:
                 fut.set_result(got)
             return fut, None
+        pool = self._processes()
+        fut = pool.future()
         self._inflight[key] = fut
-        return fut, self._processes().submit(worker_compile, constraint)
+        return fut, pool.submit(constraint)
 
-    def _processes(self) -> ProcessPoolExecutor:
-        """The worker processes (spawned on first use); caller holds the lock."""
+    def _processes(self) -> CompilePool:
+        """The worker processes (spawned on first use, and again after a worker died); caller
+        holds the lock."""
+        if self._procs is not None and not self._procs.healthy:
+            self._procs.close()
+            self._procs = None
         if self._procs is None:
-            import multiprocessing
-
-            ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold CUDA
             config = process_config(self.config)
             if self.config.row_processes and self._row_workers is None:
                 self._row_workers = RowWorkers(self.vocab, self.config.row_processes)
-            self._procs = ProcessPoolExecutor(self.config.processes, mp_context=ctx, initializer=worker_init,
-                                              initargs=(self.vocab, config))  # fmt: skip
+            self._procs = CompilePool(self.config.processes, worker_init, (self.vocab, config), worker_compile)
         return self._procs
+
+    def poll(self) -> None:
+        """Take in every answer the compile processes have sent (never blocks; a no-op without
+        ``config.processes``): their futures are answered here, on the calling thread, instead
+        of on helper threads that would wait for the GIL (:mod:`.compile_pool`)."""
+        pool = self._procs
+        if pool is not None:
+            pool.poll()
+
+    def wait(self, futures: list[Future[TokenFSM]], timeout_s: float) -> None:
+        """Block until one of ``futures`` (from :meth:`submit`) may be done, or ``timeout_s``
+        seconds pass."""
+        pool = self._procs
+        if pool is not None:
+            pool.wait(timeout_s)
+        elif futures:
+            wait_futures(futures, timeout=timeout_s, return_when=FIRST_COMPLETED)
 
     def start_workers(self, timeout_s: float = 120.0) -> None:
         """Spawn the worker processes now and wait until each has loaded the vocabulary (a
@@ -291,49 +313,39 @@ class GrammarCompiler:
         ``config.processes``.  Raises ``TimeoutError`` past ``timeout_s``."""
         if not self.config.processes:
             return
-        deadline = time.monotonic() + timeout_s
-        seen: set[int] = set()  # pids that answered: a ping can land on a worker that is up while another still starts
-        while len(seen) < self.config.processes:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"{self.config.processes - len(seen)} compile worker processes did not start within {timeout_s} s")
-            with self._lock:
-                pool = self._processes()
-                pings = [pool.submit(worker_ping, 0.2) for _ in range(self.config.processes)]
-            seen.update(p.result(timeout=left) for p in pings)
+        with self._lock:
+            pool = self._processes()
+        pool.start(timeout_s)
         if self._row_workers is not None:
             self._row_workers.start(timeout_s)
 
-    def _adopt(self, key: str, fut: Future[TokenFSM], inner: Future[tuple[Any, float]]) -> None:
-        """A worker process's result → ``fut`` (a TokenFSM on this compiler's vocabulary, or
+    def _adopt(self, key: str, fut: Future[TokenFSM], inner: Future[CompileAnswer]) -> None:
+        """A worker process's answer → ``fut`` (a TokenFSM on this compiler's vocabulary, or
         the refusal), cached as :meth:`compile` caches.  A dead worker fails the compile with
-        ``GrammarCompileError`` and the pool is replaced for the next submit."""
+        ``CompileWorkerError`` (not cached) and the pool is replaced at the next submit."""
         got: TokenFSM | BaseException
         seconds = 0.0
-        transient = False  # a dead worker: not the constraint's fault, so not cached
+        path = None
         try:
-            blob, seconds = inner.result()
+            blob, seconds, path = inner.result()
             if isinstance(blob, BaseException):
                 got = blob
             else:  # a grammar is hundreds of thousands of small objects: the collector's passes over
                 # the growing heap would cost several times the unpickling itself
                 with GC_PAUSE.paused() if self.config.pause_gc else contextlib.nullcontext():
                     got = self._from_state(pickle.loads(blob))
-            if self._row_workers is not None and isinstance(got, TokenFSM):
-                assert isinstance(blob, bytes)
+            if self._row_workers is not None and isinstance(got, TokenFSM) and path is not None:
                 try:
-                    self._row_workers.attach(got, key, blob)
+                    if self._row_workers.attach(got, key, path):
+                        path = None  # the row worker reads and removes it
                 except (OSError, TimeoutError):
                     pass  # row workers that cannot start or take it: this grammar's rows are computed inline
-        except BrokenExecutor as e:
-            got = GrammarCompileError(f"the grammar compile worker process stopped ({type(e).__name__}); retry the request")
-            transient = True
-            with self._lock:
-                if self._procs is not None:
-                    self._procs.shutdown(wait=False, cancel_futures=False)
-                    self._procs = None
-        except BaseException as e:  # anything else a worker raised reaches the caller unchanged
+        except BaseException as e:  # a dead worker, or anything else a worker raised, reaches the caller unchanged
             got = e
+        if path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        transient = isinstance(got, CompileWorkerError)  # not the constraint's fault: not cached
         with self._lock:
             self._inflight.pop(key, None)
             self._counts["misses"] += 1
@@ -359,14 +371,15 @@ class GrammarCompiler:
             return CompileStats(compile_s=self._compile_s, **self._counts)
 
     def close(self) -> None:
-        """Stop the worker threads and processes (pending compiles finish first)."""
+        """Stop the worker threads (pending compiles finish first) and processes (compiles not
+        answered yet are cancelled: their futures raise ``CancelledError``)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
         with self._lock:
             procs, self._procs = self._procs, None
         if procs is not None:
-            procs.shutdown(wait=True, cancel_futures=True)
+            procs.close()
         rows, self._row_workers = self._row_workers, None
         if rows is not None:
             rows.close()

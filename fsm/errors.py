@@ -17,3 +17,8 @@ class GrammarCompileError(RuntimeError):
 
 class GrammarTimeoutError(GrammarCompileError):
     """Compilation ran past its time limit; the message names ``timeout_s``."""
+
+
+class CompileWorkerError(GrammarCompileError):
+    """A compile worker process stopped (or the compiler closed) before answering: not the
+    constraint's fault, so never cached; the request may be retried."""

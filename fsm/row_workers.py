@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import os
 import pickle
 import queue
 import threading
@@ -138,16 +139,19 @@ class RowWorkers:
                     raise TimeoutError(f"row worker {i} did not start within {timeout_s} s")
             self._started = True
 
-    def attach(self, fsm: TokenFSM, key: str, blob: bytes) -> None:
-        """Load the grammar ``blob`` (the pickled state of ``fsm`` without its vocabulary, as
-        the compile produced it) into a worker and route ``fsm``'s missing rows there."""
+    def attach(self, fsm: TokenFSM, key: str, path: str) -> bool:
+        """Have a worker load the grammar in the file ``path`` (the pickled state of ``fsm``
+        without its vocabulary, as the compile process wrote it; the worker removes the file)
+        and route ``fsm``'s missing rows there.  False when no worker took it (the file is
+        the caller's again)."""
         self.start()
         index = self._next % self.processes
         self._next += 1
-        if not self._send(index, ("load", key, blob)):
-            return
+        if not self._send(index, ("load", key, path)):
+            return False
         fsm.track_witnesses()
         fsm.row_source = RowSource(self, index, key, fsm.initial)
+        return True
 
     def request(self, wanted: Sequence[RowWant]) -> int:
         """Send the missing rows of ``wanted`` (:data:`RowWant` triples whose FSM this pool
@@ -319,7 +323,8 @@ def _by_pool(wanted: Sequence[RowWant]) -> dict[int, tuple[RowWorkers, list[RowW
 
 def _worker_main(conn: Connection) -> None:
     """A row worker: first the pickled vocabulary (then ``"ready"`` once its trie is built);
-    then ``("load", key, blob)`` keeps a grammar; ``("rows", [(key, path,
+    then ``("load", key, path)`` keeps the grammar pickled in file ``path`` (and removes the
+    file; one it cannot read is skipped, its rows then computed inline); ``("rows", [(key, path,
     states, budget states), ...])`` replays each path on the worker's copy (engine state → its
     own) and answers (per item, the rows of ``states`` as bytes, or (cuts, rows as bytes) for
     the budget states, None when the grammar is not held or the walk raised; the seconds it
@@ -343,7 +348,13 @@ def _worker_main(conn: Connection) -> None:
         if msg[0] == "stop":
             return
         if msg[0] == "load":
-            _, key, blob = msg
+            _, key, path = msg
+            try:
+                with open(path, "rb") as f:
+                    blob = f.read()
+                os.unlink(path)
+            except OSError:
+                continue
             fsm = TokenFSM.__new__(TokenFSM)
             fsm.__setstate__({**pickle.loads(blob), "vocab": vocab})
             fsms[key] = (fsm, {fsm.initial: fsm.initial})

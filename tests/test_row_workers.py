@@ -5,7 +5,9 @@ row is computed, never the row."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -224,12 +226,13 @@ def test_budget_rows_from_the_workers_are_the_inline_ones(compiler: GrammarCompi
     assert compiler.row_workers is not None and compiler.row_workers.stats().budget_rows >= walked
 
 
-def test_a_grammar_loads_while_a_large_answer_waits_to_be_read(gpt2_vocab: Vocabulary) -> None:
-    """The engine may send a worker a new grammar (hundreds of KB, from the compile results'
-    thread) while that worker's answer to an earlier ask (many rows) waits for the engine
-    thread to read it: the load completes at once and the answer is collected afterwards. A
-    worker that only read between answers deadlocked here (both sides writing a full pipe,
-    the engine thread waiting behind the load for the worker's send lock)."""
+def test_a_grammar_loads_while_a_large_answer_waits_to_be_read(gpt2_vocab: Vocabulary, tmp_path: Path) -> None:
+    """The engine may send a worker a new grammar (the path of the file a compile process
+    wrote) while that worker's answer to an earlier ask (many rows) waits for the engine
+    thread to read it: the load completes at once, the worker reads and removes the file, and
+    the answer is collected afterwards.  A worker that only read between answers deadlocked
+    here (both sides writing a full pipe, the engine thread waiting behind the load for the
+    worker's send lock)."""
     import threading
 
     from structgen.fsm.compile_process import ship_blob
@@ -242,7 +245,9 @@ def test_a_grammar_loads_while_a_large_answer_waits_to_be_read(gpt2_vocab: Vocab
     try:
         comp = GrammarCompiler(gpt2_vocab, CompilerConfig(cache_size=0))
         first = comp.compile(Constraint.json_schema(big))
-        workers.attach(first, "first", ship_blob(comp.compile(Constraint.json_schema(big))))
+        path = tmp_path / "first.pkl"
+        path.write_bytes(ship_blob(comp.compile(Constraint.json_schema(big))))
+        assert workers.attach(first, "first", str(path))
         cur = first.cursor()
         states = []
         for tok in _ids(gpt2_vocab, text):
@@ -250,13 +255,17 @@ def test_a_grammar_loads_while_a_large_answer_waits_to_be_read(gpt2_vocab: Vocab
             states.append(cur.state)
         assert workers.request([(first, s, None) for s in states]) >= 100  # an answer of ≥ 100 rows: more than a socket holds
         second = comp.compile(Constraint.json_schema(big))
-        blob = ship_blob(comp.compile(Constraint.json_schema(big)))
-        assert len(blob) > 1 << 18  # past a socket pair's buffer (about 208 KiB on Linux), complete table or not
-        loader = threading.Thread(target=workers.attach, args=(second, "second", blob), daemon=True)
+        path2 = tmp_path / "second.pkl"
+        path2.write_bytes(ship_blob(comp.compile(Constraint.json_schema(big))))
+        loader = threading.Thread(target=workers.attach, args=(second, "second", str(path2)), daemon=True)
         loader.start()
         loader.join(timeout=20)
         assert not loader.is_alive(), "the load waited for the engine to read the worker's answer"
         assert workers.fill([(first, s, None) for s in states]) >= 100
         assert all(first.has_row(s) for s in states) and second.row_source is not None
+        deadline = time.monotonic() + 20
+        while path2.exists() and time.monotonic() < deadline:  # the worker reads the load after the answer it sent
+            time.sleep(0.01)
+        assert not path.exists() and not path2.exists()
     finally:
         workers.close()

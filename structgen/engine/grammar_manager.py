@@ -4,8 +4,7 @@ the batch never waits for them."""
 from __future__ import annotations
 
 import gc
-from concurrent.futures import FIRST_COMPLETED, Future
-from concurrent.futures import wait as wait_futures
+from concurrent.futures import Future
 
 from structgen.engine.request import Req, Status
 from structgen.fsm import GrammarCompileError, GrammarCompiler, TokenFSM
@@ -34,6 +33,8 @@ class GrammarManager:
         self._pending.append((req, self.compiler.submit(req.constraint)))
 
     def poll(self) -> tuple[list[Req], list[Req]]:
+        if self.compiler is not None and self._pending:
+            self.compiler.poll()  # the compile processes' answers taken in on this thread
         ready: list[Req] = []
         failed: list[Req] = []
         keep: list[tuple[Req, Future[TokenFSM]]] = []
@@ -81,5 +82,5 @@ class GrammarManager:
 
     def wait(self, timeout_s: float) -> None:
         """Block until some pending compile finishes (used when nothing else can run)."""
-        if self._pending:
-            wait_futures([f for _r, f in self._pending], timeout=timeout_s, return_when=FIRST_COMPLETED)
+        if self._pending and self.compiler is not None:
+            self.compiler.wait([f for _r, f in self._pending], timeout_s)

@@ -1,0 +1,92 @@
+"""The compile processes' pool: driven from the caller's thread, a burst of submits never blocks,
+every answer arrives (polled or waited on), a dead worker fails what it left unanswered and the
+compiler starts a new pool, and nothing is left on disk."""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import CancelledError
+
+import numpy as np
+import pytest
+from structgen.fsm.compile_pool import CompilePool
+from structgen.fsm.compiler import GrammarCompiler
+from structgen.fsm.compiler_config import CompilerConfig
+from structgen.fsm.constraint import Constraint
+from structgen.fsm.errors import CompileWorkerError
+from structgen.fsm.vocab import Vocabulary
+
+
+def _schema(i: int, pad: int = 0) -> Constraint:
+    return Constraint.json_schema(
+        {"type": "object", "description": "x" * pad, "properties": {f"k{i}": {"type": "integer"}, "s": {"type": "string", "maxLength": 3}}}
+    )
+
+
+def test_a_burst_of_submits_is_queued_without_blocking_and_all_answered(tiny_vocab: Vocabulary) -> None:
+    """Submits whose tasks outgrow the task pipe return at once (the rest waits in the pool
+    and is written as the workers take tasks); each answer is the grammar an in-process
+    compile gives; answers are taken in by poll on this thread; the grammars' files are gone
+    once taken, and the pool's folder after close."""
+    comp = GrammarCompiler(tiny_vocab, CompilerConfig(processes=2, cache_size=0))
+    try:
+        constraints = [_schema(i, pad=4000) for i in range(40)]  # 160 KB of tasks: more than a pipe holds
+        futs = [comp.submit(c) for c in constraints]
+        pool = comp._procs
+        assert isinstance(pool, CompilePool) and pool._out  # not all written yet: left for later polls
+        deadline = time.monotonic() + 120
+        while not all(f.done() for f in futs) and time.monotonic() < deadline:
+            comp.poll()
+            time.sleep(0.005)
+        assert all(f.done() for f in futs)
+        local = GrammarCompiler(tiny_vocab, CompilerConfig(cache_size=0))
+        for c, f in zip(constraints, futs):
+            got, want = f.result(), local.compile(c)
+            assert got.vocab is tiny_vocab and np.array_equal(got.mask_row(got.initial), want.mask_row(want.initial))
+            assert got.dfa.accepts(b'{"k0": 1}') == want.dfa.accepts(b'{"k0": 1}')
+        assert os.listdir(pool.folder) == []  # each file removed once its grammar was read
+        assert comp.stats().misses == 40
+    finally:
+        comp.close()
+    assert not os.path.exists(pool.folder)
+
+
+def test_a_dead_worker_fails_what_it_left_and_the_next_submit_gets_a_new_pool(tiny_vocab: Vocabulary) -> None:
+    """A compile worker killed with a task outstanding (before it even started): the future
+    fails with ``CompileWorkerError`` (not cached: the same constraint compiles on the next
+    submit, on a new pool); a worker that dies idle is replaced at the next submit too."""
+    comp = GrammarCompiler(tiny_vocab, CompilerConfig(processes=1, cache_size=8))
+    try:
+        fut = comp.submit(_schema(1))
+        first = comp._procs
+        assert first is not None
+        first._procs[0].kill()
+        with pytest.raises(CompileWorkerError, match="stopped"):
+            fut.result(timeout=60)
+        again = comp.submit(_schema(1)).result(timeout=120)
+        second = comp._procs
+        assert second is not first and again.dfa.accepts(b'{"k1": 2}')
+        assert comp.stats().failures == 1 and comp.stats().misses == 2
+        second._procs[0].kill()  # idle
+        second._procs[0].join(timeout=10)
+        assert comp.submit(_schema(2)).result(timeout=120).dfa.accepts(b'{"k2": 3}')
+        assert comp._procs is not second
+    finally:
+        comp.close()
+
+
+def test_close_cancels_what_is_not_answered(tiny_vocab: Vocabulary) -> None:
+    """Closing the compiler with compiles queued: their futures raise ``CancelledError``
+    instead of waiting forever."""
+    comp = GrammarCompiler(tiny_vocab, CompilerConfig(processes=1, cache_size=0))
+    futs = [comp.submit(_schema(i)) for i in range(5)]  # before the worker has started: none answered
+    comp.close()
+    for f in futs:
+        with pytest.raises(CancelledError):
+            f.result(timeout=10)
+
+
+def test_pool_rejects_no_processes() -> None:
+    with pytest.raises(ValueError, match="processes"):
+        CompilePool(0, print, (), print)
