@@ -39,6 +39,7 @@ from .errors import CompileWorkerError
 
 _HEADER = struct.Struct("!Q")  # each message on either pipe: its length, then its pickle
 _READY = -1  # the task id of a worker's "started" answer
+PIPE_BYTES = 1 << 20  # the task pipe's size where it can grow (a burst of hundreds of schemas)
 
 
 class CompileAnswer(NamedTuple):
@@ -110,6 +111,7 @@ class CompilePool:
         answer_w.close()
         os.set_blocking(self._task_w.fileno(), False)
         os.set_blocking(self._answer_r.fileno(), False)
+        _widen(self._task_w.fileno())  # a burst's tasks in the pipe at once, not left for the next poll
         self._lock = threading.Lock()
         self._out = bytearray()  # tasks written but not yet taken by the pipe
         self._in = bytearray()  # answers read but not yet whole
@@ -269,6 +271,17 @@ class CompilePool:
         for p in self._procs:
             if p.exitcode is None:
                 p.terminate()
+
+
+def _widen(fd: int) -> None:
+    """Grow the pipe at ``fd`` to :data:`PIPE_BYTES` where the platform allows (Linux's
+    ``F_SETPIPE_SZ``, up to ``/proc/sys/fs/pipe-max-size``); else it keeps its size."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+    except (ImportError, OSError):
+        pass
 
 
 def _write_message(fd: int, obj: Any) -> None:

@@ -31,7 +31,7 @@ def test_a_burst_of_submits_is_queued_without_blocking_and_all_answered(tiny_voc
     once taken, and the pool's folder after close."""
     comp = GrammarCompiler(tiny_vocab, CompilerConfig(processes=2, cache_size=0))
     try:
-        constraints = [_schema(i, pad=4000) for i in range(40)]  # 160 KB of tasks: more than a pipe holds
+        constraints = [_schema(i, pad=40_000) for i in range(40)]  # 1.6 MB of tasks: more than the pipe holds
         futs = [comp.submit(c) for c in constraints]
         pool = comp._procs
         assert isinstance(pool, CompilePool) and pool._out  # not all written yet: left for later polls
