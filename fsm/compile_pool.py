@@ -23,6 +23,7 @@ fails with :class:`~.errors.CompileWorkerError` and the owner starts a new pool.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import select
@@ -40,6 +41,7 @@ from .errors import CompileWorkerError
 _HEADER = struct.Struct("!Q")  # each message on either pipe: its length, then its pickle
 _READY = -1  # the task id of a worker's "started" answer
 PIPE_BYTES = 1 << 20  # the task pipe's size where it can grow (a burst of hundreds of schemas)
+SHM_MIN_FREE = 1 << 30  # /dev/shm holds the grammars in flight only with this much free
 
 
 class CompileAnswer(NamedTuple):
@@ -90,8 +92,7 @@ class CompilePool:
         import multiprocessing
 
         ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold CUDA
-        shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-        self.folder = tempfile.mkdtemp(prefix="structgen-grammars-", dir=shm)
+        self.folder = tempfile.mkdtemp(prefix="structgen-grammars-", dir=_memory_folder())
         task_r, self._task_w = ctx.Pipe(duplex=False)
         self._answer_r, answer_w = ctx.Pipe(duplex=False)
         read_lock, write_lock = ctx.Lock(), ctx.Lock()
@@ -254,7 +255,9 @@ class CompilePool:
             fut = self._futures.pop(task_id, None)
             if fut is None:
                 continue
-            if ok:
+            if ok and isinstance(value, bytes):  # sent inline: the folder was full
+                answered.append((fut, CompileAnswer(value, seconds, None), None))
+            elif ok:
                 try:
                     with open(value, "rb") as f:
                         answered.append((fut, CompileAnswer(f.read(), seconds, value), None))
@@ -271,6 +274,16 @@ class CompilePool:
         for p in self._procs:
             if p.exitcode is None:
                 p.terminate()
+
+
+def _memory_folder() -> str | None:
+    """``/dev/shm`` where it is writable with at least :data:`SHM_MIN_FREE` bytes free (a
+    container's default is often 64 MB), else None (the system's temporary folder)."""
+    try:
+        st = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    return "/dev/shm" if os.access("/dev/shm", os.W_OK) and st.f_bavail * st.f_frsize >= SHM_MIN_FREE else None
 
 
 def _widen(fd: int) -> None:
@@ -324,9 +337,14 @@ def _worker_main(task_r: Any, answer_w: Any, read_lock: Any, write_lock: Any, in
             out, seconds = e, time.perf_counter() - t0
         if isinstance(out, bytes):
             path = os.path.join(folder, f"{task_id}.pkl")
-            with open(path, "wb") as f:
-                f.write(out)
-            answer: tuple[Any, ...] = (task_id, True, path, seconds)
+            try:
+                with open(path, "wb") as f:
+                    f.write(out)
+                answer: tuple[Any, ...] = (task_id, True, path, seconds)
+            except OSError:  # the folder is full: the grammar goes on the answer pipe itself
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                answer = (task_id, True, out, seconds)
         else:
             try:
                 pickle.dumps(out)

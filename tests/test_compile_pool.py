@@ -5,6 +5,7 @@ compiler starts a new pool, and nothing is left on disk."""
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from concurrent.futures import CancelledError
 
@@ -72,6 +73,21 @@ def test_a_dead_worker_fails_what_it_left_and_the_next_submit_gets_a_new_pool(ti
         second._procs[0].join(timeout=10)
         assert comp.submit(_schema(2)).result(timeout=120).dfa.accepts(b'{"k2": 3}')
         assert comp._procs is not second
+    finally:
+        comp.close()
+
+
+def test_a_grammar_the_folder_cannot_take_comes_back_on_the_answer_pipe(tiny_vocab: Vocabulary) -> None:
+    """A worker that cannot write the grammar's file (its folder full, or gone as here) sends
+    the grammar on the answer pipe instead: the compile is answered, not lost."""
+    comp = GrammarCompiler(tiny_vocab, CompilerConfig(processes=1, cache_size=0))
+    try:
+        comp.start_workers()
+        pool = comp._procs
+        assert pool is not None
+        shutil.rmtree(pool.folder)
+        got = comp.submit(_schema(3)).result(timeout=120)
+        assert got.dfa.accepts(b'{"k3": 4}') and not got.dfa.accepts(b'{"k3": "x"}')
     finally:
         comp.close()
 
