@@ -106,3 +106,35 @@ def test_close_cancels_what_is_not_answered(tiny_vocab: Vocabulary) -> None:
 def test_pool_rejects_no_processes() -> None:
     with pytest.raises(ValueError, match="processes"):
         CompilePool(0, print, (), print)
+
+
+def test_an_engine_on_compile_and_row_processes_answers_as_on_threads(tiny_llama_dir: str) -> None:
+    """An engine whose grammars compile on a compile process (answers taken in by its step
+    loop's poll) and whose rows come from a row worker: every request, each with a schema of
+    its own, gets the greedy output of the same engine on compile threads, valid."""
+    import json
+
+    import jsonschema
+
+    from structgen import Constraint as ApiConstraint
+    from structgen import Engine, EngineConfig, GenerateRequest, SamplingParams
+    from structgen.runtime.memory import MemoryConfig
+
+    schemas = [
+        {"type": "object", "properties": {f"f{i}": {"type": "string", "maxLength": 5}, "n": {"type": "integer"}}, "required": [f"f{i}"]}
+        for i in range(6)
+    ]
+    params = SamplingParams(max_tokens=40)
+    reqs = [GenerateRequest(f"item {i} as JSON", params, ApiConstraint.json_schema(s)) for i, s in enumerate(schemas)]
+    memory = MemoryConfig(max_total_tokens=4096, max_context=256)
+    with Engine(tiny_llama_dir, EngineConfig(memory=memory)) as threads:
+        want = [o.text for o in threads.generate(reqs)]
+    config = EngineConfig(memory=memory, compiler=CompilerConfig(processes=1, row_processes=1))
+    with Engine(tiny_llama_dir, config) as procs:
+        got = procs.generate(reqs)
+        stats = procs.scheduler.grammar.compiler.stats()  # type: ignore[union-attr]
+    assert [o.text for o in got] == want
+    assert stats.misses == len(schemas) and stats.failures == 0
+    for o, s in zip(got, schemas):
+        if o.finish_reason == "stop":
+            jsonschema.validate(json.loads(o.text), s)
