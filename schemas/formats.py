@@ -58,6 +58,12 @@ _SEG_NC = r"[a-zA-Z0-9._~!$&'()*+,;=@-]+"
 # relative reference: path-noscheme / path-absolute (no colon in the first segment), query, fragment
 _RELATIVE_REF = rf"(?:/?{_SEG_NC}(?:/{_PCHAR}*)*|/)?(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
 _JSON_POINTER = r"(?:/(?:[^~/]|~[01])*)*"
+# RFC 6570 URI template: literals of its ASCII literal characters (no percent-escapes or
+# non-ASCII: narrowing), expressions of an optional operator and comma-separated variables,
+# each with an explode or a prefix of at most 999 (narrowing: the RFC allows 9999; the checker
+# takes at most three digits)
+_VARSPEC = r"[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*(?::[1-9][0-9]{0,2}|\*)?"
+_URI_TEMPLATE = rf"(?:[!#$&()*+,./0-9:;=?@A-Z\[\]_a-z~-]|\{{[+#./;?&]?{_VARSPEC}(?:,{_VARSPEC})*\}})*"
 # ISO 8601 durations, one component (narrowing)
 _DURATION = r"P(?:[0-9]+[YMWD]|T[0-9]+[HMS])"
 
@@ -73,6 +79,7 @@ FORMAT_REGEXES: dict[str, str] = {
     "hostname": _HOSTNAME,
     "uri-reference": rf"(?:{_URI}|{_RELATIVE_REF})",
     "json-pointer": _JSON_POINTER,
+    "uri-template": _URI_TEMPLATE,
     # narrowed: the spec's prefix is 0 | [1-9][0-9]*, but jsonschema's checker rejects any digit
     # after a 0 ("10" passes, "100" and "1019" fail), and outputs must pass jsonschema
     "relative-json-pointer": rf"(?:0|[1-9]+0?)(?:#|{_JSON_POINTER})",

@@ -106,6 +106,12 @@ CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
         ],
     ),
     (
+        "uri-template",
+        {"type": "string", "format": "uri-template"},
+        ["http://example.com/dictionary/{term:1}/{term}", "{+path}/here", "/a/b{?q*}", "{#x,y.z:999}", ""],
+        ["{x", "{}", "{x:0}", "{x:1000}", "a}b{"],
+    ),
+    (
         "relative-json-pointer",
         {"type": "string", "format": "relative-json-pointer"},
         ["0", "10/a", "120#", "3/x~0", "7"],
@@ -293,7 +299,8 @@ def test_whitespace_policies(ws: str, text: str, ok: bool) -> None:
         ({"not": {"type": "string", "format": "regex"}}, "not", "#/not/format"),
         ({"$ref": "https://example.com/s.json"}, "$ref", "#/$ref"),
         ({"oneOf": [{"type": "string"}, {"format": "regex"}]}, "oneOf", "#"),
-        ({"type": "string", "format": "uri-template"}, "format", "#"),
+        ({"type": "string", "format": "regex"}, "format", "#"),
+        ({"type": "string", "not": {"format": "uri-template"}}, "not", "#/not/format"),
         ({"type": "integer", "multipleOf": HUGE}, "multipleOf", "#"),
         (
             {"type": "object", "additionalProperties": {"type": "integer"}, "not": {"additionalProperties": {"multipleOf": HUGE}}},
