@@ -47,8 +47,8 @@ SHM_MIN_FREE = 1 << 30  # /dev/shm holds the grammars in flight only with this m
 class CompileAnswer(NamedTuple):
     """A worker's answer to one task: ``blob`` (the task function's bytes, or the exception it
     raised), ``seconds`` (the worker's own time on it) and ``path`` (the file that held
-    ``blob``, still on disk for a consumer that forwards it: remove it, or hand it on, with
-    :meth:`CompilePool.release`; None for an exception)."""
+    ``blob``, left on disk for a consumer that forwards it: the consumer removes it or hands
+    it on; None for an exception or a grammar sent inline)."""
 
     blob: bytes | BaseException
     seconds: float
@@ -120,10 +120,6 @@ class CompilePool:
         self._next_id = 0
         self.ready = 0  # workers started
         self.broken: str | None = None  # why the pool stopped serving, once it has
-
-    @property
-    def processes(self) -> int:
-        return len(self._procs)
 
     @property
     def healthy(self) -> bool:
@@ -198,14 +194,6 @@ class CompilePool:
             if left <= 0:
                 raise TimeoutError(f"{len(self._procs) - self.ready} compile worker processes did not start within {timeout_s} s")
             self.wait(min(left, 0.1))
-
-    def release(self, path: str | None) -> None:
-        """Remove an answer's file (:attr:`CompileAnswer.path`) that no one else takes."""
-        if path is not None:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
 
     def close(self) -> None:
         """Stop the workers (a compile in progress is cut short), fail the futures not answered
