@@ -73,11 +73,11 @@ class PolledFuture(Future[Any]):
 
     def result(self, timeout: float | None = None) -> Any:
         self._drive(timeout)
-        return super().result(timeout=0 if self.done() else timeout)
+        return super().result(timeout=0)  # not done by now: TimeoutError, as a Future's result
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         self._drive(timeout)
-        return super().exception(timeout=0 if self.done() else timeout)
+        return super().exception(timeout=0)
 
 
 class CompilePool:

@@ -93,10 +93,12 @@ def test_a_grammar_the_folder_cannot_take_comes_back_on_the_answer_pipe(tiny_voc
 
 
 def test_close_cancels_what_is_not_answered(tiny_vocab: Vocabulary) -> None:
-    """Closing the compiler with compiles queued: their futures raise ``CancelledError``
-    instead of waiting forever."""
+    """A wait on a compile not answered yet ends at its timeout; closing the compiler with
+    compiles queued: their futures raise ``CancelledError`` instead of waiting forever."""
     comp = GrammarCompiler(tiny_vocab, CompilerConfig(processes=1, cache_size=0))
     futs = [comp.submit(_schema(i)) for i in range(5)]  # before the worker has started: none answered
+    with pytest.raises(TimeoutError):
+        futs[0].result(timeout=0.01)  # waits its timeout once, polling, then says so
     comp.close()
     for f in futs:
         with pytest.raises(CancelledError):
