@@ -334,14 +334,36 @@ class NFABuilder:
         their eager DFAs be built once."""
         got = self._node_ids.get(id(node))
         if got is None:
-            if isinstance(node, Automaton):  # its key names its language; its edges may be many
-                key: tuple[Any, ...] = ("Automaton", node.key)
-            else:
-                key = (type(node).__name__, *(self._field_key(getattr(node, f.name)) for f in fields(node)))  # type: ignore[arg-type]
+            key = self._shallow_key(node)
             got = self._interned.setdefault(key, len(self._interned))
             self._node_ids[id(node)] = got
             self._keep.append(node)  # ids stay valid while the builder lives
         return got
+
+    def _shallow_key(self, node: Node) -> tuple[Any, ...]:
+        """``node``'s key for :meth:`structural_id`: its type and fields, children by their
+        structural ids (the common IR types spelled out; any other node through its fields)."""
+        sid = self.structural_id
+        t = type(node)
+        if t is Lit:
+            return ("Lit", node.data)  # type: ignore[attr-defined]
+        if t is Chars:
+            return ("Chars", node.cs.ranges)  # type: ignore[attr-defined]
+        if t is Seq or t is Alt or t is And:
+            return (t.__name__, tuple([sid(i) for i in node.items]))  # type: ignore[attr-defined]
+        if t is Rep:
+            assert isinstance(node, Rep)
+            return ("Rep", sid(node.item), node.lo, node.hi)
+        if t is Join:
+            assert isinstance(node, Join)
+            return ("Join", sid(node.item), sid(node.sep), node.lo, node.hi)
+        if t is Members:
+            assert isinstance(node, Members)
+            extra = None if node.extra is None else sid(node.extra)
+            return ("Members", tuple([(sid(m), r) for m, r in node.items]), sid(node.sep), extra)
+        if isinstance(node, Automaton):  # its key names its language; its edges may be many
+            return ("Automaton", node.key)
+        return (t.__name__, *(self._field_key(getattr(node, f.name)) for f in fields(node)))  # type: ignore[arg-type]
 
     def _field_key(self, value: Any) -> Any:
         if isinstance(value, Node):
@@ -481,6 +503,8 @@ def byte_ranges(node: Node, builder: NFABuilder) -> set[tuple[int, int]]:
     """Every byte range the NFA of ``node`` can ever use (sub-automata included)."""
     out: set[tuple[int, int]] = set()
     seen: set[int] = set()
+    classes: set[tuple[tuple[int, int], ...]] = set()  # character classes already spelled out
+    single: set[int] = set()  # the bytes of literals
     stack = [node]
     while stack:
         n = stack.pop()
@@ -488,10 +512,12 @@ def byte_ranges(node: Node, builder: NFABuilder) -> set[tuple[int, int]]:
             continue
         seen.add(id(n))
         if isinstance(n, Lit):
-            out.update((b, b) for b in n.data)
+            single.update(n.data)
         elif isinstance(n, Chars):
-            for sq in utf8_sequences(n.cs):
-                out.update(sq)
+            if n.cs.ranges not in classes:  # one class under many properties: its sequences once
+                classes.add(n.cs.ranges)
+                for sq in utf8_sequences(n.cs):
+                    out.update(sq)
         elif isinstance(n, And) and (counted := builder.counted(n)) is not None:
             out.update((lo, hi) for runs in counted.edges for lo, hi, _t, _c in runs)
         elif isinstance(n, (And, Minus, Automaton)):
@@ -509,6 +535,7 @@ def byte_ranges(node: Node, builder: NFABuilder) -> set[tuple[int, int]]:
             stack.append(n.sep)
             if n.extra is not None:
                 stack.append(n.extra)
+    out.update((b, b) for b in single)
     return out
 
 

@@ -5,6 +5,7 @@ and its mapping through the JSON string encoding (raw UTF-8, the short escapes:
 from __future__ import annotations
 
 import functools
+import json
 from typing import TYPE_CHECKING, Any
 
 from .charset import CharSet
@@ -48,9 +49,8 @@ def _encode(n: Node, memo: dict[int, Node]) -> Node:
     out: Node
     if isinstance(n, Chars):
         out = encode_charset(n.cs)
-    elif isinstance(n, Lit):
-        text = n.data.decode("utf-8")
-        out = seq(*[encode_charset(CharSet.of_chars(c)) for c in text]) if text else EPSILON
+    elif isinstance(n, Lit):  # one string: its one encoding, as json.dumps writes it
+        out = lit(json.dumps(n.data.decode("utf-8"), ensure_ascii=False)[1:-1]) if n.data else EPSILON
     elif isinstance(n, Seq):
         out = seq(*[_encode(i, memo) for i in n.items]) if n.items else EPSILON
     elif isinstance(n, Alt):

@@ -678,3 +678,19 @@ def test_a_ref_target_converts_once_whatever_unrelated_refs_are_being_unrolled()
     dfa = compile_lazy(schema_to_ir(root, SchemaOptions())[0])
     assert dfa.accepts(b'{"x": "ab"}') and dfa.accepts(b'["ab", "cd"]') and dfa.accepts(b'{"kids": [{"kids": []}]}')
     assert not dfa.accepts(b'["AB"]') and not dfa.accepts(b'["a", "b", "c"]')
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=12))
+def test_a_literal_encodes_as_the_one_string_json_dumps_writes(text: str) -> None:
+    from structgen.schemas.charset import CharSet
+    from structgen.schemas.ir import Lit, seq
+    from structgen.schemas.json_strings import encode_charset, encode_json_string_content
+
+    encoded = encode_json_string_content(Lit(text.encode()))
+    written = json.dumps(text, ensure_ascii=False)[1:-1].encode()
+    assert compile_lazy(encoded).accepts(written)
+    per_char = seq(*[encode_charset(CharSet.of_chars(c)) for c in text])  # each code point on its own
+    assert compile_lazy(per_char).accepts(written)
+    if written:
+        assert not compile_lazy(encoded).accepts(written[:-1])

@@ -155,3 +155,50 @@ def test_a_pickled_grammar_carries_no_object_ids_and_keeps_its_language(tiny_voc
     assert got == [fsm.dfa.accepts(t.encode()) for t in texts]
     assert got == [False, True, False, True, False, True, False, True]  # 5..9 match both branches
     assert copy.dfa.distance_to_accept(copy.dfa.initial) == fsm.dfa.distance_to_accept(fsm.dfa.initial)
+
+
+def test_structural_ids_are_equal_exactly_for_equal_structures() -> None:
+    from structgen.fsm.dfa import Budget
+    from structgen.fsm.nfa import NFABuilder
+    from structgen.schemas.ir import And, Join, Members
+
+    def build(word: bytes, hi: int, required: bool) -> list[Node]:
+        a = Chars(CharSet(((97, 122),)))
+        return [
+            Lit(word),
+            Seq((Lit(word), a)),
+            Alt((Lit(word), a)),
+            And((Lit(word), a)),
+            Rep(a, 0, hi),
+            Join(a, Lit(b","), 1, hi),
+            Members(((Lit(word), required), (a, True)), Lit(b","), None),
+            Members(((Lit(word), required), (a, True)), Lit(b","), a),
+            Minus(Rep(a, 0, hi), Lit(word)),
+        ]
+
+    builder = NFABuilder(Budget())
+    ids = [builder.structural_id(n) for n in build(b"ab", 8, True)]
+    assert ids == [builder.structural_id(n) for n in build(b"ab", 8, True)]  # separate objects, one structure
+    assert len(set(ids)) == len(ids)  # a Seq, an Alt and an And of the same children differ
+    word = [builder.structural_id(n) for n in build(b"ac", 8, True)]
+    assert [x != y for x, y in zip(ids, word)] == [True] * 4 + [False, False] + [True] * 3
+    bound = [builder.structural_id(n) for n in build(b"ab", 9, True)]
+    assert [x != y for x, y in zip(ids, bound)] == [False, False, False, False, True, True, False, False, True]
+    optional = [builder.structural_id(n) for n in build(b"ab", 8, False)]
+    assert [x != y for x, y in zip(ids, optional)] == [False] * 6 + [True, True, False]
+
+
+def test_prune_keeps_nodes_with_nothing_to_prune_and_rewrites_the_rest() -> None:
+    from structgen.fsm.dfa import Budget
+    from structgen.fsm.nfa import NFABuilder
+    from structgen.fsm.prune import prune
+    from structgen.schemas.ir import NOTHING, Join, Members
+
+    a = Chars(CharSet(((97, 122),)))
+    members = Members(((a, True), (a, False)), Lit(b","), None)
+    whole = Seq((Lit(b"{"), Alt((a, Lit(b"x"))), Rep(a, 1, 3), Join(a, Lit(b","), 0, None), members))
+    assert prune(whole, NFABuilder(Budget()), {}) is whole  # nothing empty: the very node, so memos by identity hold
+    empty = Chars(CharSet(()))
+    pruned = prune(Seq((Lit(b"{"), Alt((a, empty)), Members(((a, True), (empty, False)), Lit(b","), None))), NFABuilder(Budget()), {})
+    assert _key(pruned) == _key(Seq((Lit(b"{"), a, Members(((a, True),), Lit(b","), None))))
+    assert prune(Seq((Lit(b"{"), empty)), NFABuilder(Budget()), {}) is NOTHING
