@@ -40,7 +40,7 @@ from structgen.fsm import trie as trie_mod
 from structgen.fsm.dfa import Budget
 from structgen.fsm.lazy_compile import compile_lazy
 from structgen.fsm.token_fsm import TokenFSM
-from structgen.schemas.json_schema import SchemaOptions
+from structgen.schemas.schema_options import SchemaOptions
 
 STRING = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}, "required": ["a", "b"]}
 

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from structgen.schemas.ir import Node
-from structgen.schemas.json_schema import ConversionReport, SchemaOptions, load_schema, pydantic_schema, schema_to_ir
+from structgen.schemas.json_schema import load_schema, pydantic_schema, schema_to_ir
 from structgen.schemas.regex_assertions import regex_to_ir
+from structgen.schemas.schema_options import ConversionReport, SchemaOptions
 
 from .errors import GrammarCompileError
 

@@ -16,7 +16,7 @@ from structgen.fsm.constraint import Constraint
 from structgen.fsm.errors import GrammarCompileError, GrammarTimeoutError
 from structgen.fsm.vocab import Vocabulary
 from structgen.schemas.errors import RegexError, SchemaError, UnsupportedSchemaError
-from structgen.schemas.json_schema import SchemaOptions
+from structgen.schemas.schema_options import SchemaOptions
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string", "maxLength": 4}}, "required": ["a"]}
 

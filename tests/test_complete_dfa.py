@@ -15,8 +15,9 @@ from structgen.fsm.dfa_paths import NO_PATH, distances_to_accept, reach_max
 from structgen.fsm.lazy_compile import compile_lazy
 from structgen.fsm.token_fsm import TokenFSM
 from structgen.fsm.vocab import Vocabulary
-from structgen.schemas.json_schema import SchemaOptions, schema_to_ir
+from structgen.schemas.json_schema import schema_to_ir
 from structgen.schemas.regex_assertions import regex_to_ir
+from structgen.schemas.schema_options import SchemaOptions
 
 CASES = [
     {

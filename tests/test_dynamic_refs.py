@@ -12,7 +12,8 @@ import jsonschema
 import pytest
 from structgen.fsm.lazy_compile import compile_lazy
 from structgen.schemas.errors import SchemaError, UnsupportedSchemaError
-from structgen.schemas.json_schema import SchemaOptions, schema_to_ir
+from structgen.schemas.json_schema import schema_to_ir
+from structgen.schemas.schema_options import SchemaOptions
 
 from structgen.bench.conformance import sample_strings
 

@@ -16,7 +16,8 @@ from structgen.fsm.dfa import Budget
 from structgen.fsm.lazy_compile import compile_lazy
 from structgen.schemas.errors import SchemaError, UnsupportedSchemaError
 from structgen.schemas.ir import And, Minus, new_products
-from structgen.schemas.json_schema import ConversionReport, Converter, SchemaOptions, schema_to_ir
+from structgen.schemas.json_schema import Converter, schema_to_ir
+from structgen.schemas.schema_options import ConversionReport, SchemaOptions
 
 from structgen.bench.conformance import sample_strings
 from structgen.bench.conformance_items import exact_validator

@@ -14,7 +14,8 @@ from pydantic import BaseModel, Field
 from structgen.fsm.lazy_compile import compile_lazy
 from structgen.fsm.lazy_dfa import LazyDFA
 from structgen.schemas.errors import SchemaError, UnsupportedSchemaError
-from structgen.schemas.json_schema import SchemaOptions, pydantic_schema, schema_to_ir
+from structgen.schemas.json_schema import pydantic_schema, schema_to_ir
+from structgen.schemas.schema_options import SchemaOptions
 
 from structgen.bench.conformance import sample_strings
 from structgen.bench.conformance_items import KeyOrderer, exact_validator
@@ -656,7 +657,8 @@ def test_a_ref_target_converts_once_whatever_unrelated_refs_are_being_unrolled()
     reach: a leaf reached through two different references is converted once (one IR object),
     while a recursive target still sees its own depth; ``reachable_refs`` follows ``$ref``s,
     and a reference that does not resolve makes every target count."""
-    from structgen.schemas.json_schema import ConversionReport, Converter
+    from structgen.schemas.json_schema import Converter
+    from structgen.schemas.schema_options import ConversionReport
 
     root = {
         "$defs": {

@@ -16,7 +16,7 @@ from structgen.fsm.token_fsm import TokenFSM
 from structgen.fsm.vocab import Vocabulary
 from structgen.schemas.charset import CharSet
 from structgen.schemas.ir import Alt, Chars, Lit, Minus, Node, Rep, Seq
-from structgen.schemas.json_schema import SchemaOptions
+from structgen.schemas.schema_options import SchemaOptions
 
 
 def _dfa(states: int) -> ByteDFA:

@@ -14,8 +14,9 @@ from structgen.fsm.length_product import CountedState
 from structgen.fsm.nfa import compile_dfa
 from structgen.fsm.token_fsm import TokenFSM
 from structgen.fsm.vocab import Vocabulary
-from structgen.schemas.json_schema import SchemaOptions, schema_to_ir
+from structgen.schemas.json_schema import schema_to_ir
 from structgen.schemas.regex_assertions import regex_to_ir
+from structgen.schemas.schema_options import SchemaOptions
 
 
 def fsm_for_regex(pattern: str, vocab: Vocabulary) -> TokenFSM:

@@ -44,7 +44,7 @@ from structgen.fsm.lazy_dfa import LazyDFA
 from structgen.fsm.token_fsm import TokenFSM
 from structgen.fsm.vocab import Vocabulary
 from structgen.schemas.errors import SchemaError, UnsupportedSchemaError
-from structgen.schemas.json_schema import SchemaOptions
+from structgen.schemas.schema_options import SchemaOptions
 
 
 def accepts_tokens(fsm: TokenFSM, ids: list[int]) -> bool:

@@ -27,7 +27,8 @@ from structgen.fsm.errors import GrammarCompileError, GrammarTimeoutError
 from structgen.fsm.lazy_compile import compile_lazy
 from structgen.fsm.lazy_dfa import LazyDFA
 from structgen.schemas.errors import SchemaError, UnsupportedSchemaError
-from structgen.schemas.json_schema import SchemaOptions, schema_to_ir
+from structgen.schemas.json_schema import schema_to_ir
+from structgen.schemas.schema_options import SchemaOptions
 
 SCALARS: tuple[Any, ...] = (None, True, False, 0, 1, -3, 2.5, "", "a", "xy", "null", "1")
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
