@@ -41,29 +41,38 @@ def longest_dfa(dfa: ByteDFA) -> int | None:
     cycle makes it unbounded (every live state is on an accepting path)."""
     if dfa.is_empty():
         return 0
+    return longest_path(dfa.initial, lambda q: [t for t in np.unique(dfa.table[q]).tolist() if t != DEAD], dfa.accepting)
+
+
+def longest_path(start: int, successors: Callable[[int], list[int]], accepting: Sequence[bool] | np.ndarray) -> int | None:
+    """Edges on the longest path from ``start`` to an accepting state of an automaton whose
+    states are all live (each reaches acceptance), or None when a cycle is reachable from
+    ``start`` (it repeats forever).  ``successors(q)``: the distinct live states one byte leads
+    to from ``q`` (called once per state); ``accepting[q]``: whether ``q`` accepts.  An
+    iterative depth-first search, each state finished once."""
     longest: dict[int, int] = {}
     on_path: set[int] = set()
-    stack: list[tuple[int, list[int]]] = []
+    stack: list[tuple[int, list[int], list[int]]] = []  # (state, successors, successors left to visit)
 
-    def succ(q: int) -> list[int]:
-        return [t for t in np.unique(dfa.table[q]).tolist() if t != DEAD]
+    def push(q: int) -> None:
+        succ = successors(q)
+        on_path.add(q)
+        stack.append((q, succ, list(succ)))
 
-    stack.append((dfa.initial, succ(dfa.initial)))
-    on_path.add(dfa.initial)
+    push(start)
     while stack:
-        q, todo = stack[-1]
+        q, succ, todo = stack[-1]
         if todo:
             t = todo.pop()
             if t in on_path:
                 return None
             if t not in longest:
-                on_path.add(t)
-                stack.append((t, succ(t)))
+                push(t)
             continue
         stack.pop()
         on_path.discard(q)
-        longest[q] = max([0 if dfa.accepting[q] else -1] + [longest[t] + 1 for t in succ(q)])
-    return longest[dfa.initial]
+        longest[q] = max([0 if accepting[q] else -1] + [longest[t] + 1 for t in succ])  # live: -1 never wins
+    return longest[start]
 
 
 def shortest_dfa(dfa: ByteDFA) -> int:

@@ -1,7 +1,7 @@
 """``LazyDFA``: subset construction on demand over a lazily built NFA, so a compile builds only
 the states its requests reach (``compile_lazy`` in :mod:`.lazy_compile` prunes empty
-sub-languages first, so every NFA state can reach acceptance); and :func:`determinize_built`,
-the same construction run to completion over a built NFA (eager DFAs)."""
+sub-languages first, so every NFA state can reach acceptance); the same construction run to
+completion over a built NFA (eager DFAs) is :func:`.eager_subsets.determinize_built`."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .dfa import DEAD, Budget
-from .dfa_paths import NO_PATH, distances_to_accept, extend_nfa_distances, reach_max
+from .closure import scc_closure, small_closure
+from .dfa import DEAD
+from .dfa_paths import NO_PATH, distances_to_accept, extend_nfa_distances, longest_path, reach_max
 from .errors import GrammarCompileError
 from .length_product import RELAXED, CountedRow, CountedState
 
@@ -108,86 +109,18 @@ class LazyDFA:
         return frozenset().union(*(p[0] for p in parts)), any(p[1] for p in parts)
 
     def _closure_one(self, seed: int) -> tuple[frozenset[int], bool]:
-        """Closure of one NFA state, memoizing the closure of every state the search meets.
-
-        Iterative Tarjan SCC search over epsilon edges: states of one strongly connected
-        component share a closure, which is their own members with byte edges plus the closures
-        of the components they reach.  A lazily unrolled counter (``x{0,2048}``: each copy's
-        exit leads through the exits of all enclosing copies) then costs each exit once instead
-        of once per closure through it (quadratic in the bound).  Stubs are expanded when
-        reached, before their epsilon edges are read."""
+        """Closure of one NFA state (:func:`.closure.small_closure`, else the memoizing
+        :func:`.closure.scc_closure`), memoized; stubs met on the way are expanded."""
         memo = self._closures
         got = memo.get(seed)
         if got is not None:
             return got
-        got = self._closure_small(seed)
+        pending, expand = self.builder.pending, self._expand_stub
+        got = small_closure(seed, self.eps, pending, expand, self.has_edges, self.final, SMALL_CLOSURE)
         if got is not None:
             memo[seed] = got
             return got
-        eps = self.eps
-        pending = self.builder.pending
-        final = self.final
-        index: dict[int, int] = {}
-        low: dict[int, int] = {}
-        parts: dict[int, tuple[set[int], bool]] = {}  # open state -> (members reached so far, final reached)
-        scc_stack: list[int] = []
-        work: list[tuple[int, int]] = []  # (state, next epsilon edge to follow)
-
-        def enter(q: int) -> None:
-            if q in pending:
-                self._expand_stub(q)
-            index[q] = low[q] = len(index)
-            parts[q] = (set(), q == final)
-            scc_stack.append(q)
-            work.append((q, 0))
-
-        enter(seed)
-        while work:
-            q, i = work[-1]
-            succ = eps[q]
-            if i < len(succ):
-                work[-1] = (q, i + 1)
-                r = succ[i]
-                done = memo.get(r)
-                if done is not None:  # a finished component: take its closure whole
-                    qm, qf = parts[q]
-                    qm.update(done[0])
-                    if not qf and done[1]:
-                        parts[q] = (qm, True)
-                elif r not in index:
-                    enter(r)
-                elif r in parts:  # on the stack: same component
-                    low[q] = min(low[q], index[r])
-                continue
-            work.pop()
-            if work:
-                p = work[-1][0]
-                low[p] = min(low[p], low[q])
-            if low[q] != index[q]:
-                continue
-            comp: list[int] = []  # q roots a component: pop it and publish its closure
-            members: set[int] = set()
-            fin = False
-            while True:
-                r = scc_stack.pop()
-                comp.append(r)
-                m, f = parts.pop(r)
-                members |= m
-                fin = fin or f
-                if r == q:
-                    break
-            has = self.has_edges
-            members.update(r for r in comp if has[r])
-            closure = (frozenset(members), fin)
-            for r in comp:
-                memo[r] = closure
-            if work:  # the parent reaches this component
-                p = work[-1][0]
-                pm, pf = parts[p]
-                pm |= members
-                if fin and not pf:
-                    parts[p] = (pm, True)
-        return memo[seed]
+        return scc_closure(seed, memo, self.eps, pending, expand, self.has_edges, self.final)
 
     def build_fragments(self, deadline: float, max_nfa_states: int | None = None) -> int:
         """Build the NFA fragments still pending, oldest first, until none is left,
@@ -266,12 +199,12 @@ class LazyDFA:
             if time.perf_counter() > deadline or len(self.sets) + self.num_classes > limit:
                 return False
             if self.use_compiled and _c_expand_ahead is not None:
-                s = self._expand_batch(s, limit)
+                s = self.expand_batch(s, limit)
             else:
                 self.expand(s)
                 s += 1
 
-    def _expand_batch(self, first: int, limit: int) -> int:
+    def expand_batch(self, first: int, limit: int) -> int:
         """Expand up to :data:`AHEAD_BATCH` states from ``first`` on in one compiled call (the
         fragments and large closures it meets built here in between, as :meth:`expand` does);
         returns the first state not expanded."""
@@ -368,27 +301,6 @@ class LazyDFA:
         states have byte edges."""
         self.builder.expand_stub(q, eager=eager)
         self.has_edges.extend(map(bool, self.edges[len(self.has_edges) :]))
-
-    def _closure_small(self, seed: int) -> tuple[frozenset[int], bool] | None:
-        """Closure of ``seed`` by a plain depth-first search (memoizing only ``seed``), or None
-        once it passes :data:`SMALL_CLOSURE` states: the common case without the SCC search's
-        bookkeeping.  Stubs met are expanded (the SCC search then finds them built)."""
-        eps = self.eps
-        pending = self.builder.pending
-        seen = {seed}
-        stack = [seed]
-        while stack:
-            q = stack.pop()
-            if q in pending:
-                self._expand_stub(q)
-            for r in eps[q]:
-                if r not in seen:
-                    if len(seen) >= SMALL_CLOSURE:
-                        return None
-                    seen.add(r)
-                    stack.append(r)
-        has = self.has_edges
-        return frozenset(q for q in seen if has[q]), self.final in seen
 
     def _state_of(self, key: tuple[frozenset[int], bool]) -> int:
         d = self.index.get(key)
@@ -539,29 +451,7 @@ class LazyDFA:
             raise ValueError(f"state {start} is not a discovered automaton state (0..{self.num_states - 1})")
         if start == DEAD:
             return None
-        longest: dict[int, int] = {}
-        on_path: set[int] = set()
-        stack: list[tuple[int, list[int], list[int]]] = []  # (state, successors, successors left to visit)
-
-        def push(q: int) -> None:
-            succ = [int(t) for t in np.unique(self.expand(q)).tolist() if t != DEAD]
-            on_path.add(q)
-            stack.append((q, succ, list(succ)))
-
-        push(start)
-        while stack:
-            q, succ, todo = stack[-1]
-            if todo:
-                t = todo.pop()
-                if t in on_path:
-                    return None
-                if t not in longest:
-                    push(t)
-                continue
-            stack.pop()
-            on_path.discard(q)
-            longest[q] = max([0 if self.acc[q] else -1] + [longest[t] + 1 for t in succ])  # live: -1 never wins
-        return longest[start]
+        return longest_path(start, lambda q: [t for t in np.unique(self.expand(q)).tolist() if t != DEAD], self.acc)
 
     def reach_bound(self, state: int) -> int | None:
         """The largest :meth:`distance_to_accept` among the states ``state`` can reach, itself
@@ -607,24 +497,3 @@ class LazyDFA:
 def has_compiled_expansion() -> bool:
     """Whether the compiled expansion steps (``fsm/_lazy_expand.c``) are built."""
     return _c_expand_ahead is not None and _c_expand_state is not None
-
-
-def determinize_built(builder: NFABuilder, start: int, final: int, budget: Budget) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Subset construction of a built NFA (no pending fragments) run to completion with the
-    compiled expansion steps of :class:`LazyDFA`, checking ``budget``'s deadline between
-    batches.  Returns ``(trans, accepting, class_of_byte, initial)`` as
-    :func:`~.dfa.determinize` does (``int32 [S, C]`` with -1 = no transition, ``bool [S]``,
-    ``int32 [256]``) plus the initial state; state 0 is an unreachable empty row.  Raises
-    :class:`GrammarCompileError` past ``budget.max_states`` states, ``GrammarTimeoutError`` past
-    the deadline, ``RuntimeError`` without the compiled extension."""
-    if _c_expand_ahead is None:
-        raise RuntimeError("determinize_built needs the compiled extension fsm/_lazy_expand.c")
-    dfa = LazyDFA(builder, start, final, budget.max_states)
-    s = 1
-    while s < len(dfa.sets):
-        budget.check_time()
-        s = dfa._expand_batch(s, budget.max_states + dfa.num_classes + 1)  # the state cap raises first
-    n = len(dfa.sets)
-    trans = dfa.table[:n].copy()  # [S, C]
-    trans[trans == DEAD] = -1
-    return trans, np.array(dfa.acc, dtype=bool), dfa.class_of_byte, dfa.initial

@@ -16,8 +16,9 @@ from structgen.schemas.ir import Alt, Anchor, And, Automaton, Chars, Join, Lit, 
 from structgen.schemas.json_strings import ANY_STRING_ENCODED
 
 from .dfa import DEAD, Budget, ByteDFA, byte_classes, determinize, product_dfa, trim_and_minimize
+from .eager_subsets import determinize_built
 from .errors import GrammarCompileError
-from .lazy_dfa import determinize_built, has_compiled_expansion
+from .lazy_dfa import has_compiled_expansion
 from .length_product import PLAIN_MIN_CHARS, CountedAutomaton, CountedState, LengthProducts
 from .node_lengths import NodeLengths
 from .product_cache import ProductCache, structural_key
