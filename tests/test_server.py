@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import random
 import re
@@ -399,6 +400,9 @@ def test_load_500_requests_at_concurrency_64(server: ServerThread) -> None:
     assert schema_recs and all(r.valid for r in schema_recs)
     assert all(r.valid for r in records if r.kind == "regex")
     assert s["latency_p99_ms"] >= s["latency_p50_ms"] > 0
+    later = sorted(r.ttft_ms for r in records[64:] if r.ttft_ms is not None)
+    assert len(later) == 436 and summarize(records, wall, first_wave=64)["ttft_p99_later_ms"] == later[round(0.99 * 435)]
+    assert math.isnan(summarize(records, wall, first_wave=500)["ttft_p99_later_ms"])
     snap = _wait_idle(server)
     assert snap.radix_locked == 0
 
