@@ -14,7 +14,7 @@ from structgen.schemas import SchemaError, UnsupportedSchemaError
 
 import structgen
 from structgen import Constraint, Engine, EngineConfig, GenerateRequest, RequestError, SamplingParams
-from structgen.engine.request import RequestOutput, Status
+from structgen.engine.request import RequestOutput, Status, StreamChunk
 from structgen.engine.scheduler import SchedulerConfig
 from structgen.models import ModelLoadError, UnsupportedModelError
 from structgen.runtime.memory import MemoryConfig
@@ -236,6 +236,33 @@ def test_abort(engine: Engine) -> None:
     chunks = engine.step()
     assert any(c.rid == rid and c.finished and c.finish_reason == "abort" for c in chunks) or engine.output(rid).finish_reason == "abort"
     assert not engine.has_unfinished()
+
+
+def test_step_emits_the_previous_steps_chunks_first_and_streams_the_same_text(engine: Engine) -> None:
+    """``step(emit=…)``: the chunks of the previous step's tokens reach ``emit`` before the step
+    returns the rest; over a whole run every request streams the text it streams without it."""
+
+    def run(early: bool) -> dict[int, str]:
+        rids = [engine.submit(GenerateRequest(p, SamplingParams(max_tokens=24), Constraint.json_schema(SMALL))) for p in _prompts(6)]
+        text = {r: "" for r in rids}
+        finished: set[int] = set()
+        emitted: list[list[StreamChunk]] = []
+        early_steps = 0
+        while engine.has_unfinished():
+            emitted.clear()
+            returned = engine.step(emit=emitted.append) if early else engine.step()
+            for c in [c for part in emitted for c in part] + returned:
+                assert c.rid not in finished
+                text[c.rid] += c.delta
+                if c.finished:
+                    finished.add(c.rid)
+            early_steps += bool(emitted)
+        assert finished == set(rids)
+        assert early_steps > 0 if early and engine.scheduler.overlap else early_steps == 0
+        return {i: text[r] for i, r in enumerate(rids)}
+
+    streamed = run(early=True)
+    assert streamed == run(early=False) and all(streamed.values())
 
 
 def test_one_context_check(engine: Engine) -> None:

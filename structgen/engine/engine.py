@@ -9,7 +9,7 @@ import itertools
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import torch
@@ -225,11 +225,14 @@ class Engine:
     # ------------------------------------------------------------------ the loop
 
     @torch.inference_mode()
-    def step(self) -> list[StreamChunk]:
+    def step(self, emit: Callable[[list[StreamChunk]], None] | None = None) -> list[StreamChunk]:
         """One engine step: schedule → forward → sample → process results.  With the overlap
         scheduler the forward is launched on placeholder ids before the previous step's tokens
         are processed (host work overlaps the GPU), and this step's tokens are processed in the
-        next step.  Returns the stream chunks of the requests processed."""
+        next step.  Returns the stream chunks of the requests processed; with ``emit``, the
+        chunks of the previous step's tokens go to ``emit`` as soon as they are processed,
+        before this step's sample is launched (a server sends them without waiting for the
+        rest of the step), and only the rest is returned."""
         t0 = time.perf_counter()
         batch = self.scheduler.schedule()  # schedule
         if batch is None and self.scheduler.inflight is None and len(self.scheduler.grammar):
@@ -240,6 +243,9 @@ class Engine:
             self.runner.synchronize()
         t2 = time.perf_counter()
         chunks = self.scheduler.process_launched(batch)  # overlap: the previous step's tokens
+        if emit is not None and chunks:
+            emit(chunks)
+            chunks = []
         t3 = time.perf_counter()
         forward_kind = self.runner.last_forward_kind if batch is not None else None
         batch, logits = self.scheduler.gather_samples(batch, logits)  # + first tokens whose grammar just compiled

@@ -79,7 +79,7 @@ class EngineLoop:
                     break
                 self.handle(pickle.loads(raw))
             if eng.has_unfinished():
-                self.publish(eng.step())
+                self.publish(eng.step(emit=self.publish))  # the previous step's tokens leave mid-step
 
     def handle(self, msg: tuple[Any, ...]) -> None:
         kind = msg[0]
