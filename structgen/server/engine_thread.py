@@ -141,7 +141,7 @@ class EngineThread(EngineClient):
                 while self._inbox:
                     self._execute(*self._inbox.popleft())
                 if self.engine.has_unfinished():
-                    self._dispatch(self.engine.step())
+                    self._dispatch(self.engine.step(emit=self._dispatch))  # the previous step's tokens leave mid-step
                 else:
                     with self._wake:
                         if not self._inbox and not self._stop:
