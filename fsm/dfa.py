@@ -33,7 +33,7 @@ except ImportError:  # pragma: no cover - exercised when no C compiler was avail
     _c_minimize = _c_refine_byte_classes = _c_coreachable = _c_forced_strings = None
 
 if TYPE_CHECKING:
-    from .nfa import NFA
+    from .nfa_graph import NFA
 
 DEAD = 0
 

@@ -4,13 +4,14 @@ acceptance."""
 
 from __future__ import annotations
 
-from structgen.schemas.ir import NOTHING, Alt, Node
+from structgen.schemas.charset import utf8_sequences
+from structgen.schemas.ir import NOTHING, Alt, And, Automaton, Chars, Join, Lit, Members, Minus, Node, Rep, Seq
 
 from .dfa import Budget
 from .dfa_paths import NO_PATH
 from .errors import GrammarCompileError
 from .lazy_dfa import LazyDFA
-from .nfa import NFABuilder, byte_ranges
+from .nfa import NFABuilder, table_runs
 from .product_cache import ProductCache
 from .prune import prune
 
@@ -48,3 +49,43 @@ def compile_lazy(node: Node, budget: Budget | None = None, shared: ProductCache 
     builder.budget = serving
     builder.nfa.budget = serving
     return dfa
+
+
+def byte_ranges(node: Node, builder: NFABuilder) -> set[tuple[int, int]]:
+    """Every byte range the NFA of ``node`` can ever use (sub-automata included)."""
+    out: set[tuple[int, int]] = set()
+    seen: set[int] = set()
+    classes: set[tuple[tuple[int, int], ...]] = set()  # character classes already spelled out
+    single: set[int] = set()  # the bytes of literals
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, Lit):
+            single.update(n.data)
+        elif isinstance(n, Chars):
+            if n.cs.ranges not in classes:  # one class under many properties: its sequences once
+                classes.add(n.cs.ranges)
+                for sq in utf8_sequences(n.cs):
+                    out.update(sq)
+        elif isinstance(n, And) and (counted := builder.counted(n)) is not None:
+            out.update((lo, hi) for runs in counted.edges for lo, hi, _t, _c in runs)
+        elif isinstance(n, (And, Minus, Automaton)):
+            dfa = builder.product(n)  # memoized: built while pruning
+            _, los, his, _ = table_runs(dfa.table[1:])
+            out.update(zip(los.tolist(), his.tolist()))
+        elif isinstance(n, (Seq, Alt)):
+            stack.extend(n.items)
+        elif isinstance(n, Rep):
+            stack.append(n.item)
+        elif isinstance(n, Join):
+            stack.extend((n.item, n.sep))
+        elif isinstance(n, Members):
+            stack.extend(m for m, _ in n.items)
+            stack.append(n.sep)
+            if n.extra is not None:
+                stack.append(n.extra)
+    out.update((b, b) for b in single)
+    return out

@@ -20,47 +20,9 @@ from .eager_subsets import determinize_built
 from .errors import GrammarCompileError
 from .lazy_dfa import has_compiled_expansion
 from .length_product import PLAIN_MIN_CHARS, CountedAutomaton, CountedState, LengthProducts
+from .nfa_graph import NFA
 from .node_lengths import NodeLengths
 from .product_cache import ProductCache, structural_key
-
-# ----------------------------------------------------------------------------- NFA
-
-
-class NFA:
-    def __init__(self, budget: Budget) -> None:
-        self.eps: list[list[int]] = []
-        self.edges: list[list[tuple[int, int, int]]] = []
-        self.budget = budget
-        self.bounds: set[int] = {0, 256}
-
-    def edge(self, q: int, lo: int, hi: int, target: int) -> None:
-        self.edges[q].append((lo, hi, target))
-        self.bounds.add(lo)
-        self.bounds.add(hi + 1)
-
-    def new(self) -> int:
-        eps = self.eps
-        eps.append([])
-        self.edges.append([])
-        n = len(eps)
-        if not n & 4095:
-            if n > self.budget.max_nfa_states:
-                raise GrammarCompileError(f"automaton exceeds max_nfa_states={self.budget.max_nfa_states} NFA states")
-            self.budget.check_time()
-        return n - 1
-
-    def new_block(self, k: int) -> int:
-        """``k`` new states at once (what ``k`` calls of :meth:`new` make, with the same checks);
-        returns the first one's id."""
-        first = len(self.eps)
-        self.eps.extend([[] for _ in range(k)])
-        self.edges.extend([[] for _ in range(k)])
-        n = first + k
-        if first >> 12 != n >> 12:
-            if n > self.budget.max_nfa_states:
-                raise GrammarCompileError(f"automaton exceeds max_nfa_states={self.budget.max_nfa_states} NFA states")
-            self.budget.check_time()
-        return first
 
 
 class NFABuilder:
@@ -498,46 +460,6 @@ def table_runs(table: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     targets = table[rows, los].astype(np.int64)  # [R']
     live = targets != DEAD
     return rows[live], los[live], ends[live], targets[live]
-
-
-def byte_ranges(node: Node, builder: NFABuilder) -> set[tuple[int, int]]:
-    """Every byte range the NFA of ``node`` can ever use (sub-automata included)."""
-    out: set[tuple[int, int]] = set()
-    seen: set[int] = set()
-    classes: set[tuple[tuple[int, int], ...]] = set()  # character classes already spelled out
-    single: set[int] = set()  # the bytes of literals
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        if isinstance(n, Lit):
-            single.update(n.data)
-        elif isinstance(n, Chars):
-            if n.cs.ranges not in classes:  # one class under many properties: its sequences once
-                classes.add(n.cs.ranges)
-                for sq in utf8_sequences(n.cs):
-                    out.update(sq)
-        elif isinstance(n, And) and (counted := builder.counted(n)) is not None:
-            out.update((lo, hi) for runs in counted.edges for lo, hi, _t, _c in runs)
-        elif isinstance(n, (And, Minus, Automaton)):
-            dfa = builder.product(n)  # memoized: built while pruning
-            _, los, his, _ = table_runs(dfa.table[1:])
-            out.update(zip(los.tolist(), his.tolist()))
-        elif isinstance(n, (Seq, Alt)):
-            stack.extend(n.items)
-        elif isinstance(n, Rep):
-            stack.append(n.item)
-        elif isinstance(n, Join):
-            stack.extend((n.item, n.sep))
-        elif isinstance(n, Members):
-            stack.extend(m for m, _ in n.items)
-            stack.append(n.sep)
-            if n.extra is not None:
-                stack.append(n.extra)
-    out.update((b, b) for b in single)
-    return out
 
 
 def compile_dfa(
