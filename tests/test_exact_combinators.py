@@ -715,7 +715,7 @@ def test_a_pattern_that_is_not_a_literal_is_no_discriminator() -> None:
     """A tag pattern with regex syntax (``^SEQ.*$`` also matches ``SEQUENCE``) or without
     ``type: string`` (a non-string tag passes any pattern) does not count as a finite set of
     tags: the branches then take the exact difference, and stay exact."""
-    from structgen.schemas.json_combinators import discriminator_values
+    from structgen.schemas.json_disjoint import discriminator_values
 
     assert discriminator_values({"type": "string", "pattern": "^(PREC|PREC_LEFT)$"}) == ["PREC", "PREC\n", "PREC_LEFT", "PREC_LEFT\n"]
     for tag in (
