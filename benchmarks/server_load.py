@@ -18,70 +18,18 @@ import argparse
 import asyncio
 import json
 import os
-import random
-import re
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import httpx
-import jsonschema
 from _pyspy import PySpy, descendants, proc_stat, render
+from _server_workload import FEW_SHOT, Job, build_workload, validate_output
 
 from structgen.bench.common import percentile
 
 HERE = Path(__file__).resolve().parent
-
-SCHEMAS: list[dict[str, Any]] = [
-    {
-        "type": "object",
-        "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer", "minimum": 0, "maximum": 120}},
-        "required": ["name", "age"],
-    },
-    {
-        "type": "object",
-        "properties": {
-            "order_id": {"type": "integer", "minimum": 1, "maximum": 99999},
-            "status": {"enum": ["pending", "shipped", "delivered"]},
-            "items": {"type": "array", "items": {"type": "string", "maxLength": 8}, "minItems": 1, "maxItems": 3},
-            "paid": {"type": "boolean"},
-        },
-        "required": ["order_id", "status", "items", "paid"],
-    },
-    {
-        "type": "object",
-        "properties": {
-            "city": {"type": "string", "maxLength": 10},
-            "address": {
-                "type": "object",
-                "properties": {"street": {"type": "string", "maxLength": 12}, "zip": {"type": "string", "pattern": "^[0-9]{5}$"}},
-                "required": ["street", "zip"],
-            },
-            "rating": {"type": "integer", "minimum": 1, "maximum": 5},
-        },
-        "required": ["city", "address"],
-    },
-    {
-        "type": "object",
-        "properties": {
-            "title": {"type": "string", "minLength": 1, "maxLength": 16},
-            "date": {"type": "string", "format": "date"},
-            "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}, "maxItems": 2},
-        },
-        "required": ["title", "date"],
-    },
-]
-REGEXES = [r"(yes|no)", r"[0-9]{3}-[0-9]{4}", r"[A-Z][a-z]{2,8} [A-Z][a-z]{2,8}", r"(red|green|blue)( and (red|green|blue)){0,2}"]
-FEW_SHOT = "You extract structured data. Answer with JSON only.\n" + "".join(
-    f"Example {i}: text about item {i} -> a JSON object with its fields.\n" for i in range(12)
-)
-
-
-class Job(NamedTuple):
-    kind: str  # "schema" | "regex" | "text"
-    body: dict[str, Any]
-    check: Any  # schema dict, regex str or None
 
 
 class Record(NamedTuple):
@@ -97,42 +45,6 @@ class Record(NamedTuple):
     error: str | None
     queue_ms: float | None = None  # arrival in the engine → first forward (the grammar wait included)
     grammar_ms: float | None = None  # arrival in the engine → grammar ready
-
-
-def build_workload(n: int, seed: int = 0, *, text_max_tokens: int = 24) -> list[Job]:
-    """``n`` request bodies for ``/v1/structured``: 50% schemas, 25% regexes, 25% free text;
-    half of the prompts share a few-shot prefix; every third is streamed.  Deterministic."""
-    rng = random.Random(seed)
-    jobs = []
-    for i in range(n):
-        u = rng.random()
-        prompt = (FEW_SHOT if rng.random() < 0.5 else "") + f"Request {i}: describe item {rng.randrange(10**6)}.\n"
-        body: dict[str, Any] = {"prompt": prompt, "stream": i % 3 == 0, "seed": i, "temperature": rng.choice([0.0, 0.7])}
-        if u < 0.5:
-            schema = SCHEMAS[rng.randrange(len(SCHEMAS))]
-            jobs.append(Job("schema", {**body, "json_schema": schema, "max_tokens": 200}, schema))
-        elif u < 0.75:
-            regex = REGEXES[rng.randrange(len(REGEXES))]
-            jobs.append(Job("regex", {**body, "regex": regex, "max_tokens": 64}, regex))
-        else:
-            jobs.append(Job("text", {**body, "max_tokens": text_max_tokens}, None))
-    return jobs
-
-
-def _validate(job: Job, payload: dict[str, Any]) -> bool | None:
-    if job.kind == "text":
-        return None
-    if payload.get("finish_reason") != "stop":
-        return False
-    text = payload.get("text", "")
-    if job.kind == "regex":
-        return re.fullmatch(job.check, text) is not None
-    try:
-        value = json.loads(text)
-        jsonschema.Draft202012Validator(job.check, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER).validate(value)
-    except (ValueError, jsonschema.ValidationError):
-        return False
-    return value == payload.get("output")
 
 
 async def _one(client: httpx.AsyncClient, job: Job) -> Record:
@@ -172,7 +84,7 @@ async def _one(client: httpx.AsyncClient, job: Job) -> Record:
         timings["total_ms"],
         usage["completion_tokens"],
         usage["forced_tokens"],
-        _validate(job, payload),
+        validate_output(job, payload),
         None,
         timings["queue_ms"],
         timings["compile_ms"],
@@ -349,7 +261,7 @@ def run_engine_alone(engine: Any, jobs: list[Job], concurrency: int) -> tuple[li
                         payload["output"] = json.loads(out.text)
                     except ValueError:
                         pass
-                valid = _validate(job, payload)
+                valid = validate_output(job, payload)
                 records.append(Record(job.kind, False, 200, u.latency_s, u.ttft_s * 1e3, u.latency_s * 1e3,
                                       u.completion_tokens, u.forced_tokens, valid, None, u.queue_s * 1e3, u.grammar_s * 1e3))  # fmt: skip
     return records, time.perf_counter() - t0
