@@ -151,9 +151,13 @@ def summarize(records: list[Record], wall_s: float, first_wave: int = 0) -> dict
     """Counts, requests/s, output tokens/s, latency / TTFT / TPOT percentiles (ms), validity;
     ``ttft_p99_later_ms``: TTFT p99 of the requests after the first ``first_wave`` of
     ``records`` (input order: the load generator sends its first C at once, and those arrive
-    together while the later ones arrive as others finish), NaN when none is left."""
-    later = [r.ttft_ms for r in records[first_wave:] if r.status == 200 and r.error is None and r.ttft_ms is not None]
-    ok = [r for r in records if r.status == 200 and r.error is None]
+    together while the later ones arrive as others finish), NaN when none is left.  Raises
+    ``ValueError`` for a negative ``first_wave``."""
+    if first_wave < 0:
+        raise ValueError(f"first_wave must be >= 0, got {first_wave}")
+    answered = [r.status == 200 and r.error is None for r in records]
+    ok = [r for r, a in zip(records, answered) if a]
+    later = [r.ttft_ms for r, a in zip(records[first_wave:], answered[first_wave:]) if a and r.ttft_ms is not None]
     checked = [r for r in ok if r.valid is not None]
     tpot = [
         (r.total_ms - r.ttft_ms) / (r.completion_tokens - 1)

@@ -307,26 +307,22 @@ class NFABuilder:
         """``node``'s key for :meth:`structural_id`: its type and fields, children by their
         structural ids (the common IR types spelled out; any other node through its fields)."""
         sid = self.structural_id
-        t = type(node)
-        if t is Lit:
-            return ("Lit", node.data)  # type: ignore[attr-defined]
-        if t is Chars:
-            return ("Chars", node.cs.ranges)  # type: ignore[attr-defined]
-        if t is Seq or t is Alt or t is And:
-            return (t.__name__, tuple([sid(i) for i in node.items]))  # type: ignore[attr-defined]
-        if t is Rep:
-            assert isinstance(node, Rep)
+        if isinstance(node, Lit):
+            return ("Lit", node.data)
+        if isinstance(node, Chars):
+            return ("Chars", node.cs.ranges)
+        if isinstance(node, (Seq, Alt, And)):
+            return (type(node).__name__, tuple([sid(i) for i in node.items]))
+        if isinstance(node, Rep):
             return ("Rep", sid(node.item), node.lo, node.hi)
-        if t is Join:
-            assert isinstance(node, Join)
+        if isinstance(node, Join):
             return ("Join", sid(node.item), sid(node.sep), node.lo, node.hi)
-        if t is Members:
-            assert isinstance(node, Members)
+        if isinstance(node, Members):
             extra = None if node.extra is None else sid(node.extra)
             return ("Members", tuple([(sid(m), r) for m, r in node.items]), sid(node.sep), extra)
         if isinstance(node, Automaton):  # its key names its language; its edges may be many
             return ("Automaton", node.key)
-        return (t.__name__, *(self._field_key(getattr(node, f.name)) for f in fields(node)))  # type: ignore[arg-type]
+        return (type(node).__name__, *(self._field_key(getattr(node, f.name)) for f in fields(node)))  # type: ignore[arg-type]
 
     def _field_key(self, value: Any) -> Any:
         if isinstance(value, Node):

@@ -263,6 +263,12 @@ def test_step_emits_the_previous_steps_chunks_first_and_streams_the_same_text(en
 
     streamed = run(early=True)
     assert streamed == run(early=False) and all(streamed.values())
+    rid = engine.submit(GenerateRequest("x", SamplingParams(max_tokens=2)))
+    with pytest.raises(TypeError, match="emit must be a callable taking a list of StreamChunk, got list"):
+        engine.step(emit=[])  # type: ignore[arg-type]
+    while engine.has_unfinished():  # the refused call changed nothing: the request submitted before it still runs
+        engine.step()
+    assert engine.output(rid).finish_reason == "length" and len(engine.output(rid).token_ids) == 2
 
 
 def test_one_context_check(engine: Engine) -> None:

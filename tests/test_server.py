@@ -403,6 +403,8 @@ def test_load_500_requests_at_concurrency_64(server: ServerThread) -> None:
     later = sorted(r.ttft_ms for r in records[64:] if r.ttft_ms is not None)
     assert len(later) == 436 and summarize(records, wall, first_wave=64)["ttft_p99_later_ms"] == later[round(0.99 * 435)]
     assert math.isnan(summarize(records, wall, first_wave=500)["ttft_p99_later_ms"])
+    with pytest.raises(ValueError, match="first_wave must be >= 0, got -1"):
+        summarize(records, wall, first_wave=-1)
     snap = _wait_idle(server)
     assert snap.radix_locked == 0
 

@@ -232,7 +232,10 @@ class Engine:
         next step.  Returns the stream chunks of the requests processed; with ``emit``, the
         chunks of the previous step's tokens go to ``emit`` as soon as they are processed,
         before this step's sample is launched (a server sends them without waiting for the
-        rest of the step), and only the rest is returned."""
+        rest of the step), and only the rest is returned.  Raises ``TypeError`` for an ``emit``
+        that is not callable, before the step changes anything."""
+        if emit is not None and not callable(emit):
+            raise TypeError(f"emit must be a callable taking a list of StreamChunk, got {type(emit).__name__}")
         t0 = time.perf_counter()
         batch = self.scheduler.schedule()  # schedule
         if batch is None and self.scheduler.inflight is None and len(self.scheduler.grammar):
