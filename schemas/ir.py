@@ -130,14 +130,18 @@ class Anchor(Node):
 
 @dataclass(frozen=True, eq=False, slots=True)
 class Look(Node):
-    """A look-ahead ``(?=…)`` (``negate=False``) or ``(?!…)`` as parsed: ``body`` is its
-    alternation, which starts at ``start`` in the pattern text; resolved by
-    :func:`~.regex_assertions.resolve_anchors`.  ``pos``: where ``(?`` opens."""
+    """A look-ahead ``(?=…)`` (``negate=False``) or ``(?!…)``, or with ``behind`` a look-behind
+    ``(?<=…)`` / ``(?<!…)``, as parsed: ``body`` is its alternation, which starts at ``start`` in
+    the pattern text; resolved by :func:`~.regex_assertions.resolve_anchors`.  ``pos``: where
+    ``(?`` opens.  ``word``: a part of a word boundary ``\\b`` / ``\\B`` at ``pos``, whose body
+    is the class escape ``\\w`` or ``\\W`` it names (``start`` is then -1: no text of its own)."""
 
     negate: bool
     body: Node
     start: int
     pos: int
+    behind: bool = False
+    word: str = ""
 
 
 EPSILON = Seq(())
@@ -285,7 +289,8 @@ def _render(node: Node) -> str:
     if isinstance(node, Anchor):
         return "^" if node.start else "$"
     if isinstance(node, Look):
-        return ("(?!" if node.negate else "(?=") + _render(node.body) + ")"
+        opener = ("(?<" if node.behind else "(?") + ("!" if node.negate else "=")
+        return opener + _render(node.body) + ")"
     if isinstance(node, Automaton):
         return f"(?&<{node.key}>)"
     if isinstance(node, Members):

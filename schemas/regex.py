@@ -4,9 +4,10 @@
 parser picks the reading that is a subset of both (``\\d`` is ``[0-9]``; ``[^\\d]`` excludes
 every Unicode digit), so what we generate is accepted by both ``re.search`` (which
 ``jsonschema`` uses) and JavaScript validators.  Constructs that are not regular or whose
-meaning differs between dialects (look-behind, back-references, ``\\b``, inline flags,
-possessive quantifiers, ``{,n}``) raise :class:`RegexError` with the position.  Anchors and look-aheads stay in the parsed IR
-(:class:`~.ir.Anchor`, :class:`~.ir.Look`) for :mod:`.regex_assertions` to resolve.
+meaning differs between dialects (back-references, inline flags, possessive quantifiers,
+``{,n}``) raise :class:`RegexError` with the position.  Anchors, look-arounds and word
+boundaries stay in the parsed IR (:class:`~.ir.Anchor`, :class:`~.ir.Look`) for
+:mod:`.regex_assertions` to resolve.
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ class _Parser:
                 lo, hi = q
             else:
                 return atom
-            if isinstance(atom, (Anchor, Look)):
+            if isinstance(atom, (Anchor, Look)) or self.p.startswith(("\\b", "\\B"), start):
                 raise self.error("nothing to repeat: quantifier after an assertion", qpos)
             if self.peek() == "?":
                 self.i += 1  # lazy: same language
@@ -176,6 +177,9 @@ class _Parser:
         if c == "$":
             self.i += 1
             return Anchor(False, pos)
+        if c == "\\" and self.peek(1) in ("b", "B"):
+            self.i += 2
+            return word_boundary(self.peek(-1) == "B", pos, self.wide)
         if c == "\\":
             item = self.escape()
             if isinstance(item, _ClassEscape):
@@ -195,16 +199,15 @@ class _Parser:
             rest = self.p[self.i + 1 : self.i + 4]
             if rest.startswith(":"):
                 self.i += 2
-            elif rest.startswith(("=", "!")):
-                self.i += 2
+            elif rest.startswith(("=", "!", "<=", "<!")):
+                behind = rest.startswith("<")
+                self.i += 3 if behind else 2
                 start = self.i
                 body = self.alternation()
                 if self.peek() != ")":
-                    raise self.error("missing ')', unterminated look-ahead", open_pos)
+                    raise self.error(f"missing ')', unterminated look-{'behind' if behind else 'ahead'}", open_pos)
                 self.i += 1
-                return Look(rest.startswith("!"), body, start, open_pos)
-            elif rest.startswith(("<=", "<!")):
-                raise self.error("look-behind assertions are not supported", open_pos)
+                return Look(rest[behind] == "!", body, start, open_pos, behind=behind)
             elif rest.startswith(("<", "P<")):
                 end = self.p.find(">", self.i)
                 if end < 0:
@@ -298,8 +301,8 @@ class _Parser:
                 raise self.error("'\\c' needs a letter", pos)
             self.i += 1
             return self._one(ord(m.group(0)) % 32)
-        if c in "bB":
-            raise self.error("word-boundary assertions '\\b' / '\\B' are not supported", pos)
+        if c == "B":  # \b in a class is a backspace (class_atom); \B has no meaning there
+            raise self.error("'\\B' inside a character class", pos)
         if c in "AZzG":
             raise self.error(f"anchor '\\{c}' is not supported; use ^ and $", pos)
         if c in "pP":
@@ -333,6 +336,33 @@ class _Parser:
                 low = int(m2.group(1), 16)
                 return 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00)
         return cp
+
+
+def word_boundary(negate: bool, pos: int, wide: bool) -> Node:
+    """``\\b`` (``negate=False``) or ``\\B`` at ``pos`` as look-arounds of ``\\w``: ``\\b`` is
+    ``(?<=\\w)(?!\\w)|(?<!\\w)(?=\\w)``, ``\\B`` is ``(?<=\\w)(?=\\w)|(?<!\\w)(?!\\w)`` (the
+    input's ends count as non-word characters, as in ECMA-262 and Python).  Python's ``\\B``
+    (before 3.14) does not match the empty input where ECMA-262's does, so read narrow ``\\B``
+    needs a character on one side: its second branch is ``(?<=\\W)(?!\\w)|(?<!\\w)(?=\\W)``.
+    The classes are read narrow where they must match and wide where they must not, as every
+    look-around's body is."""
+
+    def part(behind: bool, neg: bool, letter: str = "w") -> Look:
+        return Look(neg, Chars(_ASCII_WORD), -1, pos, behind=behind, word=letter)
+
+    words = Seq((part(True, False), part(False, not negate)))
+    if not negate:
+        return Alt((words, Seq((part(True, True), part(False, False)))))
+    if wide:
+        return Alt((words, Seq((part(True, True), part(False, True)))))
+    return Alt((words, Seq((part(True, False, "W"), part(False, True))), Seq((part(True, True), part(False, False, "W")))))
+
+
+def word_class(letter: str, wide: bool) -> CharSet:
+    """``\\w`` / ``\\W`` as a word boundary reads it: narrow, what both dialects count as one
+    (``\\w`` ASCII); wide, what either does."""
+    escape = _ClassEscape(letter)
+    return escape.wide if wide else escape.narrow
 
 
 def parse_regex(pattern: str, *, wide: bool = False) -> Node:

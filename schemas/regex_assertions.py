@@ -1,14 +1,20 @@
-"""Anchors and look-aheads: a parsed regex (:func:`.regex.parse_regex`) → IR free of them.
+"""Anchors and look-arounds: a parsed regex (:func:`.regex.parse_regex`) → IR free of them.
 
-Both are assertions about the whole input, so each alternative is resolved as a sequence,
+All are assertions about the whole input, so each alternative is resolved as a sequence,
 folded from the right with ``acc`` the language of the rest of the input: ``^`` / ``$``
 require what comes before / after them to match the empty string, and a look-ahead ``(?=X)``
-/ ``(?!X)`` intersects / subtracts "``X`` then anything" from ``acc``.  What must match reads a
-look-ahead's body narrow and what must not match reads it wide, so the result stays a subset
-(narrow) or superset (wide) of what both ECMA-262 and Python match.
+/ ``(?!X)`` intersects / subtracts "``X`` then anything" from ``acc``.  A look-behind of one
+character (``(?<=[ab])``, ``(?<!\\\\)``, the halves of ``\\b`` / ``\\B``) is an *obligation* on
+the character before its position, carried leftwards through the fold until an item that
+consumes a character meets it (the item's strings then end in the obligation's class) or the
+input's start does (where only a negative one holds).  What must match reads a look-around's
+body narrow and what must not match reads it wide, so the result stays a subset (narrow) or
+superset (wide) of what both ECMA-262 and Python match.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from .charset import CharSet
 from .errors import RegexError
@@ -32,7 +38,7 @@ from .ir import (
     lit,
     seq,
 )
-from .regex import parse_alternation_at, parse_regex
+from .regex import parse_alternation_at, parse_regex, word_class
 
 MAX_ASSERTION_BRANCHES = 64  # alternatives an anchor or look-ahead inside an alternation expands to
 _ANYTHING = Rep(Chars(CharSet.any()), 0, None)
@@ -51,13 +57,30 @@ def _first_assertion(node: Node) -> int:
     return next((p for p in (_first_assertion(c) for c in children(node)) if p), 0)
 
 
+def _kind(node: Look) -> str:
+    return "word boundary" if node.word else "look-behind" if node.behind else "look-ahead"
+
+
 def _check_no_assertion(node: Node, pattern: str) -> None:
     if isinstance(node, Anchor):
         raise RegexError("anchor inside a repetition is not supported", pattern, node.pos)
     if isinstance(node, Look):
-        raise RegexError("look-ahead inside a repetition is not supported", pattern, node.pos)
+        raise RegexError(f"{_kind(node)} inside a repetition is not supported", pattern, node.pos)
     for child in children(node):
         _check_no_assertion(child, pattern)
+
+
+def _check_no_behind(node: Node, pattern: str) -> None:
+    if isinstance(node, Look) and node.behind:
+        raise RegexError(f"{_kind(node)} inside a repetition is not supported", pattern, node.pos)
+    for child in children(node):
+        _check_no_behind(child, pattern)
+
+
+def _has_behind(node: Node) -> bool:
+    if isinstance(node, Look) and node.behind:
+        return True
+    return any(_has_behind(c) for c in children(node))
 
 
 def _sequences(node: Node, pattern: str) -> list[tuple[Node, ...]]:
@@ -100,9 +123,24 @@ def nullable(node: Node) -> bool:
     raise TypeError(f"nullable: unexpected {type(node).__name__}")
 
 
+class _Behind(NamedTuple):
+    """What the character before a position must be: in ``chars``, or absent (the input's
+    start) when ``start_ok``.  ``(?<=X)`` is ``(X, False)``, ``(?<!X)`` is ``(not X, True)``."""
+
+    chars: CharSet
+    start_ok: bool
+
+    def both(self, other: _Behind) -> _Behind:
+        return _Behind(self.chars.intersect(other.chars), self.start_ok and other.start_ok)
+
+
+_Branches = dict[_Behind | None, Node]  # language of the rest of the input, per pending obligation
+
+
 def _resolve_sequence(items: tuple[Node, ...], pattern: str, front: Node, tail: Node, wide: bool) -> Node:
-    """The language of the whole input for one flat sequence: folded from the right, ``acc``
-    is the language of the rest of the input after each item."""
+    """The language of the whole input for one flat sequence: folded from the right, each
+    branch holds the language of the rest of the input after each item, keyed by the
+    look-behind obligation still pending there (``None``: none)."""
     starts = [k for k, item in enumerate(items) if isinstance(item, Anchor) and item.start]
     first = starts[-1] if starts else -1
     at_start = first + 1  # items[first + 1 : at_start] are assertions at input position 0 too
@@ -110,23 +148,105 @@ def _resolve_sequence(items: tuple[Node, ...], pattern: str, front: Node, tail: 
         at_start += 1
     if first < 0 and front is not EPSILON:
         at_start = 0  # unanchored search: nothing is known to sit at position 0
-    acc = tail
+    branches: _Branches = {None: tail}
     for k in range(len(items) - 1, first, -1):
-        item = items[k]
-        if isinstance(item, (Anchor, Look)):
-            acc = _assert(item, acc, pattern, wide, k < at_start)
-        elif _has_assertion(item):
-            acc = _repetition(item, acc, pattern, wide)
-        else:
-            acc = seq(item, acc)
+        branches = _fold(items[k], branches, pattern, wide, k < at_start)
     if first < 0:
-        return seq(front, acc)
+        return alt(*(seq(_front_under(front, ob), acc) for ob, acc in branches.items()))
     for before in reversed(items[:first]):  # all at input position 0: each must match ""
         if isinstance(before, (Anchor, Look)):
-            acc = _assert(before, acc, pattern, wide, True)
+            branches = _fold(before, branches, pattern, wide, True)
         elif not nullable(before):
             return NOTHING
-    return acc
+    return alt(*(acc for ob, acc in branches.items() if ob is None or ob.start_ok))
+
+
+def _fold(item: Node, branches: _Branches, pattern: str, wide: bool, at_start: bool) -> _Branches:
+    """``branches`` with ``item`` put in front of each (see :func:`_resolve_sequence`)."""
+    out: _Branches = {}
+
+    def add(ob: _Behind | None, node: Node) -> None:
+        if ob is not None and not ob.chars and not ob.start_ok:
+            return  # no character satisfies it
+        out[ob] = alt(out[ob], node) if ob in out else node
+
+    for ob, acc in branches.items():
+        if isinstance(item, Look) and item.behind:
+            new = _behind(item, pattern, wide)
+            add(new if ob is None else ob.both(new), acc)
+        elif isinstance(item, (Anchor, Look)):
+            add(ob, _assert(item, acc, pattern, wide, at_start))
+        elif _has_assertion(item):
+            if _has_behind(item):
+                _check_no_behind(item, pattern)
+            if ob is not None:
+                why = "a look-behind or word boundary next to a repetition holding assertions is not supported"
+                raise RegexError(why, pattern, _first_assertion(item))
+            add(None, _repetition(item, acc, pattern, wide))
+        elif ob is None:
+            add(None, seq(item, acc))
+        else:
+            add(None, seq(_ending_in(item, ob.chars), acc))
+            if nullable(item):
+                add(ob, acc)
+    return out
+
+
+def _behind(item: Look, pattern: str, wide: bool) -> _Behind:
+    """The obligation of one-character look-behind ``item``; its body is read narrow where it
+    must match and wide where it must not, as a look-ahead's."""
+    body_wide = wide != item.negate
+    if item.word:
+        chars = word_class(item.word, body_wide)
+    else:
+        node = parse_alternation_at(pattern, item.start, wide=body_wide)
+        got = _one_char(node)
+        if got is None:
+            raise RegexError("look-behind of other than exactly one character is not supported", pattern, item.pos)
+        chars = got
+    return _Behind(chars.complement(), True) if item.negate else _Behind(chars, False)
+
+
+def _one_char(node: Node) -> CharSet | None:
+    """The class of a language of one-character strings (``None`` if ``node`` is not one)."""
+    if isinstance(node, Chars):
+        return node.cs
+    if isinstance(node, Seq) and len(node.items) == 1:
+        return _one_char(node.items[0])
+    if isinstance(node, Alt) and node.items:
+        out = CharSet.empty()
+        for branch in node.items:
+            one = _one_char(branch)
+            if one is None:
+                return None
+            out = out.union(one)
+        return out
+    return None
+
+
+def _ending_in(item: Node, chars: CharSet) -> Node:
+    """The non-empty strings of assertion-free ``item`` whose last character is in ``chars``."""
+    if isinstance(item, Chars):
+        return Chars(item.cs.intersect(chars))
+    if isinstance(item, Rep) and isinstance(item.item, Chars) and item.hi != 0:
+        last = Chars(item.item.cs.intersect(chars))
+        return seq(Rep(item.item, max(item.lo - 1, 0), None if item.hi is None else item.hi - 1), last)
+    if isinstance(item, Seq) and item.items and not nullable(item.items[-1]):
+        return seq(*item.items[:-1], _ending_in(item.items[-1], chars))
+    if isinstance(item, Alt):
+        return alt(*(_ending_in(branch, chars) for branch in item.items))
+    return And((item, seq(_ANYTHING, Chars(chars))))
+
+
+def _front_under(front: Node, ob: _Behind | None) -> Node:
+    """``front`` (nothing, or anything before an unanchored match) meeting obligation ``ob``."""
+    if ob is None:
+        return front
+    empty = EPSILON if ob.start_ok else NOTHING
+    if front is EPSILON:
+        return empty
+    assert front is _ANYTHING, "look-behinds are resolved only with the whole input's front"
+    return alt(empty, seq(_ANYTHING, Chars(ob.chars)))
 
 
 def _repetition(item: Node, rest: Node, pattern: str, wide: bool) -> Node:
@@ -146,7 +266,7 @@ def _repetition(item: Node, rest: Node, pattern: str, wide: bool) -> Node:
         lo, hi = item.lo, item.hi
         ended = [_resolve_sequence(s, pattern, EPSILON, rest, wide) for s in ending]  # the last iteration reaches `$`
         return alt(seq(Rep(once, lo, hi), rest), seq(Rep(once, max(lo - 1, 0), None if hi is None else hi - 1), alt(*ended)))
-    looks = [x for x in body[0][:-1] if isinstance(x, Look) and x.negate] if len(body) == 1 else []
+    looks = [x for x in body[0][:-1] if isinstance(x, Look) and x.negate and not x.behind] if len(body) == 1 else []
     if looks and len(looks) == len(body[0]) - 1 and isinstance(body[0][-1], Chars):
         char = body[0][-1]
         if wide:  # a superset: the look-aheads dropped
@@ -161,8 +281,13 @@ def _repetition(item: Node, rest: Node, pattern: str, wide: bool) -> Node:
 
 def _look_prefix(item: Look, pattern: str, body_wide: bool, at_start: bool) -> Node:
     """The inputs that start with a match of look-ahead ``item``'s body, read wide or narrow."""
+    if item.word:
+        return seq(Chars(word_class(item.word, body_wide)), _ANYTHING)
     starts: list[Node] = []
-    for items in _sequences(parse_alternation_at(pattern, item.start, wide=body_wide), pattern):
+    body = parse_alternation_at(pattern, item.start, wide=body_wide)
+    if _has_behind(body):  # its look-behinds would need the input before the look-ahead
+        raise RegexError("a look-behind or word boundary inside a look-ahead is not supported", pattern, item.pos)
+    for items in _sequences(body, pattern):
         if not at_start and any(isinstance(x, Anchor) and x.start for x in items):
             raise RegexError("'^' inside a look-ahead is supported only at the input's start", pattern, item.pos)
         starts.append(_resolve_sequence(items, pattern, EPSILON, _ANYTHING, body_wide))

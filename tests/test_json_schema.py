@@ -224,6 +224,13 @@ CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
     ),
     ("escapes", {"type": "string", "pattern": '^["\\\\/\\n]+$'}, ['"\\/\n', "\n"], ["a"]),
     (
+        "word-boundaries-and-look-behinds",
+        {"type": "string", "pattern": "^\\bid\\b(?<!x)[^_]*(?<=[0-9])$", "maxLength": 8},
+        ["id 1", "id-42", "id x9"],
+        ["idx 1", "id", "id 1a", "id_1", "ids 1", "id 1 2345", " id 1"],
+    ),
+    ("not-a-word-boundary", {"type": "string", "pattern": "a\\B", "maxLength": 3}, ["ab", "xa1"], ["a", "a b", "b"]),
+    (
         "draft4-exclusive",
         {
             "$schema": "http://json-schema.org/draft-04/schema#",
@@ -308,7 +315,7 @@ def test_whitespace_policies(ws: str, text: str, ok: bool) -> None:
             "not",
             None,
         ),
-        ({"type": "object", "properties": {"a/b": {"type": "string", "pattern": "(?<=x)y"}}}, "pattern", "#/properties/a~1b"),
+        ({"type": "object", "properties": {"a/b": {"type": "string", "pattern": "(?<=xx)y"}}}, "pattern", "#/properties/a~1b"),
         ({"$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}, "minItems": 1}}, "$ref": "#/$defs/n"}, "$ref", None),
     ],
 )
