@@ -97,8 +97,8 @@ class Cursor:
 
     def budget_row_index(self, tokens_left: int) -> int:
         """Row index of the current state's bitmask restricted to ``tokens_left`` tokens
-        (:meth:`TokenFSM.budget_row_index`)."""
-        return self.fsm.budget_row_index(self._states[-1], tokens_left)
+        (:meth:`BudgetRows.row_index`)."""
+        return self.fsm.budgets.row_index(self._states[-1], tokens_left)
 
     def advance(self, token_id: int) -> None:
         """Consume ``token_id``.  EOS in an accepting state finishes the cursor.

@@ -9,7 +9,7 @@ worker processes; the engine keeps its own copy for everything else (advance, ju
 budgets) and, once per step, sends every missing row of the batch to the workers holding those
 grammars, all workers at once, and stores what comes back (:func:`fill_rows`).  Where a
 request's token budget binds (``max_tokens`` nearer than its automaton's bounds), the worker
-also computes the state's budget rows (:meth:`TokenFSM.budget_rows_bytes`), which would
+also computes the state's budget rows (:meth:`BudgetRows.rows_bytes`), which would
 otherwise walk the state's successors on the engine thread.
 
 A worker's copy discovers its automaton states in its own order, so engine states are named to
@@ -155,7 +155,7 @@ class RowWorkers:
 
     def request(self, wanted: Sequence[RowWant]) -> int:
         """Send the missing rows of ``wanted`` (:data:`RowWant` triples whose FSM this pool
-        serves; budget rows where :meth:`TokenFSM.budget_walk_needed`) to the workers without
+        serves; budget rows where :meth:`BudgetRows.walk_needed`) to the workers without
         waiting: each starts on them at once, while the caller goes on (the engine asks once
         a step's sampled tokens are processed, then collects them all with :meth:`fill` at the
         next sample).  Returns the rows asked for."""
@@ -197,7 +197,7 @@ class RowWorkers:
                                 fsm.put_row(state, row)
                                 nbytes += len(row)
                             else:
-                                fsm.put_budget_rows(state, *row)
+                                fsm.budgets.put(state, *row)
                                 nbytes += sum(map(len, row[1]))
                         stored += len(states)
                         budgets += len(budget)
@@ -229,7 +229,7 @@ class RowWorkers:
             src = fsm.row_source
             if src is None or src.workers is not self or (fsm.uid, state) in self._asked:
                 continue
-            budget = fsm.budget_walk_needed(state, left)
+            budget = fsm.budgets.walk_needed(state, left)
             if fsm.has_row(state) and not budget:
                 continue
             entry = per_fsm.get(fsm.uid)
@@ -404,6 +404,6 @@ def _rows(
             if nxt < 0:
                 return None
             mine[state] = nxt
-        return [fsm.budget_rows_bytes(mine[s]) if s in budget else fsm.mask_row(mine[s]).tobytes() for s in states]
+        return [fsm.budgets.rows_bytes(mine[s]) if s in budget else fsm.mask_row(mine[s]).tobytes() for s in states]
     except Exception:
         return None

@@ -19,11 +19,12 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from typing import Any
 
 import numpy as np
 
+from .budget_rows import BudgetRows
 from .cursor import Cursor, JumpForward, prefix_successor
 from .dfa import DEAD
 from .lazy_dfa import LazyDFA
@@ -66,7 +67,7 @@ class TokenFSM:
         self._row_index: dict[bytes, int] = {}
         self._row_empty: list[bool] = []
         self._rows_complete = False  # every token-reachable state has its row (precompute_rows)
-        self._budget_rows: dict[int, tuple[list[int], list[int]]] = {}  # state -> (distance cuts, rows)
+        self.budgets = BudgetRows(self)  # rows cut to a token budget (max_tokens near)
         self._init_runtime()
 
     def _init_runtime(self) -> None:
@@ -97,11 +98,13 @@ class TokenFSM:
                 "_row_index": dict(self._row_index),
                 "_row_empty": list(self._row_empty),
                 "_rows_complete": self._rows_complete,
-                "_budget_rows": dict(self._budget_rows),
+                "_budget_rows": dict(self.budgets.by_state),
             }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        budget_rows = state.pop("_budget_rows")
         self.__dict__.update(state)
+        self.budgets = BudgetRows(self, budget_rows)
         self._rows = [np.frombuffer(b, dtype="<i4") for b in self._row_bytes]  # read-only views, no copy
         self._init_runtime()
 
@@ -364,7 +367,7 @@ class TokenFSM:
         """Bit test on a computed row (pure query)."""
         return bool(self._row_bytes[row_index][token_id >> 3] >> (token_id & 7) & 1)
 
-    # ------------------------------------------------------------------ token budgets
+    # ------------------------------------------------------------------ distances
 
     def distance(self, state: int) -> int:
         """Bytes in the shortest accepted continuation from ``state`` (0 when accepting), exact
@@ -383,106 +386,6 @@ class TokenFSM:
         if bound is not None and bound <= limit:
             return True
         return self.distance(state) <= limit
-
-    def successor_distance(self, state: int) -> int:
-        """The largest :meth:`distance` among the states one allowed token leads to from
-        ``state`` (0 when no token continues it).  Pure query (one trie walk the first time,
-        shared with :meth:`budget_row_index`)."""
-        return self._budget_cuts(state)[0][-1]
-
-    def budget_row_index(self, state: int, tokens_left: int) -> int:
-        """Row index of ``state``'s token bitmask restricted to what can still end accepted
-        within ``tokens_left`` tokens (this one included): a token is kept when the state it
-        leads to has :meth:`distance` ≤ ``tokens_left − 1``; EOS is kept in accepting states.
-        When no token qualifies, the tokens leading nearest to acceptance are kept, so the row
-        is never empty where the unrestricted one is not.  Equal to :meth:`mask_row_index`
-        whenever the budget does not bind: at no extra cost while ``tokens_left − 1`` ≥ the
-        automaton's bound on every state's distance (:attr:`LazyDFA.distance_bound`) or, on a
-        complete automaton, on the distances of the states ``state`` reaches
-        (:meth:`LazyDFA.reach_bound`), else after one more trie walk of ``state`` (the first
-        time; it yields the rows of every limit).
-
-        Sampling from these rows keeps ``distance(state) ≤ tokens left`` true once it holds,
-        and a vocabulary with every single byte as a token then always ends accepted within
-        the budget (the first byte of a shortest continuation is a token that qualifies): the
-        budget-aware completion used when ``max_tokens`` nears.  Pure query.  Raises
-        ``ValueError`` for ``tokens_left`` < 1."""
-        if tokens_left < 1:
-            raise ValueError(f"tokens_left must be >= 1, got {tokens_left}")
-        limit = tokens_left - 1
-        if self._budget_loose(state, limit):
-            return self.mask_row_index(state)
-        cuts, rows = self._budget_cuts(state)
-        if limit >= cuts[-1]:
-            return self.mask_row_index(state)
-        return rows[max(bisect_right(cuts, limit) - 1, 0)]
-
-    def _budget_loose(self, state: int, limit: int) -> bool:
-        """Whether every state a token leads to from ``state`` is within ``limit`` of
-        acceptance by the automaton's bounds alone (no successor walk)."""
-        bound = self.dfa.distance_bound
-        if bound is not None and bound <= limit:
-            return True
-        reach = self.dfa.reach_bound(state)
-        return reach is not None and reach <= limit
-
-    def budget_walk_needed(self, state: int, tokens_left: int | None) -> bool:
-        """Whether :meth:`budget_row_index` of ``state`` at ``tokens_left`` (None: no budget)
-        would walk ``state``'s successors now (their rows are not known and the bounds do not
-        settle it): what a row worker can compute ahead (:meth:`budget_rows_bytes`).  Pure
-        query."""
-        if tokens_left is None or state in self._budget_rows:
-            return False
-        return not self._budget_loose(state, max(tokens_left, 1) - 1)
-
-    def budget_rows_bytes(self, state: int) -> tuple[list[int], list[bytes]]:
-        """``state``'s distance cuts and, per cut, its budget row as ``int32 [ceil(V/32)]``
-        little-endian bytes (the last: the plain row), for another copy of this FSM
-        (:meth:`put_budget_rows`).  One trie walk the first time, memoized."""
-        cuts, rows = self._budget_cuts(state)
-        return cuts, [self._row_bytes[r] for r in rows]
-
-    def put_budget_rows(self, state: int, cuts: list[int], rows: list[bytes]) -> None:
-        """Record ``state``'s budget rows computed elsewhere (:meth:`budget_rows_bytes` of an
-        equivalent state of an identical FSM; the last row is the plain one).  A state whose
-        budget rows are known keeps them.  Raises ``ValueError`` for rows of the wrong length
-        or a count that does not match the cuts."""
-        if len(rows) != len(cuts) or not rows or any(len(r) != self.mask_words * 4 for r in rows):
-            raise ValueError(f"budget rows: one row of {self.mask_words * 4} bytes per cut, got {len(rows)} rows for {len(cuts)} cuts")
-        with self._lock:
-            if state in self._budget_rows:
-                return
-            idx = [self._store_bits(np.frombuffer(r, dtype="<u4").copy(), False) for r in rows]
-            self._state_to_row.setdefault(state, idx[-1])
-            self._budget_rows[state] = (list(cuts), idx)
-
-    def _budget_cuts(self, state: int) -> tuple[list[int], list[int]]:
-        """``state``'s distinct successor distances, ascending, and for each cut ``c`` the row
-        keeping the tokens whose successor's distance is ≤ ``c`` (the last cut keeps all: the
-        plain row).  One trie walk, memoized."""
-        got = self._budget_rows.get(state)
-        if got is not None:
-            return got
-        with self._lock:
-            ends = np.zeros(self.vocab.size, dtype=np.int32)  # [V] state after each allowed token
-            reached = self._scratch()
-            bits = self.vocab.trie.mask_bits(self.dfa, state, ends=ends, reached=reached)
-            if state not in self._state_to_row:
-                self._store_row(state, bits)
-            succ = self._note_successors(state, reached)
-            dist = {t: self.dfa.distance_to_accept(t) for t in succ}
-            cuts = sorted(set(dist.values())) or [0]
-            rows: list[int] = []
-            keep = np.zeros(self.dfa.num_states, dtype=bool)  # [S] successors within the cut
-            for c in cuts[:-1]:
-                keep[[t for t, d in dist.items() if d == c]] = True
-                allowed = np.zeros(self.mask_words * 32, dtype=bool)
-                allowed[: self.vocab.size] = keep[ends]
-                rows.append(self._store_bits(np.packbits(allowed, bitorder="little").view("<u4").copy(), self.dfa.acc[state]))
-            rows.append(self._state_to_row[state])
-            got = (cuts, rows)
-            self._budget_rows[state] = got
-            return got
 
     # ------------------------------------------------------------------ whole-FSM views
 
@@ -579,32 +482,6 @@ class TokenFSM:
     def rows_complete(self) -> bool:
         """Whether :meth:`precompute_rows` has computed every token-reachable state's row."""
         return self._rows_complete
-
-    def csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Token transitions of all token-reachable states in CSR form.
-
-        Returns ``(states int64 [S'], indptr int64 [S'+1], token_ids int32 [E],
-        next_states int32 [E])``; ids within a state are sorted; EOS is not included (it
-        ends the sequence).  Materializes the FSM; memory is O(E).
-        """
-        self.materialize()
-        states = sorted(self._state_to_row)
-        indptr = [0]
-        toks: list[np.ndarray] = []
-        nexts: list[np.ndarray] = []
-        for s in states:
-            with self._lock:
-                ends = self.vocab.trie.end_states(self.dfa, np.array([s], dtype=np.int64))[0]
-            ids = np.flatnonzero(ends != DEAD).astype(np.int32)
-            toks.append(ids)
-            nexts.append(ends[ids].astype(np.int32))
-            indptr.append(indptr[-1] + len(ids))
-        return (
-            np.array(states, dtype=np.int64),
-            np.array(indptr, dtype=np.int64),
-            np.concatenate(toks) if toks else np.zeros(0, np.int32),
-            np.concatenate(nexts) if nexts else np.zeros(0, np.int32),
-        )
 
     def cursor(self) -> Cursor:
         """A fresh per-request cursor at the initial state."""

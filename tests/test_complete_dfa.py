@@ -196,9 +196,9 @@ def test_budget_rows_of_a_complete_automaton(case: object, gpt2_vocab: Vocabular
             reach = full.dfa.reach_bound(state)
             assert reach is not None and reach >= full.distance(state)
             for left in (1, 2, 3, 5, 8, 13, 40):
-                got = full.row(full.budget_row_index(state, left))
-                assert np.array_equal(got, lazy.row(lazy.budget_row_index(other, left))), (state, left)
-                if reach <= left - 1 and state not in full._budget_rows:
+                got = full.row(full.budgets.row_index(state, left))
+                assert np.array_equal(got, lazy.row(lazy.budgets.row_index(other, left))), (state, left)
+                if reach <= left - 1 and state not in full.budgets:
                     skipped += 1
             allowed = [t for t in full.allowed_token_ids(state).tolist() if t not in gpt2_vocab.eos_token_ids]
             if not allowed:

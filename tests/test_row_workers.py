@@ -210,19 +210,19 @@ def test_budget_rows_from_the_workers_are_the_inline_ones(compiler: GrammarCompi
     walked = 0
     for tok in [*_ids(gpt2_vocab, json.dumps(INSTANCES[0])), None]:
         for left in (3, 9, 40):
-            need = fsm.budget_walk_needed(cur.state, left)
+            need = fsm.budgets.walk_needed(cur.state, left)
             if need:
                 assert request_rows([(fsm, cur.state, left)]) == 1
                 assert fill_rows([(fsm, cur.state, left)]) == 1
-                assert cur.state in fsm._budget_rows  # answered by the worker, not walked here
+                assert cur.state in fsm.budgets  # answered by the worker, not walked here
                 walked += 1
-            assert not fsm.budget_walk_needed(cur.state, left)
+            assert not fsm.budgets.walk_needed(cur.state, left)
             assert np.array_equal(fsm.row(cur.budget_row_index(left)), local.row(lc.budget_row_index(left)))
         if tok is not None:
             cur.advance(tok)
             lc.advance(tok)
     assert walked > 5
-    assert not fsm.budget_walk_needed(cur.state, None)
+    assert not fsm.budgets.walk_needed(cur.state, None)
     assert compiler.row_workers is not None and compiler.row_workers.stats().budget_rows >= walked
 
 

@@ -12,6 +12,7 @@ from structgen.fsm.dfa import DEAD
 from structgen.fsm.lazy_compile import compile_lazy
 from structgen.fsm.length_product import CountedState
 from structgen.fsm.nfa import compile_dfa
+from structgen.fsm.token_csr import token_csr
 from structgen.fsm.token_fsm import TokenFSM
 from structgen.fsm.vocab import Vocabulary
 from structgen.schemas.json_schema import schema_to_ir
@@ -133,7 +134,7 @@ def test_mask_rows_shape_and_dedup(gpt2_vocab: Vocabulary) -> None:
     rows = fsm.mask_rows()
     assert rows.dtype == np.int32 and rows.shape[1] == (gpt2_vocab.size + 31) // 32
     assert len(np.unique(rows, axis=0)) == len(rows) <= n
-    states, indptr, tok, nxt = fsm.csr()
+    states, indptr, tok, nxt = token_csr(fsm)
     assert len(indptr) == len(states) + 1 and len(tok) == len(nxt) == indptr[-1]
     for i, s in enumerate(states.tolist()):
         ids = tok[indptr[i] : indptr[i + 1]]
@@ -785,22 +786,22 @@ def test_budget_row_contract(gpt2_vocab: Vocabulary) -> None:
     bound = fsm.dfa.distance_bound
     assert bound is not None
     # a loose budget is the plain row, with no successor walk
-    assert fsm.budget_row_index(s, bound + 1) == fsm.mask_row_index(s) and s not in fsm._budget_rows
+    assert fsm.budgets.row_index(s, bound + 1) == fsm.mask_row_index(s) and s not in fsm.budgets
     # a tight one is a subset of it; a hopeless one keeps the tokens nearest to acceptance
     plain = fsm.allowed_token_ids(s)
-    for left in (1, 2, 5, fsm.successor_distance(s)):
-        row = fsm.row(fsm.budget_row_index(s, left))
+    for left in (1, 2, 5, fsm.budgets.successor_distance(s)):
+        row = fsm.row(fsm.budgets.row_index(s, left))
         got = np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little")[: gpt2_vocab.size])
         assert got.size and set(got.tolist()) <= set(plain.tolist())
         for t in got.tolist():
             assert fsm.distance(fsm.next_state(s, t)) <= max(left - 1, fsm.distance(s) - 1)
-    assert fsm.budget_row_index(s, fsm.successor_distance(s) + 1) == fsm.mask_row_index(s)
+    assert fsm.budgets.row_index(s, fsm.budgets.successor_distance(s) + 1) == fsm.mask_row_index(s)
     with pytest.raises(ValueError, match="tokens_left must be >= 1"):
-        fsm.budget_row_index(s, 0)
+        fsm.budgets.row_index(s, 0)
     # budget rows travel with the pickle
-    r = fsm.budget_row_index(s, 3)
+    r = fsm.budgets.row_index(s, 3)
     clone = pickle.loads(pickle.dumps(fsm))
-    assert clone.budget_row_index(s, 3) == r and np.array_equal(clone.row(r), fsm.row(r))
+    assert clone.budgets.row_index(s, 3) == r and np.array_equal(clone.row(r), fsm.row(r))
 
 
 def test_extension_allowed_matches_the_mask_row(gpt2_vocab: Vocabulary) -> None:
