@@ -343,6 +343,8 @@ def main() -> None:
     ap.add_argument("--client-processes", type=int, default=4, help="load-generator processes (httpx; each tops out near one core)")
     ap.add_argument("--profile", action="store_true", help="sample the front end and the engine with py-spy at every level")
     ap.add_argument("--engine-alone", action="store_true", help="also run the same requests through structgen.Engine (no HTTP)")
+    ap.add_argument("--compile-processes", default="auto", help="the server's compile processes (as `structgen serve` takes them)")
+    ap.add_argument("--row-processes", default="auto", help="the server's row processes (as `structgen serve` takes them)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(HERE / "results" / "server-load"))
     ap.add_argument("--stem", default=None, help="results file stem (default: server-load-<cpu|gpu>)")
@@ -362,6 +364,7 @@ def main() -> None:
     kinds = {k: sum(1 for j in jobs if j.kind == k) for k in ("schema", "regex", "text")}
     runs: list[tuple[str, int, list[Record], float, tuple[float, ...]]] = []
     gen = LoadGenerator(args.client_processes)
+    workers = ""
     profile: list[str] | None = [] if args.profile else None
     if args.url:
         label = args.url
@@ -376,6 +379,11 @@ def main() -> None:
         from structgen.runtime.memory import MemoryConfig
         from structgen.server import ServerConfig
 
+        try:
+            procs = worker_processes(args.compile_processes, args.row_processes, "auto", reserved=2)  # as `serve` picks them
+        except ValueError as e:
+            ap.error(str(e))
+        workers = f"{procs['processes']} compile processes, {procs['row_processes']} row processes"
         tmp = tempfile.mkdtemp(prefix="structgen-load-")
         model, random_seed, label = _model_folder(args, tmp)
         top = max(64, *args.concurrency)
@@ -383,7 +391,7 @@ def main() -> None:
             random_weights_seed=random_seed,
             memory=MemoryConfig(max_context=2048, mem_fraction=0.8),
             scheduler=SchedulerConfig(max_running_requests=top),
-            compiler=CompilerConfig(**worker_processes("auto", "auto", "auto", reserved=2)),  # what `structgen serve` picks
+            compiler=CompilerConfig(**procs),
         )
         config = ServerConfig(model=model, max_queue=max(1024, 2 * top), engine=engine)
         for placement in args.placements:  # one server per placement; each concurrency level is a client setting
@@ -431,7 +439,8 @@ def main() -> None:
         "(what `structgen serve` runs); server, engine thread: the engine stepped on a thread of the front end's process; engine "
         "alone: the same requests submitted to `structgen.Engine` directly, at most C in flight (tokenization included, no HTTP). "
         f"The load generator runs in {args.client_processes} client processes (httpx, the level's jobs dealt round-robin, each "
-        "with its share of the concurrency), apart from the server's processes.",
+        "with its share of the concurrency), apart from the server's processes."
+        + (f" The server's grammar workers: {workers}." if workers else ""),
         "- CPU %: CPU seconds per wall second of the load generator (all its processes) / the server's front-end process / the engine process with its "
         "compile and row worker processes (100 = one core busy); with the engine on a thread, the front-end figure includes the "
         "engine's own thread and the engine figure counts only its worker processes.",
