@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .trie_bodies import CHAIN_DEPTH, CHAIN_MAX_STATES, LOOP_SKIP_MIN_BYTES, body_shape, chain_body_classes, loop_body_classes
+from .trie_layout import build_layout, node_states
 
 _c_walk: Any
 _c_subtree_bytes: Any
@@ -110,77 +111,13 @@ class VocabTrie:
     """
 
     def __init__(self, token_bytes: Sequence[bytes], excluded: frozenset[int], *, use_compiled: bool = True) -> None:
-        items = [(b, i) for i, b in enumerate(token_bytes) if b and i not in excluded]
-        items.sort()
-        self.vocab_size = len(token_bytes)
+        lay = build_layout(token_bytes, excluded)
+        self.vocab_size, self.max_depth, self.num_nodes = len(token_bytes), lay.max_depth, lay.num_nodes
         self.use_compiled = use_compiled and _c_walk is not None
-        # build level by level: a node is a distinct prefix
-        prefix_id: dict[bytes, int] = {b"": 0}
-        prefixes: list[bytes] = [b""]
-        parent = [0]
-        byte = [0]
-        max_len = max((len(b) for b, _ in items), default=0)
-        self.max_depth = max_len
-        prefixes_by_len: list[set[bytes]] = [set() for _ in range(max_len + 1)]
-        for b, _ in items:
-            for k in range(1, len(b) + 1):
-                prefixes_by_len[k].add(b[:k])
-        level_start = [0, 1]
-        for d in range(1, max_len + 1):
-            for p in sorted(prefixes_by_len[d]):
-                prefix_id[p] = len(parent)
-                prefixes.append(p)
-                parent.append(prefix_id[p[:-1]])
-                byte.append(p[-1])
-            level_start.append(len(parent))
-        self.parent = np.array(parent, dtype=np.int64)
-        self.byte = np.array(byte, dtype=np.int64)
-        self.num_nodes = len(parent)
-        token_node = np.zeros(len(token_bytes), dtype=np.int64)
-        valid = np.zeros(len(token_bytes), dtype=bool)
-        node_token = np.full(self.num_nodes, -1, dtype=np.int64)
-        dup_src: list[int] = []
-        dup_dst: list[int] = []
-        for b, i in items:
-            node = prefix_id[b]
-            token_node[i] = node
-            valid[i] = True
-            if node_token[node] < 0:
-                node_token[node] = i
-            else:
-                dup_src.append(int(node_token[node]))
-                dup_dst.append(i)
-        self.token_node = token_node
-        self.valid = valid
-        self.dup_src = np.array(dup_src, dtype=np.int64)
-        self.dup_dst = np.array(dup_dst, dtype=np.int64)
-        # children of each node are contiguous in the next level (prefixes sorted within a level)
-        n = self.num_nodes
-        child_start = np.zeros(n, dtype=np.int64)
-        child_count = np.zeros(n, dtype=np.int64)
-        par = self.parent[1:]
-        np.add.at(child_count, par, 1)
-        firsts = np.ones(n - 1, dtype=bool)
-        firsts[1:] = par[1:] != par[:-1]
-        child_start[par[firsts]] = np.flatnonzero(firsts) + 1
-        self.child_start = child_start
-        self.child_count = child_count
-        # preorder: subtree sizes bottom-up over the levels, then the lexicographic order
-        size = np.ones(n, dtype=np.int64)
-        depth = np.zeros(n, dtype=np.int32)
-        deepest = np.zeros(n, dtype=np.int32)  # the deepest node in each subtree
-        for d in range(max_len, 0, -1):
-            lo, hi = level_start[d], level_start[d + 1]
-            np.add.at(size, self.parent[lo:hi], size[lo:hi])
-            depth[lo:hi] = d
-            np.maximum(deepest[lo:hi], d, out=deepest[lo:hi])
-            np.maximum.at(deepest, self.parent[lo:hi], deepest[lo:hi])
-        order = np.array(sorted(range(1, n), key=prefixes.__getitem__), dtype=np.int64)  # [N-1] BFS ids in preorder
-        self.pre_byte = self.byte[order].astype(np.uint8)
-        self.pre_depth = depth[order]
-        self.pre_skip = size[order].astype(np.int32)
-        self.pre_token = node_token[order].astype(np.int32)
-        self.pre_deepest = deepest[order]  # int32 [N-1] the depth of the deepest node in each subtree
+        self.parent, self.byte, self.child_start, self.child_count = lay.parent, lay.byte, lay.child_start, lay.child_count
+        self.token_node, self.valid, self.dup_src, self.dup_dst = lay.token_node, lay.valid, lay.dup_src, lay.dup_dst
+        self.pre_byte, self.pre_depth, self.pre_skip, self.pre_token = lay.pre_byte, lay.pre_depth, lay.pre_skip, lay.pre_token
+        self.pre_deepest = lay.pre_deepest  # int32 [N-1] the depth of the deepest node in each subtree
 
     def prepare(self) -> None:
         """Build the tables of the compiled walk (subtree byte sets, trie token order) now
@@ -541,36 +478,7 @@ class VocabTrie:
             return out
         cls = dfa.class_of_byte[self.byte].astype(np.int64)  # [N] byte class of each trie edge
         for k, s in enumerate(states):
-            node_state = self._walk_one(dfa, cls, int(s))
+            node_state = node_states(self, dfa, cls, int(s))
             out[k] = node_state[self.token_node]
         out[:, ~self.valid] = 0
         return out
-
-    def _walk_one(self, dfa: Any, cls: np.ndarray, state: int) -> np.ndarray:
-        node_state = np.zeros(self.num_nodes, dtype=np.int32)  # [N]
-        nodes = np.zeros(1, dtype=np.int64)
-        st = np.array([state], dtype=np.int64)
-        cs, cc = self.child_start, self.child_count
-        c = dfa.num_classes
-        while nodes.size:
-            counts = cc[nodes]
-            total = int(counts.sum())
-            if total == 0:
-                break
-            starts = cs[nodes]
-            # concatenate the child ranges [start, start + count) of all live nodes
-            offsets = np.repeat(starts - np.cumsum(counts) + counts, counts)
-            children = np.arange(total, dtype=np.int64) + offsets
-            parent_st = np.repeat(st, counts)
-            idx = parent_st * c + cls[children]
-            child_st = dfa.table.reshape(-1)[idx]
-            unknown = child_st < 0
-            if unknown.any():
-                for s in np.unique(parent_st[unknown]).tolist():
-                    dfa.expand(s)
-                child_st = dfa.table.reshape(-1)[idx]
-            live = child_st != 0
-            nodes = children[live]
-            st = child_st[live].astype(np.int64)
-            node_state[nodes] = st
-        return node_state
