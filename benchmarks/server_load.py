@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import httpx
-from _pyspy import PySpy, descendants, proc_stat, render
+from _pyspy import PySpy, descendants, render
+from _server_meters import CpuMeter, gc_column, gc_pauses
 from _server_workload import FEW_SHOT, Job, build_workload, validate_output
 
 from structgen.bench.common import percentile
@@ -191,26 +192,6 @@ def summarize(records: list[Record], wall_s: float, first_wave: int = 0) -> dict
     }
 
 
-def _proc_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (all its threads) so far; 0 once it is gone."""
-    fields = proc_stat(pid)
-    return 0.0 if fields is None else (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-class CpuMeter:
-    """CPU seconds of the load generator (its client processes), the server's front end and its
-    engine (the engine process with its compile and row workers; in thread mode the front end's
-    process is the engine's and the engine column counts only its worker processes)."""
-
-    def __init__(self, client_pids: list[int], front_pid: int, engine_pid: int) -> None:
-        self.client_pids, self.front_pid, self.engine_pid = client_pids, front_pid, engine_pid
-
-    def read(self) -> tuple[float, float, float]:
-        engine_tree = ([] if self.engine_pid == self.front_pid else [self.engine_pid]) + descendants(self.engine_pid)
-        client = sum(_proc_cpu_s(p) for p in self.client_pids)
-        return client, _proc_cpu_s(self.front_pid), sum(_proc_cpu_s(p) for p in set(engine_tree))
-
-
 def _server_main(config: Any, placement: str, ready: Any) -> None:
     """A server's front-end process: the app with its engine in a process of its own
     (``placement="process"``, what ``structgen serve`` runs) or on a thread of this process
@@ -291,7 +272,7 @@ def _model_folder(args: argparse.Namespace, tmp: str) -> tuple[str, int | None, 
 
 def _run_server(
     config: Any, placement: str, levels: dict[int, list[Job]], warm: list[Job], gen: LoadGenerator, profile: list[str] | None
-) -> list[tuple[str, int, list[Record], float, tuple[float, ...]]]:
+) -> list[tuple[str, int, list[Record], float, tuple[float, ...], str]]:
     """Start a server process (``placement`` of its engine), warm it up, and run each level;
     with ``profile`` (a list), py-spy summaries of the front end and the engine per level are
     appended to it as markdown."""
@@ -311,12 +292,13 @@ def _run_server(
             spy = PySpy() if profile is not None else None
             if spy is not None and spy.available:
                 spy.start({"front end": proc.pid, "engine": engine_pid} if engine_pid != proc.pid else {"front end and engine": proc.pid})  # type: ignore[dict-item]
-            before = meter.read()
+            before, gc_before = meter.read(), gc_pauses(url)
             records, wall = gen.run(url, jobs, conc)
-            after = meter.read()
+            after, gc_after = meter.read(), gc_pauses(url)
             if spy is not None and profile is not None:
                 profile += render(f"engine {placement}, concurrency {conc}", spy.stop()) if spy.available else ["py-spy is not installed"]
-            out.append((f"server, engine {placement}", conc, records, wall, tuple((b - a) / wall for a, b in zip(before, after))))
+            cpu = tuple((b - a) / wall for a, b in zip(before, after))
+            out.append((f"server, engine {placement}", conc, records, wall, cpu, gc_column(gc_before, gc_after)))
         return out
     finally:
         os.kill(proc.pid, _signal.SIGTERM)  # type: ignore[arg-type]
@@ -345,6 +327,11 @@ def main() -> None:
     ap.add_argument("--engine-alone", action="store_true", help="also run the same requests through structgen.Engine (no HTTP)")
     ap.add_argument("--compile-processes", default="auto", help="the server's compile processes (as `structgen serve` takes them)")
     ap.add_argument("--row-processes", default="auto", help="the server's row processes (as `structgen serve` takes them)")
+    ap.add_argument(
+        "--no-gc-freeze",
+        action="store_true",
+        help="the server's processes leave their heaps to the collector (EngineConfig.gc_freeze=False)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(HERE / "results" / "server-load"))
     ap.add_argument("--stem", default=None, help="results file stem (default: server-load-<cpu|gpu>)")
@@ -362,14 +349,16 @@ def main() -> None:
     levels = {conc: build_workload(max(args.num_requests, 4 * conc), args.seed + 1000 * k) for k, conc in enumerate(args.concurrency)}
     warm = build_workload(32, args.seed + 1)
     kinds = {k: sum(1 for j in jobs if j.kind == k) for k in ("schema", "regex", "text")}
-    runs: list[tuple[str, int, list[Record], float, tuple[float, ...]]] = []
+    runs: list[tuple[str, int, list[Record], float, tuple[float, ...], str]] = []
     gen = LoadGenerator(args.client_processes)
     workers = ""
     profile: list[str] | None = [] if args.profile else None
     if args.url:
         label = args.url
         for conc, level in levels.items():
-            runs.append(("server at --url", conc, *gen.run(args.url, level, conc), ()))
+            gc_before = gc_pauses(args.url)
+            records, wall = gen.run(args.url, level, conc)
+            runs.append(("server at --url", conc, records, wall, (), gc_column(gc_before, gc_pauses(args.url))))
     else:
         from structgen.fsm import CompilerConfig
 
@@ -384,6 +373,7 @@ def main() -> None:
         except ValueError as e:
             ap.error(str(e))
         workers = f"{procs['processes']} compile processes, {procs['row_processes']} row processes"
+        workers += "; heaps left to the collector (--no-gc-freeze)" if args.no_gc_freeze else "; heaps frozen after start-up"
         tmp = tempfile.mkdtemp(prefix="structgen-load-")
         model, random_seed, label = _model_folder(args, tmp)
         top = max(64, *args.concurrency)
@@ -392,6 +382,7 @@ def main() -> None:
             memory=MemoryConfig(max_context=2048, mem_fraction=0.8),
             scheduler=SchedulerConfig(max_running_requests=top),
             compiler=CompilerConfig(**procs),
+            gc_freeze=not args.no_gc_freeze,
         )
         config = ServerConfig(model=model, max_queue=max(1024, 2 * top), engine=engine)
         for placement in args.placements:  # one server per placement; each concurrency level is a client setting
@@ -400,11 +391,12 @@ def main() -> None:
             with Engine(model, engine) as eng:
                 run_engine_alone(eng, warm, min(32, len(warm)))
                 for conc, level in levels.items():
-                    t0 = time.process_time()
+                    t0, gc_before = time.process_time(), gc_pauses(engine=eng)
                     records, wall = run_engine_alone(eng, level, conc)
-                    runs.append(("engine alone", conc, records, wall, (0.0, 0.0, (time.process_time() - t0) / wall)))
+                    alone = (0.0, 0.0, (time.process_time() - t0) / wall)
+                    runs.append(("engine alone", conc, records, wall, alone, gc_column(gc_before, gc_pauses(engine=eng))))
     gen.close()
-    for where, conc, records, wall, cpu in runs:
+    for where, conc, records, wall, cpu, gc_text in runs:
         s = summarize(records, wall, first_wave=conc)
         rows.append(
             [
@@ -425,6 +417,7 @@ def main() -> None:
                 round(s["tpot_p99_ms"], 2),
                 f"{s['queue_p50_ms']:.1f} / {s['queue_p99_ms']:.1f} / {s['grammar_p99_ms']:.1f}",
                 " / ".join(f"{100 * c:.0f}" for c in cpu) if cpu else "",
+                gc_text,
             ]
         )
         errs = [r.error for r in records if r.error][:3]
@@ -451,10 +444,12 @@ def main() -> None:
         "- queue: the engine's time from a request's arrival to its first forward (a prompt prefills while its grammar compiles); "
         "grammar: arrival to grammar ready; both from the server's `timings` (engine alone: the request's usage).",
         "- valid: schema outputs parsed and checked with jsonschema (formats included), regex outputs with `re.fullmatch`.",
+        "- GC: the garbage collector's pauses of 50 ms or more during the level, and the seconds of all its pauses, per process "
+        "(the server's `structgen_gc_pause_seconds`; with the engine on a thread both processes are the front end's).",
     ]
     header = ["run", "concurrency", "requests", "answered 200", "lost", "valid", "req/s", "out tok/s",
               "latency p50 ms", "latency p99 ms", "TTFT p50 ms", "TTFT p99 ms", "TTFT p99 after the first C ms", "TPOT p50 ms", "TPOT p99 ms",
-              "queue p50 / p99, grammar p99 ms", "CPU % client / front end / engine"]  # fmt: skip
+              "queue p50 / p99, grammar p99 ms", "CPU % client / front end / engine", "GC pauses ≥ 50 ms (time in GC) front end / engine"]  # fmt: skip
     stem = args.stem or ("server-load-gpu" if "H200" in meta["machine"] or "NVIDIA" in meta["machine"] else "server-load-cpu")
     write_results(args.out, stem, "HTTP server load", meta, header, rows, notes)
     if profile:

@@ -226,6 +226,25 @@ def test_structured_schema_regex_and_text(client: httpx.Client) -> None:
     assert final["object"] == "structured.final" and final["text"] == deltas and final["output"] == json.loads(deltas)
 
 
+def test_metrics_time_the_collector_pauses_of_both_processes(client: httpx.Client) -> None:
+    """The front end and the engine process each froze their heap after start-up with one full
+    collection, which their trackers timed."""
+    assert client.post("/v1/structured", json={"prompt": "x", "max_tokens": 2}).status_code == 200  # a fresh snapshot
+    text = client.get("/metrics").text  # one scrape: the front end's counts move between two
+
+    def value(name: str, labels: str) -> float:
+        m = re.search(rf"^{re.escape(name + labels)} ([0-9.e+-]+)$", text, re.M)
+        assert m is not None, name + labels
+        return float(m.group(1))
+
+    for process in ("front_end", "engine"):
+        labels = f'{{process="{process}"}}'
+        count = value("structgen_gc_pause_seconds_count", labels)
+        assert count >= 1 and value("structgen_gc_longest_pause_seconds", labels) > 0, process
+        assert value("structgen_gc_pause_seconds_bucket", f'{{le="+Inf",process="{process}"}}') == count
+        assert value("structgen_gc_pause_seconds_sum", labels) >= value("structgen_gc_longest_pause_seconds", labels)
+
+
 def test_health_and_metrics(client: httpx.Client) -> None:
     assert client.get("/health").json()["status"] == "ok"
     client.post("/v1/structured", json={"prompt": "x", "json_schema": PERSON_SCHEMA})

@@ -89,7 +89,8 @@ class EngineConfig:
     collector's permanent generation after start-up and whenever a newly compiled grammar
     starts serving, so full collections never walk model, tokenizer and automaton objects:
     such a pass walks every cached automaton while all running requests wait; vLLM freezes
-    its start-up heap the same way; :meth:`Engine.close` unfreezes), ``cpu_threads`` (torch's
+    its start-up heap the same way; :meth:`Engine.close` unfreezes; a server's front end
+    follows it for its own heap), ``cpu_threads`` (torch's
     intra-op threads when the model runs on the CPU, set process-wide at start-up; None: 1 for
     a model under :data:`SMALL_MODEL_PARAMS` parameters, whose small matrix products gain
     nothing from more threads and lose many times over on a busy machine, torch's default for

@@ -16,6 +16,7 @@ import torch
 
 from structgen.engine.cache_manager import CacheManager
 from structgen.engine.config import EngineConfig, cpu_threads_for
+from structgen.engine.gc_pauses import GCPauses, freeze_heap
 from structgen.engine.grammar_manager import GrammarManager
 from structgen.engine.model_runner import ModelRunner
 from structgen.engine.observer import StepObserver, StepPhases
@@ -134,9 +135,9 @@ class Engine:
         self._generator = torch.Generator().manual_seed(cfg.seed)
         self._reqs: dict[int, Req] = {}
         self._closed = False
+        self.gc_pauses = GCPauses()  # this process's collector pauses (the server's /metrics)
         if cfg.gc_freeze:
-            gc.collect()
-            gc.freeze()
+            freeze_heap()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -162,6 +163,7 @@ class Engine:
                 radix.evict(radix.total_size)
         finally:
             self.compiler.close()
+            self.gc_pauses.close()
             if self.config.gc_freeze:
                 gc.unfreeze()  # what this engine held may now be collected
             if self.config.switch_interval_s is not None:

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 
 from structgen.engine.engine import Engine
+from structgen.engine.gc_pauses import freeze_heap
 from structgen.engine.prompt_format import load_prompt_format
 from structgen.engine.prompt_tokenizer import PromptTokenizer, load_tokenizer
 from structgen.server.config import ServerConfig
@@ -61,11 +63,19 @@ def create_app(config: ServerConfig | None = None, *, engine: Engine | None = No
         if engine is not None:
             await asyncio.to_thread(warm_up, engine)  # before the loop starts and /health answers
         client.start()
+        if config.engine.gc_freeze:
+            # what this process holds now (FastAPI, pydantic, the tokenizer, the engine on a
+            # thread) lives as long as it does: out of the collector's full passes, each of
+            # which would otherwise stop the event loop for about 100 ms or more
+            freeze_heap()
         try:
             yield
         finally:
             svc.closing = True
             await asyncio.to_thread(client.shutdown, config.shutdown_grace_s)
+            svc.gc_pauses.close()
+            if config.engine.gc_freeze:
+                gc.unfreeze()  # an app built again in this process (tests) starts from a collectable heap
 
     app = FastAPI(title="structgen", version="0.1", lifespan=lifespan)
     app.state.service = svc

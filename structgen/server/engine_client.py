@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from structgen.engine.engine import Engine
+from structgen.engine.gc_pauses import GCStats
 from structgen.engine.request import SamplingParams, StreamChunk
 from structgen.fsm import Constraint
 
@@ -43,7 +44,8 @@ class EngineSnapshot(NamedTuple):
     (queued or not), waiting for admission, running (a prompt prefilled while its grammar
     compiles counts as running); KV slots free / held by unpinned radix nodes / total; radix
     tokens pinned by ``lock_ref`` (0 when idle); the grammar compiler's cache hits (memory and
-    disk), misses and failures since start."""
+    disk), misses and failures since start; the engine process's collector pauses since start
+    (:class:`~structgen.engine.gc_pauses.GCStats`)."""
 
     grammar: int = 0
     waiting: int = 0
@@ -55,6 +57,7 @@ class EngineSnapshot(NamedTuple):
     compile_hits: int = 0
     compile_misses: int = 0
     compile_failures: int = 0
+    gc: GCStats = GCStats()
 
 
 class Stream(NamedTuple):
@@ -115,6 +118,7 @@ def engine_snapshot(engine: Engine) -> EngineSnapshot:
         compile_hits=stats.memory_hits + stats.disk_hits,
         compile_misses=stats.misses,
         compile_failures=stats.failures,
+        gc=engine.gc_pauses.stats(),
     )
 
 

@@ -3,11 +3,15 @@ never collide).  Exposed in the text format at ``GET /metrics``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
 
+from structgen.engine.gc_pauses import GC_PAUSE_BUCKETS, GCStats
 from structgen.engine.request import Usage
 
 if TYPE_CHECKING:
@@ -27,9 +31,13 @@ class ServerMetrics:
     free slots (evictable radix nodes counted free) and usage, the radix tokens pinned by running
     requests, the running and waiting requests (waiting for admission or for their grammar) and
     the grammar cache's counters, ``structgen_grammar_compiles{result=hit|miss|failure}``.
+    ``gc``: a callable giving this process's collector pauses; with the engine's (from its
+    snapshot) they are ``structgen_gc_pause_seconds{process=front_end|engine}`` (a histogram)
+    and ``structgen_gc_longest_pause_seconds`` (one process when the engine runs on a thread
+    of the front end: both label the same pauses then).
     """
 
-    def __init__(self, queue_length: Callable[[], float], engine: Callable[[], EngineSnapshot]) -> None:
+    def __init__(self, queue_length: Callable[[], float], engine: Callable[[], EngineSnapshot], gc: Callable[[], GCStats]) -> None:
         self._prompt_total = 0
         self._cached_total = 0
         self.registry = reg = CollectorRegistry()
@@ -71,6 +79,7 @@ class ServerMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=reg,
         )
+        reg.register(_GCPauseCollector({"front_end": gc, "engine": lambda: engine().gc}))
         self.ttft_seconds = Histogram("structgen_ttft_seconds", "time to first token", buckets=_LATENCY_BUCKETS, registry=reg)
         self.latency_seconds = Histogram("structgen_request_seconds", "request latency", buckets=_LATENCY_BUCKETS, registry=reg)
         self.tpot_seconds = Histogram(
@@ -95,3 +104,22 @@ class ServerMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _GCPauseCollector(Collector):
+    """The collector pauses of each named process, read at scrape time."""
+
+    def __init__(self, sources: dict[str, Callable[[], GCStats]]) -> None:
+        self.sources = sources
+
+    def collect(self) -> Iterator[Metric]:
+        pauses = HistogramMetricFamily("structgen_gc_pause_seconds", "garbage-collector pauses since start", labels=["process"])
+        longest = GaugeMetricFamily("structgen_gc_longest_pause_seconds", "longest garbage-collector pause since start", labels=["process"])
+        for name, read in self.sources.items():
+            st = read()
+            cumulative = list(itertools.accumulate(st.counts))
+            buckets = [(str(bound), float(c)) for bound, c in zip(GC_PAUSE_BUCKETS, cumulative)] + [("+Inf", float(cumulative[-1]))]
+            pauses.add_metric([name], buckets, st.pause_s)
+            longest.add_metric([name], st.longest_s)
+        yield pauses
+        yield longest

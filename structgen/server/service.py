@@ -20,6 +20,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from structgen.engine.gc_pauses import GCPauses
 from structgen.engine.prompt_format import PromptFormat
 from structgen.engine.prompt_tokenizer import PromptTokenizer, fit_context
 from structgen.engine.request import RequestError, SamplingParams, StreamChunk, Usage
@@ -75,7 +76,8 @@ class Service:
         info = client.info
         self.model_name = config.served_model_name or os.path.basename(os.path.normpath(info.model_path))
         self.created = int(time.time())
-        self.metrics = ServerMetrics(queue_length=lambda: self.inflight, engine=lambda: client.state)
+        self.gc_pauses = GCPauses()  # this process's collector pauses (closed by the app's lifespan)
+        self.metrics = ServerMetrics(queue_length=lambda: self.inflight, engine=lambda: client.state, gc=self.gc_pauses.stats)
 
     def summary(self) -> str:
         """One line on what is being served: model, dtype, device, context, KV pool, CUDA graphs,
