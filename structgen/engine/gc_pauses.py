@@ -1,10 +1,10 @@
 """``GCPauses``: the cyclic garbage collector's stop-the-world pauses in this process, counted
 in histogram buckets (for ``/metrics`` and the load test).  A full (generation 2) collection
 walks every tracked object that is not frozen, and the process does nothing else meanwhile: in
-a server's front end that holds FastAPI, pydantic and a tokenizer, one pass costs about
-100-150 ms on a CPU core unless the long-lived heap is frozen (``gc.freeze``), which is why the
-front end and the engine freeze theirs after start-up (SGLang's ``/freeze_gc`` and vLLM's
-start-up freeze do the same)."""
+a server's front end that holds FastAPI, pydantic and a tokenizer, every such pass walks all of
+them unless the long-lived heap is frozen (``gc.freeze``), which is why the front end and the
+engine freeze theirs after start-up (SGLang's ``/freeze_gc`` and vLLM's start-up freeze do the
+same)."""
 
 from __future__ import annotations
 

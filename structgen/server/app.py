@@ -66,7 +66,7 @@ def create_app(config: ServerConfig | None = None, *, engine: Engine | None = No
         if config.engine.gc_freeze:
             # what this process holds now (FastAPI, pydantic, the tokenizer, the engine on a
             # thread) lives as long as it does: out of the collector's full passes, each of
-            # which would otherwise stop the event loop for about 100 ms or more
+            # which would otherwise stop the event loop while it walks all of it
             freeze_heap()
         try:
             yield
