@@ -270,9 +270,47 @@ def _model_folder(args: argparse.Namespace, tmp: str) -> tuple[str, int | None, 
     )
 
 
+def table_row(
+    where: str, conc: int, records: list[Record], wall: float, cpu: tuple[float, ...], gc_text: str
+) -> tuple[list[Any], list[str]]:
+    """One level's results row (the columns of ``main``'s table) and its first errors."""
+    s = summarize(records, wall, first_wave=conc)
+    row = [
+        where,
+        conc,
+        s["requests"],
+        s["ok"],
+        s["lost"],
+        f"{s['valid']}/{s['checked']}",
+        round(s["req_per_s"], 2),
+        round(s["out_tok_per_s"], 1),
+        round(s["latency_p50_ms"], 1),
+        round(s["latency_p99_ms"], 1),
+        round(s["ttft_p50_ms"], 1),
+        round(s["ttft_p99_ms"], 1),
+        round(s["ttft_p99_later_ms"], 1),
+        round(s["tpot_p50_ms"], 2),
+        round(s["tpot_p99_ms"], 2),
+        f"{s['queue_p50_ms']:.1f} / {s['queue_p99_ms']:.1f} / {s['grammar_p99_ms']:.1f}",
+        " / ".join(f"{100 * c:.0f}" for c in cpu) if cpu else "",
+        gc_text,
+    ]
+    return row, [r.error for r in records if r.error][:3]
+
+
+Run = tuple[str, int, list[Record], float, tuple[float, ...], str]  # where, concurrency, records, wall s, CPU shares, GC
+
+
+def announce(run: Run) -> Run:
+    """Print ``run``'s row as soon as its level ends (a run stopped part-way still shows the
+    levels it finished); returns it."""
+    print("level done: | " + " | ".join(str(c) for c in table_row(*run)[0]) + " |", flush=True)
+    return run
+
+
 def _run_server(
     config: Any, placement: str, levels: dict[int, list[Job]], warm: list[Job], gen: LoadGenerator, profile: list[str] | None
-) -> list[tuple[str, int, list[Record], float, tuple[float, ...], str]]:
+) -> list[Run]:
     """Start a server process (``placement`` of its engine), warm it up, and run each level;
     with ``profile`` (a list), py-spy summaries of the front end and the engine per level are
     appended to it as markdown."""
@@ -298,7 +336,7 @@ def _run_server(
             if spy is not None and profile is not None:
                 profile += render(f"engine {placement}, concurrency {conc}", spy.stop()) if spy.available else ["py-spy is not installed"]
             cpu = tuple((b - a) / wall for a, b in zip(before, after))
-            out.append((f"server, engine {placement}", conc, records, wall, cpu, gc_column(gc_before, gc_after)))
+            out.append(announce((f"server, engine {placement}", conc, records, wall, cpu, gc_column(gc_before, gc_after))))
         return out
     finally:
         os.kill(proc.pid, _signal.SIGTERM)  # type: ignore[arg-type]
@@ -349,7 +387,7 @@ def main() -> None:
     levels = {conc: build_workload(max(args.num_requests, 4 * conc), args.seed + 1000 * k) for k, conc in enumerate(args.concurrency)}
     warm = build_workload(32, args.seed + 1)
     kinds = {k: sum(1 for j in jobs if j.kind == k) for k in ("schema", "regex", "text")}
-    runs: list[tuple[str, int, list[Record], float, tuple[float, ...], str]] = []
+    runs: list[Run] = []
     gen = LoadGenerator(args.client_processes)
     workers = ""
     profile: list[str] | None = [] if args.profile else None
@@ -358,7 +396,7 @@ def main() -> None:
         for conc, level in levels.items():
             gc_before = gc_pauses(args.url)
             records, wall = gen.run(args.url, level, conc)
-            runs.append(("server at --url", conc, records, wall, (), gc_column(gc_before, gc_pauses(args.url))))
+            runs.append(announce(("server at --url", conc, records, wall, (), gc_column(gc_before, gc_pauses(args.url)))))
     else:
         from structgen.fsm import CompilerConfig
 
@@ -394,35 +432,13 @@ def main() -> None:
                     t0, gc_before = time.process_time(), gc_pauses(engine=eng)
                     records, wall = run_engine_alone(eng, level, conc)
                     alone = (0.0, 0.0, (time.process_time() - t0) / wall)
-                    runs.append(("engine alone", conc, records, wall, alone, gc_column(gc_before, gc_pauses(engine=eng))))
+                    runs.append(announce(("engine alone", conc, records, wall, alone, gc_column(gc_before, gc_pauses(engine=eng)))))
     gen.close()
-    for where, conc, records, wall, cpu, gc_text in runs:
-        s = summarize(records, wall, first_wave=conc)
-        rows.append(
-            [
-                where,
-                conc,
-                s["requests"],
-                s["ok"],
-                s["lost"],
-                f"{s['valid']}/{s['checked']}",
-                round(s["req_per_s"], 2),
-                round(s["out_tok_per_s"], 1),
-                round(s["latency_p50_ms"], 1),
-                round(s["latency_p99_ms"], 1),
-                round(s["ttft_p50_ms"], 1),
-                round(s["ttft_p99_ms"], 1),
-                round(s["ttft_p99_later_ms"], 1),
-                round(s["tpot_p50_ms"], 2),
-                round(s["tpot_p99_ms"], 2),
-                f"{s['queue_p50_ms']:.1f} / {s['queue_p99_ms']:.1f} / {s['grammar_p99_ms']:.1f}",
-                " / ".join(f"{100 * c:.0f}" for c in cpu) if cpu else "",
-                gc_text,
-            ]
-        )
-        errs = [r.error for r in records if r.error][:3]
+    for run in runs:
+        row, errs = table_row(*run)
+        rows.append(row)
         if errs:
-            notes.append(f"- {where}, concurrency {conc}: first errors: {errs}")
+            notes.append(f"- {run[0]}, concurrency {run[1]}: first errors: {errs}")
     notes += [
         f"- model: {label}; workload: {args.num_requests} `/v1/structured` requests ({kinds['schema']} JSON Schema, {kinds['regex']} regex, "
         f"{kinds['text']} free text at seed {args.seed}; every third streamed; half share a {len(FEW_SHOT)}-character few-shot "
