@@ -133,8 +133,9 @@ class Look(Node):
     """A look-ahead ``(?=…)`` (``negate=False``) or ``(?!…)``, or with ``behind`` a look-behind
     ``(?<=…)`` / ``(?<!…)``, as parsed: ``body`` is its alternation, which starts at ``start`` in
     the pattern text; resolved by :func:`~.regex_assertions.resolve_anchors`.  ``pos``: where
-    ``(?`` opens.  ``word``: a part of a word boundary ``\\b`` / ``\\B`` at ``pos``, whose body
-    is the class escape ``\\w`` or ``\\W`` it names (``start`` is then -1: no text of its own)."""
+    ``(?`` opens.  ``word``: ``"b"`` for a whole word boundary ``\\b`` (``\\B`` with ``negate``)
+    at ``pos``; ``"w"`` / ``"W"`` for one of its look-arounds, whose body is that class escape
+    (``start`` is then -1: no text of its own)."""
 
     negate: bool
     body: Node

@@ -131,7 +131,7 @@ class _Parser:
                 lo, hi = q
             else:
                 return atom
-            if isinstance(atom, (Anchor, Look)) or self.p.startswith(("\\b", "\\B"), start):
+            if isinstance(atom, (Anchor, Look)):
                 raise self.error("nothing to repeat: quantifier after an assertion", qpos)
             if self.peek() == "?":
                 self.i += 1  # lazy: same language
@@ -179,7 +179,7 @@ class _Parser:
             return Anchor(False, pos)
         if c == "\\" and self.peek(1) in ("b", "B"):
             self.i += 2
-            return word_boundary(self.peek(-1) == "B", pos, self.wide)
+            return word_boundary(self.peek(-1) == "B", pos)
         if c == "\\":
             item = self.escape()
             if isinstance(item, _ClassEscape):
@@ -338,24 +338,32 @@ class _Parser:
         return cp
 
 
-def word_boundary(negate: bool, pos: int, wide: bool) -> Node:
-    """``\\b`` (``negate=False``) or ``\\B`` at ``pos`` as look-arounds of ``\\w``: ``\\b`` is
-    ``(?<=\\w)(?!\\w)|(?<!\\w)(?=\\w)``, ``\\B`` is ``(?<=\\w)(?=\\w)|(?<!\\w)(?!\\w)`` (the
-    input's ends count as non-word characters, as in ECMA-262 and Python).  Python's ``\\B``
-    (before 3.14) does not match the empty input where ECMA-262's does, so read narrow ``\\B``
-    needs a character on one side: its second branch is ``(?<=\\W)(?!\\w)|(?<!\\w)(?=\\W)``.
-    The classes are read narrow where they must match and wide where they must not, as every
-    look-around's body is."""
+def word_boundary(negate: bool, pos: int) -> Look:
+    """``\\b`` (``negate=False``) or ``\\B`` at ``pos``: one assertion node
+    (``Look(word="b")``), which :mod:`.regex_assertions` resolves through
+    :func:`word_boundary_parts` where it stands, so boundaries in a sequence do not multiply
+    its alternatives."""
+    return Look(negate, Chars(_ASCII_WORD), -1, pos, word="b")
+
+
+def word_boundary_parts(item: Look, wide: bool) -> list[tuple[Look, Look]]:
+    """The ways word boundary ``item`` (:func:`word_boundary`) holds, each a look-behind and a
+    look-ahead of ``\\w`` or ``\\W``: ``\\b`` is ``(?<=\\w)(?!\\w)|(?<!\\w)(?=\\w)``, ``\\B`` is
+    ``(?<=\\w)(?=\\w)|(?<!\\w)(?!\\w)`` (the input's ends count as non-word characters, as in
+    ECMA-262 and Python).  Python's ``\\B`` (before 3.14) does not match the empty input where
+    ECMA-262's does, so ``\\B`` read narrow (``wide=False``) needs a character on one side: its
+    second way is then ``(?<=\\W)(?!\\w)|(?<!\\w)(?=\\W)``.  The classes are read narrow where
+    they must match and wide where they must not, as every look-around's body is."""
 
     def part(behind: bool, neg: bool, letter: str = "w") -> Look:
-        return Look(neg, Chars(_ASCII_WORD), -1, pos, behind=behind, word=letter)
+        return Look(neg, item.body, -1, item.pos, behind=behind, word=letter)
 
-    words = Seq((part(True, False), part(False, not negate)))
-    if not negate:
-        return Alt((words, Seq((part(True, True), part(False, False)))))
+    words = (part(True, False), part(False, not item.negate))
+    if not item.negate:
+        return [words, (part(True, True), part(False, False))]
     if wide:
-        return Alt((words, Seq((part(True, True), part(False, True)))))
-    return Alt((words, Seq((part(True, False, "W"), part(False, True))), Seq((part(True, True), part(False, False, "W")))))
+        return [words, (part(True, True), part(False, True))]
+    return [words, (part(True, False, "W"), part(False, True)), (part(True, True), part(False, False, "W"))]
 
 
 def word_class(letter: str, wide: bool) -> CharSet:

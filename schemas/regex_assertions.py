@@ -38,7 +38,7 @@ from .ir import (
     lit,
     seq,
 )
-from .regex import parse_alternation_at, parse_regex, word_class
+from .regex import parse_alternation_at, parse_regex, word_boundary_parts, word_class
 
 MAX_ASSERTION_BRANCHES = 64  # alternatives an anchor or look-ahead inside an alternation expands to
 _ANYTHING = Rep(Chars(CharSet.any()), 0, None)
@@ -71,14 +71,14 @@ def _check_no_assertion(node: Node, pattern: str) -> None:
 
 
 def _check_no_behind(node: Node, pattern: str) -> None:
-    if isinstance(node, Look) and node.behind:
+    if isinstance(node, Look) and (node.behind or node.word == "b"):
         raise RegexError(f"{_kind(node)} inside a repetition is not supported", pattern, node.pos)
     for child in children(node):
         _check_no_behind(child, pattern)
 
 
 def _has_behind(node: Node) -> bool:
-    if isinstance(node, Look) and node.behind:
+    if isinstance(node, Look) and (node.behind or node.word == "b"):
         return True
     return any(_has_behind(c) for c in children(node))
 
@@ -92,7 +92,7 @@ def _sequences(node: Node, pattern: str) -> list[tuple[Node, ...]]:
             parts = _sequences(item, pattern)
             out = [a + b for a in out for b in parts]
             if len(out) > MAX_ASSERTION_BRANCHES:
-                why = f"anchors or look-aheads in alternations expand past {MAX_ASSERTION_BRANCHES} alternatives"
+                why = f"anchors or look-arounds in alternations expand past {MAX_ASSERTION_BRANCHES} alternatives"
                 raise RegexError(why, pattern, _first_assertion(node))
         return out
     if isinstance(node, Alt) and _has_assertion(node):
@@ -171,7 +171,11 @@ def _fold(item: Node, branches: _Branches, pattern: str, wide: bool, at_start: b
         out[ob] = alt(out[ob], node) if ob in out else node
 
     for ob, acc in branches.items():
-        if isinstance(item, Look) and item.behind:
+        if isinstance(item, Look) and item.word == "b":  # a word boundary: each way it holds
+            for behind, ahead in word_boundary_parts(item, wide):
+                new = _behind(behind, pattern, wide)
+                add(new if ob is None else ob.both(new), _assert(ahead, acc, pattern, wide, at_start))
+        elif isinstance(item, Look) and item.behind:
             new = _behind(item, pattern, wide)
             add(new if ob is None else ob.both(new), acc)
         elif isinstance(item, (Anchor, Look)):
@@ -225,14 +229,24 @@ def _one_char(node: Node) -> CharSet | None:
 
 
 def _ending_in(item: Node, chars: CharSet) -> Node:
-    """The non-empty strings of assertion-free ``item`` whose last character is in ``chars``."""
+    """The non-empty strings of assertion-free ``item`` whose last character is in ``chars``,
+    built on ``item``'s structure (the last character's class narrowed where it is read) so
+    no automaton of the whole item is needed; an ``And`` with "anything, then ``chars``" only
+    for the node kinds that have no structure to follow."""
     if isinstance(item, Chars):
         return Chars(item.cs.intersect(chars))
-    if isinstance(item, Rep) and isinstance(item.item, Chars) and item.hi != 0:
-        last = Chars(item.item.cs.intersect(chars))
-        return seq(Rep(item.item, max(item.lo - 1, 0), None if item.hi is None else item.hi - 1), last)
-    if isinstance(item, Seq) and item.items and not nullable(item.items[-1]):
-        return seq(*item.items[:-1], _ending_in(item.items[-1], chars))
+    if isinstance(item, Rep):
+        if item.hi == 0:
+            return NOTHING
+        # the last non-empty iteration ends in chars; iterations after it (if any) are empty
+        lo = 0 if nullable(item.item) else max(item.lo - 1, 0)
+        return seq(Rep(item.item, lo, None if item.hi is None else item.hi - 1), _ending_in(item.item, chars))
+    if isinstance(item, Seq):
+        if not item.items:
+            return NOTHING
+        *head, last = item.items
+        out = seq(*head, _ending_in(last, chars))
+        return alt(out, _ending_in(seq(*head), chars)) if nullable(last) else out  # last matching ""
     if isinstance(item, Alt):
         return alt(*(_ending_in(branch, chars) for branch in item.items))
     return And((item, seq(_ANYTHING, Chars(chars))))
@@ -266,7 +280,7 @@ def _repetition(item: Node, rest: Node, pattern: str, wide: bool) -> Node:
         lo, hi = item.lo, item.hi
         ended = [_resolve_sequence(s, pattern, EPSILON, rest, wide) for s in ending]  # the last iteration reaches `$`
         return alt(seq(Rep(once, lo, hi), rest), seq(Rep(once, max(lo - 1, 0), None if hi is None else hi - 1), alt(*ended)))
-    looks = [x for x in body[0][:-1] if isinstance(x, Look) and x.negate and not x.behind] if len(body) == 1 else []
+    looks = [x for x in body[0][:-1] if isinstance(x, Look) and x.negate and not x.behind and not x.word] if len(body) == 1 else []
     if looks and len(looks) == len(body[0]) - 1 and isinstance(body[0][-1], Chars):
         char = body[0][-1]
         if wide:  # a superset: the look-aheads dropped

@@ -5,6 +5,7 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from structgen.fsm.errors import GrammarCompileError
 from structgen.fsm.lazy_compile import compile_lazy
 from structgen.fsm.nfa import compile_dfa
 from structgen.schemas.charset import CharSet, utf8_sequences
@@ -70,6 +71,15 @@ def test_regex_errors_name_position(pattern: str, pos: int, fragment: str) -> No
         regex_to_ir(pattern)
     assert ei.value.position == pos
     assert fragment in str(ei.value)
+
+
+def test_word_boundaries_do_not_multiply_a_sequences_alternatives() -> None:
+    """Each ``\\b`` is resolved where it stands (its ways merge again after the next
+    character), so ten of them in one pattern compile, and match as Python's ``re`` does."""
+    pattern = r"\ba\b \bb\b \bc\b \bd\b \be\b(?:\bx)?(?:\bx)?(?:\bx)?(?:\bx)?"
+    dfa = compile_lazy(resolve_anchors(parse_regex(pattern), pattern, search=True))
+    for s in ["a b c d e", "za b c d e", "a b c d ex", "a b c d e x", "-a b c d e-", "a b c d e xx", "a b c d"]:
+        assert dfa.accepts(s.encode()) == (re.search(pattern, s) is not None), s
 
 
 def test_anchor_inside_a_repetition_is_an_error() -> None:
@@ -172,7 +182,8 @@ def _asserting_regex(draw: st.DrawFn) -> str:
 def test_anchors_and_look_arounds_match_as_python_re_searches(pattern: str, samples: list[str]) -> None:
     """Search semantics (JSON Schema ``pattern``): the narrow reading accepts a subset of
     ``re.search`` (its ``$`` is ECMA's: the end only; its ``\\w`` in ``\\b`` ASCII), the wide
-    reading a superset, and both agree with it exactly on non-empty ASCII inputs without a newline."""
+    reading a superset, and both agree with it exactly on non-empty ASCII inputs without a
+    newline (the wide one where the pattern has no ``((?!ab).)*$``, which it reads wider)."""
     try:
         narrow = compile_lazy(resolve_anchors(parse_regex(pattern), pattern, search=True))
         wide = compile_lazy(resolve_anchors(parse_regex(pattern, wide=True), pattern, search=True, wide=True))
@@ -180,13 +191,18 @@ def test_anchors_and_look_arounds_match_as_python_re_searches(pattern: str, samp
         refused = ("inside a repetition", "inside a look-ahead", "next to a repetition holding assertions")
         assert any(r in str(e) for r in refused), (pattern, str(e))
         return
+    except GrammarCompileError as e:  # a product past the state cap is refused by name too
+        assert "max_states" in str(e), (pattern, str(e))
+        return
     rx = re.compile(pattern)
     for s in samples:
         py = rx.search(s) is not None
         n, w = narrow.accepts(s.encode()), wide.accepts(s.encode())
         assert (not n or py) and (not py or w), (pattern, s, n, py, w)
         if "\n" not in s and s.isascii() and (s or "\\B" not in pattern):  # ECMA's \B matches "", Python's not
-            assert n == py == w, (pattern, s, n, py, w)
+            assert n == py, (pattern, s, n, py)
+            if "(?!ab)." not in pattern:  # read wide, ((?!ab).)*$ drops its look-ahead: a superset by design
+                assert py == w, (pattern, s, py, w)
 
 
 # interegular's FSM product explodes on deeply nested repeats (minutes for ((a*){2}){0,2}-like
