@@ -83,7 +83,7 @@ class BudgetRows:
         little-endian bytes (the last: the plain row), for another copy of this FSM
         (:meth:`put`).  One trie walk the first time, memoized."""
         cuts, rows = self._cuts(state)
-        return cuts, [self.fsm.row(r).tobytes() for r in rows]
+        return cuts, [self.fsm._row_bytes[r] for r in rows]  # the stored bytes, not a copy
 
     def put(self, state: int, cuts: list[int], rows: list[bytes]) -> None:
         """Record ``state``'s budget rows computed elsewhere (:meth:`rows_bytes` of an

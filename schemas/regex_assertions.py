@@ -164,35 +164,41 @@ def _resolve_sequence(items: tuple[Node, ...], pattern: str, front: Node, tail: 
 def _fold(item: Node, branches: _Branches, pattern: str, wide: bool, at_start: bool) -> _Branches:
     """``branches`` with ``item`` put in front of each (see :func:`_resolve_sequence`)."""
     out: _Branches = {}
+    if not branches:  # every way was ruled out further right
+        return out
 
     def add(ob: _Behind | None, node: Node) -> None:
         if ob is not None and not ob.chars and not ob.start_ok:
             return  # no character satisfies it
         out[ob] = alt(out[ob], node) if ob in out else node
 
-    for ob, acc in branches.items():
-        if isinstance(item, Look) and item.word == "b":  # a word boundary: each way it holds
-            for behind, ahead in word_boundary_parts(item, wide):
-                new = _behind(behind, pattern, wide)
-                add(new if ob is None else ob.both(new), _assert(ahead, acc, pattern, wide, at_start))
-        elif isinstance(item, Look) and item.behind:
-            new = _behind(item, pattern, wide)
-            add(new if ob is None else ob.both(new), acc)
-        elif isinstance(item, (Anchor, Look)):
+    if isinstance(item, Look) and (item.behind or item.word == "b"):
+        # each way the assertion holds: an obligation on the character before, and for a word
+        # boundary a look-ahead on the rest (worked out once, applied to every branch)
+        pairs = word_boundary_parts(item, wide) if item.word == "b" else [(item, None)]
+        ways = [(_behind(behind, pattern, wide), ahead) for behind, ahead in pairs]
+        for ob, acc in branches.items():
+            for new, ahead in ways:
+                add(new if ob is None else ob.both(new), acc if ahead is None else _assert(ahead, acc, pattern, wide, at_start))
+    elif isinstance(item, (Anchor, Look)):
+        for ob, acc in branches.items():
             add(ob, _assert(item, acc, pattern, wide, at_start))
-        elif _has_assertion(item):
-            if _has_behind(item):
-                _check_no_behind(item, pattern)
-            if ob is not None:
-                why = "a look-behind or word boundary next to a repetition holding assertions is not supported"
-                raise RegexError(why, pattern, _first_assertion(item))
-            add(None, _repetition(item, acc, pattern, wide))
-        elif ob is None:
-            add(None, seq(item, acc))
-        else:
-            add(None, seq(_ending_in(item, ob.chars), acc))
-            if nullable(item):
-                add(ob, acc)
+    elif _has_assertion(item):
+        if _has_behind(item):
+            _check_no_behind(item, pattern)
+        if any(ob is not None for ob in branches):
+            why = "a look-behind or word boundary next to a repetition holding assertions is not supported"
+            raise RegexError(why, pattern, _first_assertion(item))
+        add(None, _repetition(item, branches[None], pattern, wide))
+    else:
+        empty = nullable(item)
+        for ob, acc in branches.items():
+            if ob is None:
+                add(None, seq(item, acc))
+            else:
+                add(None, seq(_ending_in(item, ob.chars), acc))
+                if empty:
+                    add(ob, acc)
     return out
 
 
