@@ -8,6 +8,8 @@ in leap years, year 0000 excluded (``datetime.date.fromisoformat`` rejects it).
 
 from __future__ import annotations
 
+from functools import cache
+
 from .ir import Node
 from .regex import parse_regex
 from .regex_assertions import regex_to_ir, resolve_anchors
@@ -67,6 +69,40 @@ _URI_TEMPLATE = rf"(?:[!#$&()*+,./0-9:;=?@A-Z\[\]_a-z~-]|\{{[+#./;?&]?{_VARSPEC}
 # ISO 8601 durations, one component (narrowing)
 _DURATION = r"P(?:[0-9]+[YMWD]|T[0-9]+[HMS])"
 
+
+def _regex_syntax(depth: int) -> str:
+    r"""Regexes valid in both Python's ``re`` (what the checker compiles) and ECMA-262 with the
+    ``u`` flag, groups nested at most ``depth`` deep (the full syntax nests without bound, so it
+    is not regular).  Narrowing: literals other than the syntax characters, ``.``, the escapes
+    ``\d \D \w \W \s \S \n \r \t \f \v`` and escaped syntax characters or ``/``, ``\xhh``;
+    classes of such atoms and of ranges within ``0-9`` / ``a-z`` / ``A-Z`` that start at ``0`` /
+    ``1`` / ``a`` / ``A`` or end at ``9`` / ``z`` / ``Z`` (no ``[``, ``&``, ``~``, ``|`` or bare ``-``
+    inside); quantifiers ``* + ? {n} {n,} {n,m}`` (at most three digits; ``n ≤ m`` spelled out for
+    one-digit ``n``), each optionally lazy, after an atom only; ``^ $ \b \B`` as assertions,
+    never quantified; groups ``( … )`` and ``(?: … )``; no back-references, look-arounds, named
+    groups or inline flags."""
+    syntax = r"\\^$.|?*+()\[\]{}/"
+    esc = rf"\\(?:[dDwWsSnrtfv{syntax}]|x[0-9a-fA-F]{{2}})"
+    ranges = "|".join(f"[{lo}-{hi}]-{hi}|{lo}-[{lo}-{hi}]" for lo, hi in (("0", "9"), ("a", "z"), ("A", "Z")))
+    ranges += "|1-[1-9]"
+    cls_atom = rf"(?:[^{syntax}\-&~]|\\(?:[dDwWsSnrtfvb{syntax}\-]|x[0-9a-fA-F]{{2}}))"
+    cls = rf"\[\^?(?:{ranges}|{cls_atom})+\]"
+    counts = "|".join(f"{n},(?:[{n}-9]|[1-9][0-9])" for n in range(10))
+    quant = rf"(?:[*+?]|\{{(?:[0-9]{{1,3}},?|{counts})\}})\??"
+    assertion = r"(?:[$^]|\\[bB])"
+    alternation = ""
+    for level in range(depth + 1):
+        group = rf"|\((?:\?:)?{alternation}\)" if level else ""
+        atom = rf"(?:[^{syntax}]|\.|{esc}|{cls}{group})"
+        sequence = rf"(?:{assertion}|{atom}(?:{quant})?)*"
+        alternation = rf"{sequence}(?:\|{sequence})*"
+    return alternation
+
+
+# a pattern (format "regex"): groups nested at most three deep
+_REGEX = _regex_syntax(3)
+
+
 FORMAT_REGEXES: dict[str, str] = {
     "date": _DATE,
     "time": _TIME,
@@ -84,6 +120,7 @@ FORMAT_REGEXES: dict[str, str] = {
     # after a 0 ("10" passes, "100" and "1019" fail), and outputs must pass jsonschema
     "relative-json-pointer": rf"(?:0|[1-9]+0?)(?:#|{_JSON_POINTER})",
     "duration": _DURATION,
+    "regex": _REGEX,
     # ASCII subsets of the internationalized forms
     "idn-email": _EMAIL,
     "idn-hostname": _HOSTNAME,
@@ -116,6 +153,10 @@ WIDE_FORMAT_REGEXES: dict[str, str] = {
     "idn-email": r"[\s\S]*@[\s\S]*",
 }
 
+# checked formats with no regular superset short of every string (whether ``re`` compiles a
+# pattern depends on nesting): no string is known to fail them, so ``not`` of them holds none
+NO_WIDE_FORMATS = frozenset({"regex"})
+
 # formats defined by JSON Schema 2020-12 (validation spec §7.3); others are annotations only
 STANDARD_FORMATS = frozenset(
     {
@@ -142,6 +183,7 @@ STANDARD_FORMATS = frozenset(
 )
 
 
+@cache  # IR nodes are immutable: each format parsed once per process
 def wide_format_ir(name: str) -> Node | None:
     """The IR of a superset of the strings (code points) ``jsonschema``'s checker accepts for
     format ``name`` (:data:`WIDE_FORMAT_REGEXES`), or None."""
@@ -149,6 +191,7 @@ def wide_format_ir(name: str) -> Node | None:
     return None if rx is None else resolve_anchors(parse_regex(rx, wide=True), rx, search=False, wide=True)
 
 
+@cache
 def format_ir(name: str) -> Node | None:
     """The IR of a supported format's *decoded* string (code points), or None if unsupported."""
     rx = FORMAT_REGEXES.get(name)

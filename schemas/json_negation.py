@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .errors import SchemaError
-from .formats import EXACT_FORMATS, STANDARD_FORMATS, WIDE_FORMAT_REGEXES
+from .formats import EXACT_FORMATS, NO_WIDE_FORMATS, STANDARD_FORMATS, WIDE_FORMAT_REGEXES
 from .json_keywords import CONSTRAINTS, escape_pointer
 
 if TYPE_CHECKING:
@@ -171,6 +171,8 @@ def _pattern(cv: Converter, v: Any, s: dict[str, Any], ptr: str) -> list[Any]:
 def _format(cv: Converter, v: Any, s: dict[str, Any], ptr: str) -> list[Any]:
     if isinstance(v, str) and (v not in STANDARD_FORMATS or v not in cv.checked_formats()):
         return []  # an annotation: not defined by JSON Schema, or not checked under the root's draft
+    if v in NO_WIDE_FORMATS:
+        return []  # a narrowing: strings failing it exist, but none is known to
     if v in EXACT_FORMATS or v in WIDE_FORMAT_REGEXES:
         return [{"type": "string", "not": {"format": v}}]
     raise NotExpressible("format", ptr, f"the complement of format {v!r} is not supported (no regular superset of it is known)")

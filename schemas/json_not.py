@@ -9,7 +9,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from .errors import RegexError, SchemaError
-from .formats import EXACT_FORMATS, STANDARD_FORMATS, format_ir, wide_format_ir
+from .formats import EXACT_FORMATS, NO_WIDE_FORMATS, STANDARD_FORMATS, format_ir, wide_format_ir
 from .ir import NOTHING, And, Minus, Node, alt, chars, lit, rep, seq
 from .json_containers import counted_members
 from .json_keywords import CONSTRAINTS, RecursionLimit, json_type, values_of
@@ -97,9 +97,12 @@ def not_leaf(cv: Converter, schema: dict[str, Any], neg: Any, rest: dict[str, An
 def _not_format(cv: Converter, schema: dict[str, Any], name: Any, rest: dict[str, Any], ptr: str) -> Node | None:
     """Strings outside format ``name``: exact for :data:`EXACT_FORMATS`, outside a superset of
     the checker's language for the other checked ones (a narrowing); nothing when the root's
-    draft does not check ``name`` (every value passes it); None (the general construction,
+    draft does not check ``name`` (every value passes it) or when no superset short of every
+    string is known (:data:`NO_WIDE_FORMATS`, a narrowing); None (the general construction,
     which refuses it) for a checked format without a known superset."""
     if not isinstance(name, str) or name not in STANDARD_FORMATS or name not in cv.checked_formats():
+        return NOTHING
+    if name in NO_WIDE_FORMATS:  # a narrowing: strings failing it exist, but none is known to
         return NOTHING
     outside = format_ir(name) if name in EXACT_FORMATS else wide_format_ir(name)
     if outside is None:

@@ -48,7 +48,7 @@ def _value(rng: random.Random, depth: int) -> Any:
 # optional group, after `^`, inside `((?!x).)*$`), besides plain ones
 PATTERNS = ("^a", "b$", "^[a-c]*$", "x|y", "^\\d+$", "(^|b)a", "a($|,)", "^(a(,|$))*$", "^(?!ab)", "^(?!^b|c)[a-c]*", "(?=.{0,2}$)a",
             "^((?!bc).)*$", "^a(?:(?!.*bb)[ab]*)?$", "/^a$/")  # fmt: skip
-FORMATS = ("date", "date-time", "email", "hostname", "ipv4", "ipv6", "uri", "uri-reference", "uuid", "duration")
+FORMATS = ("date", "date-time", "email", "hostname", "ipv4", "ipv6", "uri", "uri-reference", "uuid", "duration", "regex")
 
 
 def _typed(rng: random.Random, depth: int, defs: dict[str, Any]) -> dict[str, Any]:
