@@ -96,7 +96,7 @@ class BudgetRows:
         with fsm._lock:
             if state in self.by_state:
                 return
-            idx = [fsm._store_bits(np.frombuffer(r, dtype="<u4").copy(), False) for r in rows]
+            idx = [fsm._store_key(bytes(r)) for r in rows]
             fsm._state_to_row.setdefault(state, idx[-1])
             self.by_state[state] = (list(cuts), idx)
 

@@ -243,7 +243,7 @@ class TokenFSM:
             raise ValueError(f"a mask row has {self.mask_words * 4} bytes, got {len(row)}")
         with self._lock:
             if state not in self._state_to_row:
-                self._state_to_row[state] = self._store_bits(np.frombuffer(row, dtype="<u4").copy(), False)
+                self._state_to_row[state] = self._store_key(bytes(row))
 
     def mask_row_index(self, state: int) -> int:
         """Index of ``state``'s row in :meth:`mask_rows`, computing it on first use."""
@@ -346,15 +346,18 @@ class TokenFSM:
         if accepting:
             for t in self.vocab.eos_token_ids:
                 bits[t >> 5] |= np.uint32(1 << (t & 31))
-        key = bits.tobytes()
+        return self._store_key(bits.tobytes())
+
+    def _store_key(self, key: bytes) -> int:
+        """Index of the deduplicated row whose little-endian bytes are ``key``, appended if new
+        (the row is a read-only view of ``key``: one copy of its bytes); caller holds the lock."""
         r = self._row_index.get(key)
         if r is None:
             r = len(self._rows)
-            row = bits.view("<i4")
-            row.setflags(write=False)
+            row = np.frombuffer(key, dtype="<i4")  # [W], read-only
             self._rows.append(row)
             self._row_bytes.append(key)
-            self._row_empty.append(not bits.any())
+            self._row_empty.append(not row.any())
             self._row_index[key] = r
         return r
 

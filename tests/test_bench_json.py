@@ -320,6 +320,7 @@ def test_profile_breaks_each_step_into_phases(tmp_path: Path) -> None:
     bench_json(default_model_path(), config, EngineConfig(device="cpu"))
     md = (out / "profile.md").read_text()
     assert md.count("## character · ") == 2 and "| eager |" in md and "outside" in md
+    assert "| of it: grammar poll ms | of it: mask rows ms |" in md
 
     with Engine(default_model_path(), EngineConfig(device="cpu")) as engine:
         prof = StepProfiler()
@@ -335,6 +336,7 @@ def test_profile_breaks_each_step_into_phases(tmp_path: Path) -> None:
         assert all(o.usage.completion_tokens > 0 for o in outs)
         assert len(prof.steps) == engine.stats().forwards
         assert all(s.kind == "eager" and s.requests >= 1 and s.tokens >= s.requests for s in prof.steps)
+        assert all(0 <= s.poll_s and 0 < s.rows_s and s.poll_s + s.rows_s <= s.sample_s for s in prof.steps)  # parts of the sample
         s = prof.summary(wall_s=100.0)
         inside = s["schedule_s"] + s["forward_s"] + s["sample_s"] + s["process_s"]
         assert 0 < inside <= 100.0 and math.isclose(s["outside_s"], 100.0 - inside)

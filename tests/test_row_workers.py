@@ -152,7 +152,7 @@ def test_closed_workers_and_evicted_grammars_lose_nothing(gpt2_vocab: Vocabulary
 
 def test_witness_paths_and_put_row(gpt2_vocab: Vocabulary) -> None:
     """Witness paths lead from a known state through the tokens that first reached each
-    state; put_row checks its length and never replaces a known row."""
+    state; put_row checks its length, never replaces a known row and keeps a new one as given."""
     fsm = GrammarCompiler(gpt2_vocab).compile(Constraint.regex(r"(ab|cd)(ab|cd)(ab|cd)x"))
     assert fsm.witness_path(fsm.initial, set()) is None  # not tracking yet
     fsm.track_witnesses()
@@ -168,6 +168,12 @@ def test_witness_paths_and_put_row(gpt2_vocab: Vocabulary) -> None:
     row = fsm.mask_row(fsm.initial).tobytes()
     fsm.put_row(fsm.initial, bytes(len(row)))
     assert fsm.mask_row(fsm.initial).tobytes() == row
+    other = bytearray(len(row))
+    other[0] = 0b10  # token 1 only
+    fsm.put_row(cur.state, bytes(other))
+    got = fsm.mask_row(cur.state)
+    assert got.tobytes() == bytes(other) and not got.flags.writeable  # a read-only view of the bytes put, no copy
+    assert fsm.allowed_token_ids(cur.state).tolist() == [1]
     with pytest.raises(ValueError, match="row_processes"):
         CompilerConfig(row_processes=2)
     with pytest.raises(ValueError, match="row_processes"):

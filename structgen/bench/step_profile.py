@@ -21,12 +21,16 @@ from structgen.engine.observer import StepObserver, StepPhases
 from structgen.engine.scheduler import ScheduledBatch
 from structgen.fsm import RowWorkerStats
 
+_PHASES = ("schedule", "forward", "sample", "process", "poll", "rows")  # poll and rows are parts of sample
+
 
 class StepRecord(NamedTuple):
     """One forward: its kind (``"decode graph"``, ``"extend graph"``, ``"eager"``), requests and
     extend tokens in it, and the seconds of each phase (``forward_s`` ends at a device sync;
     ``sample_s``: mask rows, mask kernel, draw and the copy of the ids to the host;
-    ``process_s``: the rest of result processing: cursors, jump-forward, stop rules, chunks)."""
+    ``process_s``: the rest of result processing: cursors, jump-forward, stop rules, chunks;
+    ``poll_s`` / ``rows_s``: the parts of ``sample_s`` that polled the grammars again and
+    looked up, collected or computed and uploaded the mask rows, as :class:`StepPhases` has them)."""
 
     kind: str
     requests: int
@@ -35,6 +39,8 @@ class StepRecord(NamedTuple):
     forward_s: float
     sample_s: float
     process_s: float
+    poll_s: float
+    rows_s: float
 
 
 class StepProfiler(StepObserver):
@@ -99,10 +105,10 @@ class StepProfiler(StepObserver):
                 "steps": n,
                 "requests": sum(s.requests for s in ss) / n,
                 "tokens": sum(s.tokens for s in ss) / n,
-                **{f"{p}_ms": sum(getattr(s, f"{p}_s") for s in ss) / n * 1e3 for p in ("schedule", "forward", "sample", "process")},
+                **{f"{p}_ms": sum(getattr(s, f"{p}_s") for s in ss) / n * 1e3 for p in _PHASES},
             }
-        totals = {f"{p}_s": sum(getattr(s, f"{p}_s") for s in self.steps) for p in ("schedule", "forward", "sample", "process")}
-        inside = sum(totals.values())
+        totals = {f"{p}_s": sum(getattr(s, f"{p}_s") for s in self.steps) for p in _PHASES}
+        inside = sum(totals[f"{p}_s"] for p in ("schedule", "forward", "sample", "process"))
         gcs = {
             g: {"count": len(ds), "total_s": sum(ds), "max_s": max(ds, default=0.0)}
             for g in (0, 1, 2)
@@ -114,12 +120,16 @@ class StepProfiler(StepObserver):
 
 def profile_markdown(title: str, summary: dict[str, Any]) -> str:
     """A section for ``profile.md``: one row per forward kind, then the totals."""
-    head = "| forward kind | steps | requests | tokens | schedule ms | forward ms | sample ms | process ms |"
-    lines = [f"## {title}", "", head, "|---|---|---|---|---|---|---|---|"]
+    head = (
+        "| forward kind | steps | requests | tokens | schedule ms | forward ms | sample ms | of it: grammar poll ms "
+        "| of it: mask rows ms | process ms |"
+    )
+    lines = [f"## {title}", "", head, "|---|---|---|---|---|---|---|---|---|---|"]
     for kind, k in summary["kinds"].items():
         lines.append(
             f"| {kind} | {k['steps']} | {k['requests']:.1f} | {k['tokens']:.1f} | {k['schedule_ms']:.2f} | "
-            f"{k['forward_ms']:.2f} | {k['sample_ms']:.2f} | {k['process_ms']:.2f} |"
+            f"{k['forward_ms']:.2f} | {k['sample_ms']:.2f} | {k.get('poll_ms', 0.0):.2f} | {k.get('rows_ms', 0.0):.2f} | "
+            f"{k['process_ms']:.2f} |"
         )
     wall = summary["wall_s"]
     parts = ", ".join(

@@ -254,11 +254,13 @@ class Engine:
         t3 = time.perf_counter()
         forward_kind = self.runner.last_forward_kind if batch is not None else None
         batch, logits = self.scheduler.gather_samples(batch, logits)  # + first tokens whose grammar just compiled
+        t3p = time.perf_counter()
         sampled = self.sample(batch, logits)  # sample
         t4 = time.perf_counter()
         chunks += self.scheduler.process_results(batch, sampled)  # process results
         if self.observer is not None:
-            phases = StepPhases(t1 - t0, t2 - t1, t4 - t3, t3 - t2 + time.perf_counter() - t4)
+            rows_s = self.sampler.rows_s if sampled is not None else 0.0
+            phases = StepPhases(t1 - t0, t2 - t1, t4 - t3, t3 - t2 + time.perf_counter() - t4, t3p - t3, rows_s)
             self.observer.on_step(batch, forward_kind, phases)
         return chunks
 

@@ -12,14 +12,20 @@ from structgen.engine.scheduler import ScheduledBatch
 class StepPhases(NamedTuple):
     """Seconds (host clock) of one engine step's phases: ``schedule_s`` (including the wait for
     a compile when nothing can run), ``forward_s`` (the launch; device time too when the
-    observer synchronizes), ``sample_s`` (mask rows, mask kernel and draw; with
-    ``synchronize`` also the wait for the sampled ids), ``process_s`` (cursors, jump-forward,
-    stop rules, stream chunks; with the overlap scheduler the previous step's tokens)."""
+    observer synchronizes), ``sample_s`` (the grammars polled again for held first tokens,
+    mask rows, mask kernel and draw; with ``synchronize`` also the wait for the sampled ids),
+    ``process_s`` (cursors, jump-forward, stop rules, stream chunks; with the overlap scheduler
+    the previous step's tokens).  Parts of ``sample_s``: ``poll_s``, the grammars polled
+    again and held first tokens gathered (:meth:`Scheduler.gather_samples`); ``rows_s``, the
+    mask rows looked up, first-visit ones collected from the row workers or computed, and
+    uploaded (:meth:`MaskRowPool.row_indices`)."""
 
     schedule_s: float
     forward_s: float
     sample_s: float
     process_s: float
+    poll_s: float = 0.0
+    rows_s: float = 0.0
 
 
 class StepObserver(ABC):

@@ -15,6 +15,7 @@ an overlapped scheduler launches the next forward on them before the host has re
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -117,6 +118,7 @@ class Sampler:
         self._events: list[Any] = []  # and their copy events
         self._free_rows: torch.Tensor | None = None  # int32 −1 row indices on the device (all-unconstrained steps)
         self._turn = 0
+        self.rows_s = 0.0  # host seconds the last launch spent on mask rows (lookups, first visits, upload)
 
     def sample(self, logits: torch.Tensor, reqs: Sequence[Req]) -> list[int]:
         """:meth:`launch` every row and wait for the ids."""
@@ -142,6 +144,7 @@ class Sampler:
             raise ValueError(f"active has {len(on)} entries for {n} sampled rows")
         dead: list[int] = []
         cursors = [r.cursor if a else None for r, a in zip(reqs, on)]
+        t0 = time.perf_counter()
         if any(c is not None for c in cursors):
             lefts = [r.tokens_left() if a else None for r, a in zip(reqs, on)]
             narrowed: list[int] = []
@@ -153,6 +156,7 @@ class Sampler:
                 reqs[i].error = exc  # drawn as DEAD_END: the scheduler ends it with this error
         else:
             row_idx = self._unconstrained_rows(n, device)  # [S] int32, all −1: no copy
+        self.rows_s = time.perf_counter() - t0
         penalized: list[int] = []
         no_eos: list[int] = []
         for i, (r, a) in enumerate(zip(reqs, on)):
