@@ -130,7 +130,7 @@ FORMAT_REGEXES: dict[str, str] = {
 
 # formats whose grammar is exactly what jsonschema's checker accepts (no narrowing; a test
 # compares them on random strings), so their complement is exact too: ``not`` of them compiles
-EXACT_FORMATS = frozenset({"date", "ipv4"})
+EXACT_FORMATS = frozenset({"date", "ipv4", "json-pointer"})
 
 # For ``not``: a superset of every string ``jsonschema``'s checker accepts, read wide (``\d``,
 # ``\w``, ``\s`` and ``.`` as Python's Unicode classes), so the strings *outside* it fail the
@@ -151,6 +151,10 @@ WIDE_FORMAT_REGEXES: dict[str, str] = {
     "duration": r"[+-]?P[\s\S]*[DMYWHS]",  # isoduration, and jsonschema's check of the last letter
     "email": r"[\s\S]*@[\s\S]*",  # jsonschema checks for an '@' (exact)
     "idn-email": r"[\s\S]*@[\s\S]*",
+    # the checker reads a time as the date-time "1970-01-01T" + it
+    "time": r"[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:[Zz]|[+-][0-9]{2}:[0-9]{2})\n?",
+    # uri_template splits on "{…}" (no "}" inside) and refuses a literal part holding a brace
+    "uri-template": r"(?:[^{}]|\{[^}]*\})*",
 }
 
 # checked formats with no regular superset short of every string (whether ``re`` compiles a

@@ -251,7 +251,7 @@ def test_a_bad_multiple_of_under_not_is_named() -> None:
 
 def test_unexpressible_complements_are_named_errors() -> None:
     """A complement that is not regular is refused naming the keyword, never dropped."""
-    refused = (({"uniqueItems": True}, "uniqueItems"), ({"multipleOf": 123456.789}, "multipleOf"), ({"format": "uri-template"}, "format"))
+    refused = (({"uniqueItems": True}, "uniqueItems"), ({"multipleOf": 123456.789}, "multipleOf"), ({"format": "idn-hostname"}, "format"))
     for neg, word in refused:
         with pytest.raises(UnsupportedSchemaError, match=word) as e:
             schema_to_ir({"not": neg})
@@ -322,7 +322,10 @@ def test_exact_formats_match_the_checker() -> None:
         octet = lambda: str(rng.randint(0, 255)) if rng.random() < 0.8 else rng.choice(["256", "0" + str(rng.randint(0, 99)), "999"])  # noqa: E731
         return ".".join(octet() for _ in range(rng.choice([4, 4, 4, 3, 5])))
 
-    for name, draw in (("date", date), ("ipv4", ipv4)):
+    def pointer() -> str:
+        return "".join(rng.choice(["/", "/", "~0", "~1", "~", "~2", "a", "é", "\n", ""]) for _ in range(rng.randint(0, 5)))
+
+    for name, draw in (("date", date), ("ipv4", ipv4), ("json-pointer", pointer)):
         assert name in EXACT_FORMATS
         node = format_ir(name)
         assert node is not None
@@ -346,6 +349,8 @@ _FORMAT_SEEDS = {
     "duration": ["P1D", "-P1.5Y", "PT1H2M3S", "P1W", "P1Y2M3DT4H5M6S", "P", "PT"],
     "email": ["a@b", "@", "ab"],
     "idn-email": ["ü@b", "x"],
+    "time": ["12:00:00Z", "23:59:60.5+01:00", "1:00:00Z", "12:00:00z\n", "12:00"],
+    "uri-template": ["http://a/{x}", "{+path}/here{?q,r}", "", "a}b", "{x", "{a{b}", "{=x}"],
 }
 
 
@@ -395,6 +400,9 @@ def test_wide_formats_hold_every_string_the_checker_accepts() -> None:
     ("schema", "valid", "invalid"),
     [
         ({"type": "string", "not": {"format": "uri"}}, ["a b", "${x}", "no-scheme"], ["http://a.b", "urn:x"]),
+        ({"type": "string", "not": {"format": "uri-template"}}, ["a}b", "{x", "}{"], ["http://a/{x}", "plain", ""]),
+        ({"type": "string", "not": {"format": "json-pointer"}}, ["a", "/~2", "/a~"], ["", "/a~0/b"]),
+        ({"type": "string", "not": {"format": "time"}}, ["12:00", "x"], ["12:00:00Z", "23:59:59.5+01:00"]),
         (
             {"oneOf": [{"format": "uuid"}, {"type": "string", "pattern": "^[0-9a-f-]+$"}]},
             ["abc", "12-34"],
