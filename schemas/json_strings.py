@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .charset import CharSet
 from .errors import RegexError, SchemaError, UnsupportedSchemaError
 from .formats import STANDARD_FORMATS, format_ir
-from .ir import EPSILON, NOTHING, Alt, And, Chars, Join, Lit, Minus, Node, Rep, Seq, alt, lit, rep, seq
+from .ir import EPSILON, NOTHING, Alt, And, Chars, Join, Lit, Minus, Node, Rep, Seq, alt, char_length_bounds, lit, rep, seq
 from .regex import parse_regex
 from .regex_assertions import resolve_anchors
 
@@ -105,34 +105,6 @@ ANY_STRING_CONTENT = Rep(Chars(ANY_CHAR), 0, None)
 
 
 ANY_STRING_ENCODED = Rep(encode_charset(ANY_CHAR), 0, None)
-
-
-def char_length_bounds(node: Node) -> tuple[int, int | None]:
-    """(min, max) length in code points of the strings of a code-point IR node (max None:
-    unbounded or unknown).  Conservative for ``And`` / ``Minus`` (0, None)."""
-    if isinstance(node, Lit):
-        n = len(node.data.decode("utf-8"))
-        return n, n
-    if isinstance(node, Chars):
-        return 1, 1
-    if isinstance(node, Seq):
-        lo = 0
-        hi: int | None = 0
-        for it in node.items:
-            a, b = char_length_bounds(it)
-            lo += a
-            hi = None if hi is None or b is None else hi + b
-        return lo, hi
-    if isinstance(node, Alt):
-        if not node.items:
-            return 0, 0
-        bounds = [char_length_bounds(i) for i in node.items]
-        his = [b for _, b in bounds]
-        return min(a for a, _ in bounds), None if any(h is None for h in his) else max(h for h in his if h is not None)
-    if isinstance(node, Rep):
-        a, b = char_length_bounds(node.item)
-        return a * node.lo, None if node.hi is None or b is None else b * node.hi
-    return 0, None
 
 
 def string_content(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:

@@ -4,10 +4,11 @@ All are assertions about the whole input, so each alternative is resolved as a s
 folded from the right with ``acc`` the language of the rest of the input: ``^`` / ``$``
 require what comes before / after them to match the empty string, and a look-ahead ``(?=X)``
 / ``(?!X)`` intersects / subtracts "``X`` then anything" from ``acc``.  A look-behind of one
-character (``(?<=[ab])``, ``(?<!\\\\)``, the halves of ``\\b`` / ``\\B``) is an *obligation* on
-the character before its position, carried leftwards through the fold until an item that
-consumes a character meets it (the item's strings then end in the obligation's class) or the
-input's start does (where only a negative one holds).  What must match reads a look-around's
+character (``(?<=[ab])``, ``(?<!\\\\)``, the halves of ``\\b`` / ``\\B``) or of a fixed string of
+classes (``(?<=ab)``, ``(?<![0-9]x)``) is an *obligation* on the characters before its position,
+carried leftwards through the fold until the items that consume those characters meet it (their
+strings then end in the obligation's classes) or the input's start does; a negative one is the
+union of the ways its string can fail (first mismatch at each position, or the input's start).  What must match reads a look-around's
 body narrow and what must not match reads it wide, so the result stays a subset (narrow) or
 superset (wide) of what both ECMA-262 and Python match.
 """
@@ -34,6 +35,7 @@ from .ir import (
     Rep,
     Seq,
     alt,
+    char_length_bounds,
     children,
     lit,
     seq,
@@ -124,14 +126,37 @@ def nullable(node: Node) -> bool:
 
 
 class _Behind(NamedTuple):
-    """What the character before a position must be: in ``chars``, or absent (the input's
-    start) when ``start_ok``.  ``(?<=X)`` is ``(X, False)``, ``(?<!X)`` is ``(not X, True)``."""
+    """What the characters before a position must be, nearest first: the ``i``-th one back in
+    ``classes[i]``; ``starts[i]``: whether the input's start right after ``i`` of them meets
+    the obligation (none of them left to check).  ``(?<=X)`` is ``((X,), (False,))``,
+    ``(?<!X)`` is ``((not X,), (True,))``; ``(?<=ab)`` is ``((b, a), (False, False))``."""
 
-    chars: CharSet
-    start_ok: bool
+    classes: tuple[CharSet, ...]
+    starts: tuple[bool, ...]
 
     def both(self, other: _Behind) -> _Behind:
-        return _Behind(self.chars.intersect(other.chars), self.start_ok and other.start_ok)
+        """Both obligations at once (position by position; the longer one's tail as it is)."""
+        n = max(len(self.classes), len(other.classes))
+        classes = tuple(_at(self.classes, i).intersect(_at(other.classes, i)) for i in range(n))
+        starts = tuple((i >= len(self.starts) or self.starts[i]) and (i >= len(other.starts) or other.starts[i]) for i in range(n))
+        return _Behind(classes, starts)
+
+    def after(self, j: int) -> _Behind | None:
+        """What is left once ``j`` characters met the nearest ``j`` classes (None: all met)."""
+        return _Behind(self.classes[j:], self.starts[j:]) if j < len(self.classes) else None
+
+    def impossible(self) -> bool:
+        """No input meets it: the nearest class is empty and the input's start does not do."""
+        return not self.classes[0] and not self.starts[0]
+
+
+def _at(classes: tuple[CharSet, ...], i: int) -> CharSet:
+    return classes[i] if i < len(classes) else CharSet.any()
+
+
+def _spelled(classes: tuple[CharSet, ...]) -> Node:
+    """The strings whose characters read backwards are in ``classes`` (nearest first)."""
+    return seq(*(Chars(c) for c in reversed(classes)))
 
 
 _Branches = dict[_Behind | None, Node]  # language of the rest of the input, per pending obligation
@@ -158,7 +183,7 @@ def _resolve_sequence(items: tuple[Node, ...], pattern: str, front: Node, tail: 
             branches = _fold(before, branches, pattern, wide, True)
         elif not nullable(before):
             return NOTHING
-    return alt(*(acc for ob, acc in branches.items() if ob is None or ob.start_ok))
+    return alt(*(acc for ob, acc in branches.items() if ob is None or ob.starts[0]))
 
 
 def _fold(item: Node, branches: _Branches, pattern: str, wide: bool, at_start: bool) -> _Branches:
@@ -168,15 +193,18 @@ def _fold(item: Node, branches: _Branches, pattern: str, wide: bool, at_start: b
         return out
 
     def add(ob: _Behind | None, node: Node) -> None:
-        if ob is not None and not ob.chars and not ob.start_ok:
-            return  # no character satisfies it
+        if node is NOTHING or (ob is not None and ob.impossible()):
+            return  # no input satisfies it
         out[ob] = alt(out[ob], node) if ob in out else node
 
     if isinstance(item, Look) and (item.behind or item.word == "b"):
-        # each way the assertion holds: an obligation on the character before, and for a word
+        # each way the assertion holds: an obligation on the characters before, and for a word
         # boundary a look-ahead on the rest (worked out once, applied to every branch)
         pairs = word_boundary_parts(item, wide) if item.word == "b" else [(item, None)]
-        ways = [(_behind(behind, pattern, wide), ahead) for behind, ahead in pairs]
+        ways = [(new, ahead) for behind, ahead in pairs for new in _behind(behind, pattern, wide)]
+        if len(ways) * len(branches) > MAX_ASSERTION_BRANCHES:
+            why = f"look-behinds expand past {MAX_ASSERTION_BRANCHES} alternatives"
+            raise RegexError(why, pattern, item.pos)
         for ob, acc in branches.items():
             for new, ahead in ways:
                 add(new if ob is None else ob.both(new), acc if ahead is None else _assert(ahead, acc, pattern, wide, at_start))
@@ -191,46 +219,88 @@ def _fold(item: Node, branches: _Branches, pattern: str, wide: bool, at_start: b
             raise RegexError(why, pattern, _first_assertion(item))
         add(None, _repetition(item, branches[None], pattern, wide))
     else:
-        empty = nullable(item)
         for ob, acc in branches.items():
             if ob is None:
                 add(None, seq(item, acc))
             else:
-                add(None, seq(_ending_in(item, ob.chars), acc))
-                if empty:
-                    add(ob, acc)
+                for piece, rest in _meeting(item, ob):
+                    add(rest, seq(piece, acc))
     return out
 
 
-def _behind(item: Look, pattern: str, wide: bool) -> _Behind:
-    """The obligation of one-character look-behind ``item``; its body is read narrow where it
-    must match and wide where it must not, as a look-ahead's."""
+def _meeting(item: Node, ob: _Behind) -> list[tuple[Node, _Behind | None]]:
+    """``item``'s strings split by what they leave of obligation ``ob`` once read backwards:
+    those as long as it that end in its classes (None left), and each shorter one that
+    spells its nearest classes (the rest left; the empty string leaves it whole)."""
+    k = len(ob.classes)
+    lo, hi = char_length_bounds(item)
+    out: list[tuple[Node, _Behind | None]] = []
+    if hi is None or hi >= k:
+        full = _ending_in(item, ob.classes[0]) if k == 1 else And((item, seq(_ANYTHING, _spelled(ob.classes))))
+        out.append((full, None))
+    for j in range(max(lo, 0), min(k - 1, k if hi is None else hi) + 1):
+        if j == 0:
+            if nullable(item):
+                out.append((EPSILON, ob))
+        else:
+            out.append((And((item, _spelled(ob.classes[:j]))), ob.after(j)))
+    return out
+
+
+def _behind(item: Look, pattern: str, wide: bool) -> list[_Behind]:
+    """The ways look-behind ``item`` holds, as obligations on the characters before it; its
+    body (a fixed string of classes, or an alternation of them of one length) is read narrow
+    where it must match and wide where it must not, as a look-ahead's.  A negative one holds
+    where the first character read backwards misses its class, at every position, or where
+    the input starts first."""
     body_wide = wide != item.negate
     if item.word:
-        chars = word_class(item.word, body_wide)
+        strings: list[tuple[CharSet, ...]] = [(word_class(item.word, body_wide),)]
     else:
         node = parse_alternation_at(pattern, item.start, wide=body_wide)
-        got = _one_char(node)
-        if got is None:
-            raise RegexError("look-behind of other than exactly one character is not supported", pattern, item.pos)
-        chars = got
-    return _Behind(chars.complement(), True) if item.negate else _Behind(chars, False)
+        got = _class_strings(node)
+        if not got or len({len(x) for x in got}) != 1 or not got[0]:
+            why = "look-behind of other than a fixed number of characters is not supported"
+            raise RegexError(why, pattern, item.pos)
+        strings = [tuple(reversed(x)) for x in got]  # nearest first
+    if not item.negate:
+        return [_Behind(x, (False,) * len(x)) for x in strings]
+    ways = [_Behind((), ())]  # the conjunction so far: no obligation yet
+    for x in strings:  # not (x1 or x2 …) = not x1 and not x2 …
+        misses = [_Behind(x[:i] + (x[i].complement(),), (True,) * (i + 1)) for i in range(len(x))]
+        ways = [m if not w.classes else w.both(m) for w in ways for m in misses]
+        if len(ways) > MAX_ASSERTION_BRANCHES:
+            raise RegexError(f"look-behinds expand past {MAX_ASSERTION_BRANCHES} alternatives", pattern, item.pos)
+    return [w for w in ways if not w.impossible()]
 
 
-def _one_char(node: Node) -> CharSet | None:
-    """The class of a language of one-character strings (``None`` if ``node`` is not one)."""
+def _class_strings(node: Node) -> list[tuple[CharSet, ...]] | None:
+    """The strings of ``node`` as class strings (each a tuple of character classes), when it
+    is a finite union of them (``None`` if it is not, or past 64 of them)."""
     if isinstance(node, Chars):
-        return node.cs
-    if isinstance(node, Seq) and len(node.items) == 1:
-        return _one_char(node.items[0])
-    if isinstance(node, Alt) and node.items:
-        out = CharSet.empty()
-        for branch in node.items:
-            one = _one_char(branch)
-            if one is None:
+        return [(node.cs,)]
+    if isinstance(node, Lit):
+        return [tuple(CharSet.of_ranges([(ord(c), ord(c))]) for c in node.data.decode("utf-8"))]
+    if isinstance(node, Seq):
+        out: list[tuple[CharSet, ...]] = [()]
+        for it in node.items:
+            part = _class_strings(it)
+            if part is None:
                 return None
-            out = out.union(one)
+            out = [a + b for a in out for b in part]
+            if len(out) > MAX_ASSERTION_BRANCHES:
+                return None
         return out
+    if isinstance(node, Alt):
+        alts: list[tuple[CharSet, ...]] = []
+        for branch in node.items:
+            part = _class_strings(branch)
+            if part is None:
+                return None
+            alts += part
+        return alts if len(alts) <= MAX_ASSERTION_BRANCHES else None
+    if isinstance(node, Rep) and node.hi is not None and node.lo == node.hi:
+        return _class_strings(seq(*([node.item] * node.lo)))
     return None
 
 
@@ -262,11 +332,12 @@ def _front_under(front: Node, ob: _Behind | None) -> Node:
     """``front`` (nothing, or anything before an unanchored match) meeting obligation ``ob``."""
     if ob is None:
         return front
-    empty = EPSILON if ob.start_ok else NOTHING
+    empty = EPSILON if ob.starts[0] else NOTHING
     if front is EPSILON:
         return empty
     assert front is _ANYTHING, "look-behinds are resolved only with the whole input's front"
-    return alt(empty, seq(_ANYTHING, Chars(ob.chars)))
+    short = [_spelled(ob.classes[:j]) for j in range(1, len(ob.classes)) if ob.starts[j]]  # the input starts inside
+    return alt(empty, *short, seq(_ANYTHING, _spelled(ob.classes)))
 
 
 def _repetition(item: Node, rest: Node, pattern: str, wide: bool) -> Node:
