@@ -132,6 +132,8 @@ FORMAT_REGEXES: dict[str, str] = {
 # compares them on random strings), so their complement is exact too: ``not`` of them compiles
 EXACT_FORMATS = frozenset({"date", "ipv4", "json-pointer"})
 
+_IRI_CHAR = "[a-zA-Z0-9_.~!$&'()*+,;=:@/?#\\[\\]%\u00a0-\U0010ffff-]"  # the range as the characters themselves
+
 # For ``not``: a superset of every string ``jsonschema``'s checker accepts, read wide (``\d``,
 # ``\w``, ``\s`` and ``.`` as Python's Unicode classes), so the strings *outside* it fail the
 # format for certain: the complement of a format whose grammar is a narrowing compiles as a
@@ -151,6 +153,10 @@ WIDE_FORMAT_REGEXES: dict[str, str] = {
     "duration": r"[+-]?P[\s\S]*[DMYWHS]",  # isoduration, and jsonschema's check of the last letter
     "email": r"[\s\S]*@[\s\S]*",  # jsonschema checks for an '@' (exact)
     "idn-email": r"[\s\S]*@[\s\S]*",
+    # rfc3987-syntax: a scheme, then IRI characters (RFC 3987's ASCII set, and every character
+    # from U+00A0 up, which holds its ucschar and iprivate ranges)
+    "iri": rf"[a-zA-Z][a-zA-Z0-9+.-]*:{_IRI_CHAR}*",
+    "iri-reference": rf"{_IRI_CHAR}*",
     # the checker reads a time as the date-time "1970-01-01T" + it
     "time": r"[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:[Zz]|[+-][0-9]{2}:[0-9]{2})\n?",
     # uri_template splits on "{…}" (no "}" inside) and refuses a literal part holding a brace

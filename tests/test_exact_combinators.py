@@ -349,6 +349,8 @@ _FORMAT_SEEDS = {
     "duration": ["P1D", "-P1.5Y", "PT1H2M3S", "P1W", "P1Y2M3DT4H5M6S", "P", "PT"],
     "email": ["a@b", "@", "ab"],
     "idn-email": ["ü@b", "x"],
+    "iri": ["http://a/ü?x#y", "urn:ex:a", "ü:x", "a b", "x", "http://[::1]/%41", "http://a/b\n"],
+    "iri-reference": ["../ü/b?c", "#frag", "", "http://a/ü", "a b", "%zz", "a\n"],
     "time": ["12:00:00Z", "23:59:60.5+01:00", "1:00:00Z", "12:00:00z\n", "12:00"],
     "uri-template": ["http://a/{x}", "{+path}/here{?q,r}", "", "a}b", "{x", "{a{b}", "{=x}"],
 }
@@ -403,6 +405,8 @@ def test_wide_formats_hold_every_string_the_checker_accepts() -> None:
         ({"type": "string", "not": {"format": "uri-template"}}, ["a}b", "{x", "}{"], ["http://a/{x}", "plain", ""]),
         ({"type": "string", "not": {"format": "json-pointer"}}, ["a", "/~2", "/a~"], ["", "/a~0/b"]),
         ({"type": "string", "not": {"format": "time"}}, ["12:00", "x"], ["12:00:00Z", "23:59:59.5+01:00"]),
+        ({"type": "string", "not": {"format": "iri"}}, ["x", "a b", "1:x"], ["http://a/b", "urn:x"]),
+        ({"type": "string", "not": {"format": "iri-reference"}}, ["a b", "a{b"], ["../a", "", "#x"]),
         (
             {"oneOf": [{"format": "uuid"}, {"type": "string", "pattern": "^[0-9a-f-]+$"}]},
             ["abc", "12-34"],
