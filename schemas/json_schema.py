@@ -311,6 +311,7 @@ class Converter:
         for key in ("unevaluatedItems", "unevaluatedProperties"):
             if key in schema and schema[key] is not True and self.draft_number() >= 2019:
                 why = "which properties (items) it sees depends on the branch an instance passes"
+                why += " (or on a dynamic reference, or before 2020-12 on contains)"
                 self.unsupported(key, ptr, f"'{key}': {why}")
         if not any(k in CONSTRAINTS for k in schema):
             return self.any_value(self.opt.any_value_depth)  # {} (annotations only) is `true`

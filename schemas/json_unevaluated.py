@@ -73,9 +73,10 @@ def static_unevaluated(cv: Converter, schema: dict[str, Any], ptr: str) -> dict[
                     branch["patternProperties"] = {p: True for p in patterns}
                 extra.append(branch)
         if "unevaluatedItems" in schema and schema["unevaluatedItems"] is not True:
-            prefix, _patterns, everything = _evaluated(cv, rest, ptr, _ITEM_WORDS, set())
-            if not everything:
-                extra.append({"prefixItems": [True] * len(prefix), "items": schema["unevaluatedItems"]})
+            prefix, contains, everything = _evaluated(cv, rest, ptr, _ITEM_WORDS, set())
+            if not everything:  # an item a contains matches is evaluated: it meets that or the keyword
+                after = {"anyOf": [*contains, schema["unevaluatedItems"]]} if contains else schema["unevaluatedItems"]
+                extra.append({"prefixItems": [True] * len(prefix), "items": after})
     except _Dynamic:
         return _by_cases(cv, schema, ptr)
     if not extra:
@@ -119,10 +120,12 @@ def _by_cases(cv: Converter, schema: dict[str, Any], ptr: str) -> dict[str, Any]
     return {**outer, "anyOf": cases}
 
 
-def _evaluated(cv: Converter, s: Any, ptr: str, words: tuple[str, ...], seen: set[int]) -> tuple[set[Any], list[str], bool]:
-    """(property names, or item positions; property patterns; whether everything is
-    evaluated) by ``s`` and the ``allOf`` / ``$ref`` subschemas it always applies.  Raises
-    :class:`_Dynamic` when a conditional applicator declares any of ``words``."""
+def _evaluated(cv: Converter, s: Any, ptr: str, words: tuple[str, ...], seen: set[int]) -> tuple[set[Any], list[Any], bool]:
+    """(property names, or item positions; property patterns, or the ``contains`` schemas
+    whose matching items count as evaluated (2020-12); whether everything is evaluated) by
+    ``s`` and the ``allOf`` / ``$ref`` subschemas it always applies.  Raises :class:`_Dynamic`
+    when a conditional applicator declares any of ``words``, and for ``contains`` before
+    2020-12 (whose annotations changed between drafts)."""
     if not isinstance(s, dict) or id(s) in seen:
         return set(), [], False
     seen = seen | {id(s)}
@@ -130,7 +133,7 @@ def _evaluated(cv: Converter, s: Any, ptr: str, words: tuple[str, ...], seen: se
         if key in s and (key.startswith("$") or _mentions(cv, s[key], ptr, words, set())):
             raise _Dynamic(key)
     names: set[Any] = set()
-    patterns: list[str] = []
+    patterns: list[Any] = []
     if words is _PROPERTY_WORDS:
         if "additionalProperties" in s or "unevaluatedProperties" in s:
             return set(), [], True
@@ -138,7 +141,9 @@ def _evaluated(cv: Converter, s: Any, ptr: str, words: tuple[str, ...], seen: se
         patterns += list(s.get("patternProperties") or {})
     else:
         if "contains" in s:
-            raise _Dynamic("contains")  # it evaluates the items that match it
+            if cv.draft_number() < 2020:
+                raise _Dynamic("contains")
+            patterns.append(s["contains"])  # it evaluates the items that match it
         items = s.get("items")
         if "unevaluatedItems" in s or (items is not None and not isinstance(items, list)) or "additionalItems" in s:
             return set(), [], True
@@ -154,7 +159,7 @@ def _evaluated(cv: Converter, s: Any, ptr: str, words: tuple[str, ...], seen: se
         if everything:
             return set(), [], True
         names |= n
-        patterns += [x for x in p if x not in patterns]
+        patterns += [x for x in p if not any(x is y or x == y for y in patterns)]
     return names, patterns, False
 
 

@@ -656,6 +656,17 @@ UNEVALUATED_CASES: list[tuple[Any, list[Any], list[Any]]] = [
         [{"k": "x", "v": 1}, {"w": 1}],
         [{"k": "x", "w": 1}, {"k": "y", "v": 1}],
     ),
+    # an item a contains matches is evaluated (2020-12), adjacent or in an allOf part
+    (
+        {"type": "array", "prefixItems": [{"const": "x"}], "contains": {"const": "a"}, "unevaluatedItems": {"type": "number"}},
+        [["x", "a"], ["x", 1, "a", 2], ["x", "a", "a"]],
+        [["x", "b"], ["x"], ["x", "a", "b"], ["x", 1]],
+    ),
+    (
+        {"type": "array", "allOf": [{"contains": {"multipleOf": 2}}, {"contains": {"multipleOf": 3}}], "unevaluatedItems": False},
+        [[2, 3], [6], [2, 4, 9]],
+        [[2, 5], [3], [2, 3, 5]],
+    ),
 ]
 
 
@@ -673,6 +684,9 @@ def test_unevaluated_that_depends_on_a_branch_is_refused_by_name() -> None:
     with pytest.raises(UnsupportedSchemaError, match="depends on the branch") as e:
         schema_to_ir(schema)
     assert e.value.keyword == "unevaluatedProperties"
+    draft2019 = {"$schema": "https://json-schema.org/draft/2019-09/schema", "contains": {"const": 1}, "unevaluatedItems": False}
+    with pytest.raises(UnsupportedSchemaError, match="depends on the branch"):  # contains evaluates nothing there
+        schema_to_ir(draft2019)
     draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"a": {}}, "unevaluatedProperties": False}
     wide = SchemaOptions(allow_undeclared_properties=True)
     assert compile_lazy(schema_to_ir(draft7, wide)[0]).accepts(b'{"b": 1}')  # not a draft-7 keyword: nothing to enforce
