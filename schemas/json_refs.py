@@ -151,6 +151,11 @@ class RefResolver:
         """Whether JSON pointer ``pointer`` (``"#/a/b"``) names a value in the root."""
         return self._walk(pointer)[1]
 
+    def value_at(self, pointer: str) -> Any:
+        """The value JSON pointer ``pointer`` names in the root (None where it names none)."""
+        path, found = self._walk(pointer)
+        return path[-1] if found else None
+
     def _walk(self, pointer: str) -> tuple[list[Any], bool]:
         """The values along ``pointer`` from the root (as far as they exist), and whether all
         of it exists."""

@@ -49,7 +49,7 @@ from .json_not import convert_not
 from .json_refs import RefResolver, convert_dynamic_ref, convert_recursive_ref, convert_ref, holds_dynamic_ref
 from .json_scalars import convert_enum, convert_types
 from .json_strings import ANY_STRING_CONTENT, json_string
-from .json_unevaluated import rewrite_static_unevaluated
+from .json_unevaluated import rewrite_static_unevaluated, static_unevaluated
 from .numbers import (
     NUMBER,
 )
@@ -194,6 +194,16 @@ class Converter:
     def _resolves(self, pointer: str) -> bool:
         return self.refs().pointer_exists(pointer)
 
+    def _unevaluated_in_place(self, schema: dict[str, Any], ptr: str) -> Any:
+        """``schema``'s ``unevaluated*`` rewritten (:func:`.json_unevaluated.static_unevaluated`)
+        when it is the root's own object at ``ptr``, in its own scope: one the rewrite before
+        conversion did not reach (under a keyword no draft defines, such as a ``$defs`` entry's
+        nested objects, reached by ``$ref``); None for a schema an intersection built, or whose
+        evaluated set is not static."""
+        if self.refs().value_at(ptr) is not schema:
+            return None
+        return self.rewritten(schema, "unevaluated", lambda: static_unevaluated(self, schema, ptr))
+
     def rewritten(self, schema: dict[str, Any], tag: str, build: Callable[[], Any]) -> Any:
         """``build()``, made once per (schema object, tag): a rewritten schema keeps one
         identity, so the conversion memo holds for it across ``$ref`` visits."""
@@ -310,6 +320,9 @@ class Converter:
                 return self.convert(kept, ptr)
         for key in ("unevaluatedItems", "unevaluatedProperties"):
             if key in schema and schema[key] is not True and self.draft_number() >= 2019:
+                static = self._unevaluated_in_place(schema, ptr)
+                if static is not None:
+                    return self.convert(static, ptr)
                 why = "which properties (items) it sees depends on the branch an instance passes"
                 why += " (or on a dynamic reference, or before 2020-12 on contains)"
                 self.unsupported(key, ptr, f"'{key}': {why}")

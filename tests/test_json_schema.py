@@ -656,6 +656,24 @@ UNEVALUATED_CASES: list[tuple[Any, list[Any], list[Any]]] = [
         [{"k": "x", "v": 1}, {"w": 1}],
         [{"k": "x", "w": 1}, {"k": "y", "v": 1}],
     ),
+    # a schema under a $defs entry's own grouping object (no keyword the rewrite walks), reached by $ref
+    (
+        {
+            "$defs": {
+                "group": {
+                    "thing": {
+                        "type": "object",
+                        "allOf": [{"properties": {"a": {}}}],
+                        "properties": {"b": {}},
+                        "unevaluatedProperties": False,
+                    }
+                }
+            },
+            "$ref": "#/$defs/group/thing",
+        },
+        [{"a": 1}, {"b": 2}, {}],
+        [{"c": 1}, {"a": 1, "c": 2}],
+    ),
     # an item a contains matches is evaluated (2020-12), adjacent or in an allOf part
     (
         {"type": "array", "prefixItems": [{"const": "x"}], "contains": {"const": "a"}, "unevaluatedItems": {"type": "number"}},
