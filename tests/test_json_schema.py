@@ -674,6 +674,26 @@ UNEVALUATED_CASES: list[tuple[Any, list[Any], list[Any]]] = [
         [{"a": 1}, {"b": 2}, {}],
         [{"c": 1}, {"a": 1, "c": 2}],
     ),
+    # a branch inside an allOf part (inline or through $ref) splits the cases as one beside the keyword would
+    (
+        {
+            "$defs": {"two": {"required": ["x"], "properties": {"x": True}}},
+            "allOf": [{"properties": {"b": True}}, {"oneOf": [{"$ref": "#/$defs/two"}, {"required": ["y"], "properties": {"y": True}}]}],
+            "unevaluatedProperties": False,
+        },
+        [{"x": 1}, {"y": 1}, {"b": 1, "x": 1}],
+        [{"x": 1, "y": 1}, {"x": 1, "z": 1}, {"b": 1}],
+    ),
+    (
+        {
+            "type": "array",
+            "if": {"contains": {"const": "a"}},
+            "then": {"if": {"contains": {"const": "b"}}, "then": {"contains": {"const": "c"}}},
+            "unevaluatedItems": False,
+        },
+        [[], ["a"], ["a", "b", "c"], ["c", "a", "b"]],
+        [["b"], ["a", "b"], ["a", "x"], ["c", "a"]],
+    ),
     # an item a contains matches is evaluated (2020-12), adjacent or in an allOf part
     (
         {"type": "array", "prefixItems": [{"const": "x"}], "contains": {"const": "a"}, "unevaluatedItems": {"type": "number"}},
