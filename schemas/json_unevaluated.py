@@ -9,8 +9,11 @@ the evaluated set is fixed by the schema: the declared property names and ``patt
 ``prefixItems``), or everything once an ``additionalProperties`` / ``items`` /
 ``unevaluated*`` among them evaluates the rest.  Then ``unevaluatedProperties: U`` is exactly
 ``additionalProperties: U`` beside those names and patterns (``unevaluatedItems: U`` is
-``items: U`` after that prefix), which the converter compiles as usual.  JSON Schema 2020-12
-§11 (Core, "Keywords for Applying Subschemas to Child Instances").
+``items: U`` after that prefix), which the converter compiles as usual.  In 2020-12 an item a
+``contains: C`` matches is evaluated too, so there ``unevaluatedItems: U`` is ``items: {anyOf:
+[C, U]}`` after the prefix.  A branch inside an ``allOf`` part (or its ``$ref`` target) is moved
+up beside the keyword and split the same way.  JSON Schema 2020-12 §11 (Core, "Keywords for
+Applying Subschemas to Child Instances").
 """
 
 from __future__ import annotations

@@ -8,9 +8,10 @@ character (``(?<=[ab])``, ``(?<!\\\\)``, the halves of ``\\b`` / ``\\B``) or of 
 classes (``(?<=ab)``, ``(?<![0-9]x)``) is an *obligation* on the characters before its position,
 carried leftwards through the fold until the items that consume those characters meet it (their
 strings then end in the obligation's classes) or the input's start does; a negative one is the
-union of the ways its string can fail (first mismatch at each position, or the input's start).  What must match reads a look-around's
-body narrow and what must not match reads it wide, so the result stays a subset (narrow) or
-superset (wide) of what both ECMA-262 and Python match.
+union of the ways its string can fail (the first mismatch at each position, or the input's
+start).  What must match reads a look-around's body narrow and what must not match reads it
+wide, so the result stays a subset (narrow) or superset (wide) of what both ECMA-262 and Python
+match.
 """
 
 from __future__ import annotations
