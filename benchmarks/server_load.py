@@ -298,19 +298,24 @@ def table_row(
     return row, [r.error for r in records if r.error][:3]
 
 
-Run = tuple[str, int, list[Record], float, tuple[float, ...], str]  # where, concurrency, records, wall s, CPU shares, GC
+class Level(NamedTuple):
+    """One finished level: its results row and its first errors (:func:`table_row`)."""
+
+    row: list[Any]
+    errors: list[str]
 
 
-def announce(run: Run) -> Run:
-    """Print ``run``'s row as soon as its level ends (a run stopped part-way still shows the
-    levels it finished); returns it."""
-    print("level done: | " + " | ".join(str(c) for c in table_row(*run)[0]) + " |", flush=True)
-    return run
+def announce(where: str, conc: int, records: list[Record], wall: float, cpu: tuple[float, ...], gc_text: str) -> Level:
+    """The level's row (:func:`table_row`), printed as soon as the level ends (a run stopped
+    part-way still shows the levels it finished)."""
+    level = Level(*table_row(where, conc, records, wall, cpu, gc_text))
+    print("level done: | " + " | ".join(str(c) for c in level.row) + " |", flush=True)
+    return level
 
 
 def _run_server(
     config: Any, placement: str, levels: dict[int, list[Job]], warm: list[Job], gen: LoadGenerator, profile: list[str] | None
-) -> list[Run]:
+) -> list[Level]:
     """Start a server process (``placement`` of its engine), warm it up, and run each level;
     with ``profile`` (a list), py-spy summaries of the front end and the engine per level are
     appended to it as markdown."""
@@ -336,7 +341,7 @@ def _run_server(
             if spy is not None and profile is not None:
                 profile += render(f"engine {placement}, concurrency {conc}", spy.stop()) if spy.available else ["py-spy is not installed"]
             cpu = tuple((b - a) / wall for a, b in zip(before, after))
-            out.append(announce((f"server, engine {placement}", conc, records, wall, cpu, gc_column(gc_before, gc_after))))
+            out.append(announce(f"server, engine {placement}", conc, records, wall, cpu, gc_column(gc_before, gc_after)))
         return out
     finally:
         os.kill(proc.pid, _signal.SIGTERM)  # type: ignore[arg-type]
@@ -387,7 +392,7 @@ def main() -> None:
     levels = {conc: build_workload(max(args.num_requests, 4 * conc), args.seed + 1000 * k) for k, conc in enumerate(args.concurrency)}
     warm = build_workload(32, args.seed + 1)
     kinds = {k: sum(1 for j in jobs if j.kind == k) for k in ("schema", "regex", "text")}
-    runs: list[Run] = []
+    runs: list[Level] = []
     gen = LoadGenerator(args.client_processes)
     workers = ""
     profile: list[str] | None = [] if args.profile else None
@@ -396,7 +401,7 @@ def main() -> None:
         for conc, level in levels.items():
             gc_before = gc_pauses(args.url)
             records, wall = gen.run(args.url, level, conc)
-            runs.append(announce(("server at --url", conc, records, wall, (), gc_column(gc_before, gc_pauses(args.url)))))
+            runs.append(announce("server at --url", conc, records, wall, (), gc_column(gc_before, gc_pauses(args.url))))
     else:
         from structgen.fsm import CompilerConfig
 
@@ -432,13 +437,12 @@ def main() -> None:
                     t0, gc_before = time.process_time(), gc_pauses(engine=eng)
                     records, wall = run_engine_alone(eng, level, conc)
                     alone = (0.0, 0.0, (time.process_time() - t0) / wall)
-                    runs.append(announce(("engine alone", conc, records, wall, alone, gc_column(gc_before, gc_pauses(engine=eng)))))
+                    runs.append(announce("engine alone", conc, records, wall, alone, gc_column(gc_before, gc_pauses(engine=eng))))
     gen.close()
-    for run in runs:
-        row, errs = table_row(*run)
-        rows.append(row)
-        if errs:
-            notes.append(f"- {run[0]}, concurrency {run[1]}: first errors: {errs}")
+    for done in runs:
+        rows.append(done.row)
+        if done.errors:
+            notes.append(f"- {done.row[0]}, concurrency {done.row[1]}: first errors: {done.errors}")
     notes += [
         f"- model: {label}; workload: {args.num_requests} `/v1/structured` requests ({kinds['schema']} JSON Schema, {kinds['regex']} regex, "
         f"{kinds['text']} free text at seed {args.seed}; every third streamed; half share a {len(FEW_SHOT)}-character few-shot "

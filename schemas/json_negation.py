@@ -171,9 +171,7 @@ def _pattern(cv: Converter, v: Any, s: dict[str, Any], ptr: str) -> list[Any]:
 def _format(cv: Converter, v: Any, s: dict[str, Any], ptr: str) -> list[Any]:
     if isinstance(v, str) and (v not in STANDARD_FORMATS or v not in cv.checked_formats()):
         return []  # an annotation: not defined by JSON Schema, or not checked under the root's draft
-    if v in NO_WIDE_FORMATS:
-        return []  # a narrowing: strings failing it exist, but none is known to
-    if v in EXACT_FORMATS or v in WIDE_FORMAT_REGEXES:
+    if v in EXACT_FORMATS or v in WIDE_FORMAT_REGEXES or v in NO_WIDE_FORMATS:
         return [{"type": "string", "not": {"format": v}}]
     raise NotExpressible("format", ptr, f"the complement of format {v!r} is not supported (no regular superset of it is known)")
 

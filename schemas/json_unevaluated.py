@@ -126,17 +126,20 @@ def _by_cases(cv: Converter, schema: dict[str, Any], ptr: str) -> dict[str, Any]
 
 def _hoisted(cv: Converter, schema: dict[str, Any], ptr: str) -> dict[str, Any] | None:
     """``schema`` with the ``anyOf`` / ``oneOf`` / ``if`` of one of its ``allOf`` parts (inline,
-    or a ``$ref`` whose target can be copied here: no ``$id`` below the root to move its base)
+    or a ``$ref`` whose target has the base URI ``schema`` has, so its text means the same here)
     moved up to it, the part keeping the rest: the same instances and the same evaluated sets,
     as an ``allOf`` part always applies; None when no part has one (or the part has its own
     ``unevaluated*``, whose scope it is)."""
     parts = schema.get("allOf")
     if not isinstance(parts, list):
         return None
+    refs = cv.refs()
     for i, part in enumerate(parts):
         target = part
-        if isinstance(part, dict) and set(part) == {"$ref"} and _copyable(cv):
-            target = cv.resolve_ref(part["$ref"], ptr + f"/allOf/{i}/$ref", part)[0]
+        if isinstance(part, dict) and set(part) == {"$ref"}:
+            got, at = cv.resolve_ref(part["$ref"], ptr + f"/allOf/{i}/$ref", part)
+            if refs.base_for(got, at) == refs.base_for(schema, ptr):
+                target = got
         if not isinstance(target, dict) or any(k in target for k in ("unevaluatedProperties", "unevaluatedItems")):
             continue
         key = next((k for k in ("anyOf", "oneOf", "if") if k in target), None)
@@ -147,20 +150,6 @@ def _hoisted(cv: Converter, schema: dict[str, Any], ptr: str) -> dict[str, Any] 
         return {**{k: v for k, v in schema.items() if k != "allOf"}, **{k: target[k] for k in moved if k in target},
                 "allOf": [*parts[:i], rest, *parts[i + 1 :]]}  # fmt: skip
     return None
-
-
-def _copyable(cv: Converter) -> bool:
-    """Whether a subschema's text means the same anywhere in the root: no ``$id`` below it."""
-    stack: list[Any] = [v for k, v in cv.root.items() if k != "$id"] if isinstance(cv.root, dict) else []
-    while stack:
-        v = stack.pop()
-        if isinstance(v, dict):
-            if "$id" in v:
-                return False
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-    return True
 
 
 def _evaluated(cv: Converter, s: Any, ptr: str, words: tuple[str, ...], seen: set[int]) -> tuple[set[Any], list[Any], bool]:

@@ -269,7 +269,7 @@ def _behind(item: Look, pattern: str, wide: bool) -> list[_Behind]:
     ways = [_Behind((), ())]  # the conjunction so far: no obligation yet
     for x in strings:  # not (x1 or x2 …) = not x1 and not x2 …
         misses = [_Behind(x[:i] + (x[i].complement(),), (True,) * (i + 1)) for i in range(len(x))]
-        ways = [m if not w.classes else w.both(m) for w in ways for m in misses]
+        ways = [w.both(m) for w in ways for m in misses]
         if len(ways) > MAX_ASSERTION_BRANCHES:
             raise RegexError(f"look-behinds expand past {MAX_ASSERTION_BRANCHES} alternatives", pattern, item.pos)
     return [w for w in ways if not w.impossible()]
