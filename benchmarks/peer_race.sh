@@ -13,8 +13,10 @@
 #          WARM_WORKLOADS (comma list: after the cold passes, the same server runs these workloads
 #          again with --warm-grammars, the warm line),
 #          WORKLOADS (default character,extraction), CONC (default "16 64 256"), NREQ (default 256),
-#          NREQ1 (requests at concurrency 1, default 12), SERVE_ARGS (extra `structgen serve` flags),
-#          LABEL (endpoint label, default structgen)
+#          CONC_<workload> / NREQ_<workload> (that workload's own levels and requests, the name with
+#          "-" as "_", e.g. CONC_maskbench="16 64" NREQ_maskbench=128), WARM_CONC (the warm line's
+#          levels, default CONC), NREQ1 (requests at concurrency 1, default 12), SERVE_ARGS (extra
+#          `structgen serve` flags), LABEL (endpoint label, default structgen)
 #
 # Each engine runs with its documented single-GPU defaults plus what a user sets for structured
 # outputs: vLLM's engine-level disable_any_whitespace (its per-request field is ignored by the
@@ -26,16 +28,25 @@ step=$1
 out=$2
 ckpt=${CKPT:-/tmp/peer-ckpt}
 mkdir -p "$out"
-read -r -a conc <<< "${CONC:-16 64 256}"
 wl=${WORKLOADS:-character,extraction}
 mb=()
 [ -n "${MASKBENCH:-}" ] && mb=(--maskbench-dir "$MASKBENCH")
 [ -n "${WARM:-}" ] && mb+=(--warm-grammars)
-race=(--workload "$wl" --concurrency "${conc[@]}" --num-requests "${NREQ:-256}" --out "$out" --wait-ready-s 900 "${mb[@]}")
+# the cold passes: one `bench peers` call per workload, each at its own levels (CONC_<w>, NREQ_<w>)
+passes=()
+IFS=, read -r -a wls <<< "$wl"
+for w in "${wls[@]}"; do
+    v=${w//-/_}
+    c=CONC_$v n=NREQ_$v
+    passes+=("--workload $w --concurrency ${!c:-${CONC:-16 64 256}} --num-requests ${!n:-${NREQ:-256}}")
+done
 # concurrency 1 with fewer requests (and its own schema draw), after the others on the same server
 single=(--workload "$wl" --concurrency 1 --num-requests "${NREQ1:-12}" --seed 100 --out "$out" "${mb[@]}")
 warm=()
-[ -n "${WARM_WORKLOADS:-}" ] && warm=(--workload "$WARM_WORKLOADS" --concurrency "${conc[@]}" --num-requests "${NREQ:-256}" --seed 200 --out "$out" --warm-grammars "${mb[@]}")
+if [ -n "${WARM_WORKLOADS:-}" ]; then
+    read -r -a wconc <<< "${WARM_CONC:-${CONC:-16 64 256}}"
+    warm=(--workload "$WARM_WORKLOADS" --concurrency "${wconc[@]}" --num-requests "${NREQ:-256}" --seed 200 --out "$out" --warm-grammars "${mb[@]}")
+fi
 
 stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 # wait for the server PID to answer GET /health on PORT; fail at once when it exits (a server that
@@ -55,10 +66,15 @@ race_server() {
     local pid=$1 port=$2 log=$3 endpoint=$4 engine=$5
     shift 5
     ready "$pid" "$port" || { tail -60 "$log"; stop "$pid"; exit 1; }
-    python3 -m structgen bench peers --endpoint "$endpoint" --engine "$engine" "$@" "${race[@]}" || { tail -40 "$log"; stop "$pid"; exit 1; }
-    python3 -m structgen bench peers --endpoint "$endpoint" --engine "$engine" "$@" "${single[@]}" || true
+    local p
+    for p in "${passes[@]}"; do
+        read -r -a levels <<< "$p"
+        python3 -P -m structgen bench peers --endpoint "$endpoint" --engine "$engine" "$@" "${levels[@]}" --out "$out" \
+            --wait-ready-s 900 "${mb[@]}" || { tail -40 "$log"; stop "$pid"; exit 1; }
+    done
+    python3 -P -m structgen bench peers --endpoint "$endpoint" --engine "$engine" "$@" "${single[@]}" || true
     if [ ${#warm[@]} -gt 0 ]; then
-        python3 -m structgen bench peers --endpoint "$endpoint" --engine "$engine" "$@" "${warm[@]}" || true
+        python3 -P -m structgen bench peers --endpoint "$endpoint" --engine "$engine" "$@" "${warm[@]}" || true
     fi
     stop "$pid"
 }
@@ -69,7 +85,7 @@ checkpoint)
     ;;
 structgen)
     read -r -a serve_args <<< "${SERVE_ARGS:-}"
-    python3 -m structgen serve --model "$ckpt" --port 8100 --log-level warning "${serve_args[@]}" > "$out/structgen-server.log" 2>&1 &
+    python3 -P -m structgen serve --model "$ckpt" --port 8100 --log-level warning "${serve_args[@]}" > "$out/structgen-server.log" 2>&1 &
     race_server $! 8100 "$out/structgen-server.log" "${LABEL:-structgen}=structgen@http://127.0.0.1:8100" \
         "structgen serve ${SERVE_ARGS:-(defaults)}, commit ${STRUCTGEN_COMMIT:-$(git rev-parse --short HEAD)}"
     ;;
