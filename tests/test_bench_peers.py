@@ -137,6 +137,25 @@ def test_warm_grammars_send_each_level_twice_and_keep_their_own_table(fake_serve
     assert "## character\n" in md and "## character (warm grammars)" in md
 
 
+def test_render_counts_valid_answers_per_second_and_rerenders_without_requests(tmp_path: Path) -> None:
+    """The table's *valid answers/s* is valid × requests ÷ wall time (a failed or invalid answer
+    adds nothing); ``bench peers --render`` rebuilds peers.md from peers.json alone."""
+    from structgen.cli import main
+
+    row = {
+        "workload": "maskbench", "grammars": "cold", "concurrency": 4, "requests": 10, "failed": 1, "first_error": None,
+        "wall_s": 2.0, "req_per_s": 4.5, "out_tok_per_s": 100.0, "mean_out_tokens": 20.0,
+        "ttft_ms": {"p50": 10.0, "p99": 20.0}, "tpot_ms": {"p50": 1.0, "p99": 2.0}, "valid": 0.6, "invalid": 3,
+        "invalid_cut": 2, "max_tokens_cuts": 2, "peak_gpu_mib": None,
+    }  # fmt: skip
+    append_run(str(tmp_path), {"label": "p", "flavor": "vllm", "url": "http://x", "engine": "e"}, [row], "c")
+    (tmp_path / "peers.md").unlink()
+    assert main(["bench", "peers", "--render", "--out", str(tmp_path)]) == 0
+    md = (tmp_path / "peers.md").read_text()
+    assert "| 4 | p | 4.50 | 3.00 | 100 |" in md  # 4.5 completed/s × 0.6 × 10 sent / 9 completed
+    assert main(["bench", "peers", "--out", str(tmp_path)]) == 2  # no endpoint, no --render
+
+
 def test_gpu_memory_sampler_reads_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Peak MiB summed over the GPUs that ``nvidia-smi`` lists; None where it is absent."""
     from structgen.bench.peers import GpuMemorySampler

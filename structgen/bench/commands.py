@@ -106,7 +106,7 @@ def add_bench(sub: Any) -> None:
 
 def _add_bench_peers(bsub: Any) -> None:
     peers = bsub.add_parser("peers", help="the JSON workloads over HTTP against a running structgen, vLLM or SGLang server")
-    peers.add_argument("--endpoint", required=True, help="LABEL=FLAVOR@URL, FLAVOR one of structgen, vllm, sglang")
+    peers.add_argument("--endpoint", default=None, help="LABEL=FLAVOR@URL, FLAVOR structgen, vllm or sglang (unless --render)")
     peers.add_argument("--served-model", default="default", help="model name sent in OpenAI requests (vLLM: --served-model-name)")
     peers.add_argument("--engine", default="", help="engine version and flags, recorded with the results")
     peers.add_argument("--workload", default="character,extraction", help="comma list of character, extraction, maskbench, shared-prefix")
@@ -119,6 +119,7 @@ def _add_bench_peers(bsub: Any) -> None:
         "--warm-grammars", action="store_true", help="send each level's requests once, untimed, before timing them (schemas seen before)"
     )
     peers.add_argument("--out", default="benchmarks/results/peers", help="appends to OUT/peers.json, renders OUT/peers.md")
+    peers.add_argument("--render", action="store_true", help="send nothing: render OUT/peers.md again from OUT/peers.json")
 
 
 def bench_command(args: argparse.Namespace, argv: list[str]) -> int:
@@ -188,9 +189,14 @@ def _bench_json_command(args: argparse.Namespace, argv: list[str]) -> int:
 
 def _bench_peers_command(args: argparse.Namespace, argv: list[str]) -> int:
     from structgen.bench.peers import Endpoint, race, wait_ready
-    from structgen.bench.peers_report import append_run
+    from structgen.bench.peers_report import append_run, rerender
 
     try:
+        if args.render:
+            rerender(args.out)
+            return 0
+        if not args.endpoint:
+            raise ValueError("--endpoint is required (unless --render)")
         endpoint = Endpoint.parse(args.endpoint, args.served_model)
         if args.num_requests < 1 or min(args.concurrency) < 1:
             raise ValueError("--num-requests and --concurrency must be >= 1")
@@ -198,7 +204,7 @@ def _bench_peers_command(args: argparse.Namespace, argv: list[str]) -> int:
             wait_ready(endpoint, args.wait_ready_s)
         workloads = [w.strip() for w in args.workload.split(",") if w.strip()]
         rows = race(endpoint, workloads, args.concurrency, args.num_requests, args.seed, args.maskbench_dir, warm=args.warm_grammars)
-    except (ValueError, TimeoutError) as e:
+    except (ValueError, TimeoutError, FileNotFoundError) as e:
         print(f"structgen: error: {e}", file=sys.stderr)
         return 2
     meta = {"label": endpoint.label, "flavor": endpoint.flavor, "url": endpoint.url, "engine": args.engine}

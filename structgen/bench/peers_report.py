@@ -11,6 +11,16 @@ from typing import Any
 from structgen.bench.common import run_meta
 
 
+def rerender(out_dir: str) -> str:
+    """Render ``out_dir/peers.json`` again into ``out_dir/peers.md`` (no request sent); returns
+    the markdown. Raises ``FileNotFoundError`` when there is no ``peers.json``."""
+    with open(os.path.join(out_dir, "peers.json"), encoding="utf-8") as f:
+        text = render(json.load(f))
+    with open(os.path.join(out_dir, "peers.md"), "w", encoding="utf-8") as f:
+        f.write(text)
+    return text
+
+
 def append_run(out_dir: str, endpoint_meta: dict[str, Any], rows: list[dict[str, Any]], command: str) -> dict[str, Any]:
     """Add one endpoint's rows to ``out_dir/peers.json`` (created if absent; rows of the same
     endpoint, workload and concurrency are replaced, others kept) and re-render ``peers.md``;
@@ -49,6 +59,15 @@ def _invalid(row: dict[str, Any]) -> str:
     return "—" if "invalid" not in row else f"{row['invalid']} ({row['invalid_cut']})"
 
 
+def _valid_per_s(row: dict[str, Any]) -> str:
+    """Answers that validate per second of the level's wall time (every request sent counts, so
+    a failed or invalid answer adds nothing)."""
+    done = row["requests"] - row["failed"]
+    if done <= 0:
+        return "0.00"
+    return f"{row['req_per_s'] * row['valid'] * row['requests'] / done:.2f}"  # req/s counts the completed ones
+
+
 def _ms(d: dict[str, float]) -> str:
     return f"{d['p50']:.1f} / {d['p99']:.1f}"
 
@@ -74,9 +93,9 @@ def render(doc: dict[str, Any]) -> str:
             "",
             f"## {w}",
             "",
-            "| concurrency | engine | req/s | out tok/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms) | valid | invalid (cut) "
-            "| max_tokens cuts | failed | peak GPU MiB | structgen ÷ engine (req/s) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "| concurrency | engine | req/s | valid answers/s | out tok/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms) | valid "
+            "| invalid (cut) | max_tokens cuts | failed | peak GPU MiB | structgen ÷ engine (req/s) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         rows = sorted(
             ((r, run["endpoint"]["label"]) for run in runs for r in run["rows"] if _key(r)[0] == w), key=lambda x: x[0]["concurrency"]
@@ -85,7 +104,8 @@ def render(doc: dict[str, Any]) -> str:
             base = ours.get((w, r["concurrency"]))
             ratio = f"{base['req_per_s'] / r['req_per_s']:.2f}×" if base and r["req_per_s"] else "—"
             lines.append(
-                f"| {r['concurrency']} | {label} | {r['req_per_s']:.2f} | {r['out_tok_per_s']:.0f} | {_ms(r['ttft_ms'])} | "
+                f"| {r['concurrency']} | {label} | {r['req_per_s']:.2f} | {_valid_per_s(r)} | {r['out_tok_per_s']:.0f} | "
+                f"{_ms(r['ttft_ms'])} | "
                 f"{_ms(r['tpot_ms'])} | {100 * r['valid']:.1f}% | {_invalid(r)} | {r['max_tokens_cuts']} | {r['failed']} | "
                 f"{_mib(r.get('peak_gpu_mib'))} | {ratio} |"
             )
@@ -96,6 +116,7 @@ def render(doc: dict[str, Any]) -> str:
         "req/s counts completed requests over the level's wall time; tokens "
         "are each server's own completion-token counts; TTFT = first streamed text; TPOT = (last − first) / (tokens − 1); "
         "*valid* = output validates (`jsonschema`) or fully matches the regex (`re.fullmatch`), over every request sent; "
+        "*valid answers/s* = those answers per second of the level's wall time; "
         "*invalid (cut)* = answers whose output does not, and of them those that ended at `max_tokens`; *peak GPU MiB* = the most "
         "`nvidia-smi` reported in use while the level ran (— where it was not sampled). Tables marked *warm grammars* sent "
         "each level's requests once, untimed, before timing them.",
