@@ -15,7 +15,7 @@ from .errors import CompileWorkerError, GrammarCompileError, GrammarTimeoutError
 from .lazy_compile import compile_lazy
 from .lazy_dfa import LazyDFA
 from .nfa import compile_dfa
-from .row_workers import RowWorkers, RowWorkerStats, fill_rows, request_rows
+from .row_workers import RowWorkers, RowWorkerStats, fill_rows, request_rows, rows_outstanding
 from .token_fsm import TokenFSM
 from .vocab import Vocabulary
 
@@ -43,4 +43,5 @@ __all__ = [
     "compile_lazy",
     "fill_rows",
     "request_rows",
+    "rows_outstanding",
 ]

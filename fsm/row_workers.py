@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import multiprocessing.connection
 import os
 import pickle
 import queue
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from typing import Any, NamedTuple
 
@@ -43,6 +44,7 @@ from .vocab import Vocabulary
 
 WORKER_GRAMMARS = 512  # grammars a row worker keeps (LRU); the engine falls back inline beyond
 REPLY_TIMEOUT_S = 30.0  # a worker silent this long is declared dead (its rows computed inline)
+WAIT_SLICE_S = 0.0002  # rows_outstanding(until=...) checks ``until`` at least this often
 
 
 class RowSource:
@@ -139,6 +141,10 @@ class RowWorkers:
                     raise TimeoutError(f"row worker {i} did not start within {timeout_s} s")
             self._started = True
 
+    def pids(self) -> list[int | None]:
+        """Each worker's process id (None for one not started or dropped), in worker order."""
+        return [p.pid if c is not None else None for p, c in zip(self._procs, self._conns)]
+
     def attach(self, fsm: TokenFSM, key: str, path: str) -> bool:
         """Have a worker load the grammar in the file ``path`` (the pickled state of ``fsm``
         without its vocabulary, as the compile process wrote it; the worker removes the file)
@@ -175,38 +181,87 @@ class RowWorkers:
         answer outstanding (all workers in parallel) and store the rows in their FSMs.  Returns
         the rows stored; the others are left to inline computation."""
         self.request(wanted)
+        return self._collect(block=True)
+
+    def collect_ready(self) -> int:
+        """Store the answers the workers have already sent (never waits); the others stay
+        outstanding.  Returns the rows stored."""
+        return self._collect(block=False)
+
+    def outstanding(self, wanted: Sequence[RowWant]) -> list[bool]:
+        """For each of ``wanted`` (in order), whether its row (or budget rows) is still being
+        computed by a worker of this pool: asked for (now, if it was not yet), not answered.
+        Answers already sent are stored first (:meth:`collect_ready`); never waits.  False for
+        wants this pool does not serve."""
+        self.request(wanted)
+        self.collect_ready()
+        with self._fill_lock:
+            asked = self._asked
+            return [fsm.row_source is not None and fsm.row_source.workers is self and (fsm.uid, state) in asked
+                    for fsm, state, _left in wanted]  # fmt: skip
+
+    def has_pending(self) -> bool:
+        """Whether any answer is outstanding (rows asked for and not collected yet)."""
+        return bool(self._pending)
+
+    def wait_answer(self, timeout_s: float) -> None:
+        """Return once a worker with an answer outstanding has sent something, or after
+        ``timeout_s`` seconds (at once when none is outstanding)."""
+        with self._fill_lock:
+            conns = [c for i, c in enumerate(self._conns) if i in self._pending and c is not None]
+        if conns:
+            multiprocessing.connection.wait(conns, timeout_s)
+
+    def _collect(self, block: bool) -> int:
+        """Store the answers outstanding, in each worker's order: all of them (waiting, up to
+        ``REPLY_TIMEOUT_S`` per worker) when ``block``, else those already sent."""
         stored = budgets = nbytes = 0
         busy = critical = wait = 0.0
         with self._fill_lock:
-            pending, self._pending = self._pending, {}
-            self._asked.clear()
-            for i, messages in pending.items():
-                for items in messages:
+            for i in list(self._pending):
+                messages = self._pending[i]
+                while messages:
+                    conn = self._conns[i]
+                    if not block and conn is not None and not conn.poll(0):
+                        break
+                    items = messages.pop(0)
                     t0 = time.perf_counter()
                     reply = self._recv(i)
                     wait += time.perf_counter() - t0
                     replies, seconds = reply if reply is not None else ([None] * len(items), 0.0)
                     busy += seconds
                     critical = max(critical, seconds)
-                    for (fsm, _src, _path, states, budget), rows in zip(items, replies):
-                        if rows is None:  # dead, evicted there, or the walk raised: inline from now on, as without workers
-                            fsm.row_source = None
-                            continue
-                        for state, row in zip(states, rows):
-                            if isinstance(row, bytes):
-                                fsm.put_row(state, row)
-                                nbytes += len(row)
-                            else:
-                                fsm.budgets.put(state, *row)
-                                nbytes += sum(map(len, row[1]))
-                        stored += len(states)
-                        budgets += len(budget)
-            if pending:
+                    n, b, nb = self._store(items, replies)
+                    stored, budgets, nbytes = stored + n, budgets + b, nbytes + nb
+                if not messages:
+                    del self._pending[i]
+            if stored or wait:
                 old = self._stats
                 self._stats = RowWorkerStats(old.fills + 1, old.rows + stored - budgets, old.budget_rows + budgets,
                                              old.busy_s + busy, old.critical_s + critical, old.wait_s + wait,
                                              old.reply_bytes + nbytes)  # fmt: skip
         return stored
+
+    def _store(self, items: list[_Ask], replies: list[Any]) -> tuple[int, int, int]:
+        """One worker message's answers into their FSMs (caller holds the fill lock): the
+        states stored, those of them with budget rows, the bytes.  An item answered None (the
+        worker died, evicted the grammar, or its walk raised) turns that FSM's rows inline."""
+        stored = budgets = nbytes = 0
+        for (fsm, _src, _path, states, budget), rows in zip(items, replies):
+            self._asked.difference_update((fsm.uid, s) for s in states)
+            if rows is None:  # dead, evicted there, or the walk raised: inline from now on, as without workers
+                fsm.row_source = None
+                continue
+            for state, row in zip(states, rows):
+                if isinstance(row, bytes):
+                    fsm.put_row(state, row)
+                    nbytes += len(row)
+                else:
+                    fsm.budgets.put(state, *row)
+                    nbytes += sum(map(len, row[1]))
+            stored += len(states)
+            budgets += len(budget)
+        return stored, budgets, nbytes
 
     @property
     def rows_served(self) -> int:
@@ -310,6 +365,38 @@ def fill_rows(wanted: Sequence[RowWant]) -> int:
     each pool in parallel; FSMs no pool serves are skipped (their rows stay inline).  Returns
     the rows stored (those asked for earlier with :func:`request_rows` included)."""
     return sum(w.fill(items) for w, items in _by_pool(wanted).values())
+
+
+def rows_outstanding(wanted: Sequence[RowWant], until: Callable[[], bool] | None = None) -> list[bool]:
+    """For each of ``wanted`` (:data:`RowWant` triples, in order), whether a row worker is
+    still computing its row: missing rows are asked for now and answers already sent are
+    stored (:meth:`RowWorkers.outstanding`).  Without ``until`` nothing waits; with it, the
+    answers are waited for until they are all in or ``until()`` is true (e.g. the GPU's forward
+    has finished: a row that comes in before that costs nothing).  False where the FSM's rows
+    are computed inline or already known."""
+    late = _outstanding_now(wanted)
+    while until is not None and any(late) and not until():
+        waiting = [j for j, out in enumerate(late) if out]
+        src = wanted[waiting[0]][0].row_source
+        if src is not None:
+            src.workers.wait_answer(WAIT_SLICE_S)
+        for j, out in zip(waiting, _outstanding_now([wanted[j] for j in waiting])):
+            late[j] = out
+    return late
+
+
+def _outstanding_now(wanted: Sequence[RowWant]) -> list[bool]:
+    out = [False] * len(wanted)
+    at: dict[int, list[int]] = {}
+    for j, want in enumerate(wanted):
+        src = want[0].row_source
+        if src is not None and src.workers.alive(src.index):
+            at.setdefault(id(src.workers), []).append(j)
+    for js in at.values():
+        workers = wanted[js[0]][0].row_source.workers  # type: ignore[union-attr]
+        for j, late in zip(js, workers.outstanding([wanted[j] for j in js])):
+            out[j] = late
+    return out
 
 
 def _by_pool(wanted: Sequence[RowWant]) -> dict[int, tuple[RowWorkers, list[RowWant]]]:

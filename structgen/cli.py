@@ -139,6 +139,11 @@ def _add_serve(sub: Any) -> None:
         action="store_true",
         help="queue a request for prefill only once its grammar is compiled (default: its prompt prefills meanwhile)",
     )
+    srv.add_argument(
+        "--defer-late-rows",
+        action="store_true",
+        help="a request whose mask row a row worker still computes once the forward is done samples a step later (default: the step waits)",
+    )
     srv.add_argument("--random-weights-seed", type=int, default=None, help="draw random weights (benchmarks of a config-only folder)")
     srv.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
 
@@ -326,6 +331,7 @@ def _serve_command(args: argparse.Namespace) -> int:
                 jump_forward=not args.no_jump_forward,
                 overlap_schedule=not args.no_overlap_schedule,
                 prefill_while_compiling=not args.no_prefill_while_compiling,
+                defer_late_rows=args.defer_late_rows,
             ),
             compiler=CompilerConfig(
                 timeout_s=args.compile_timeout_s,

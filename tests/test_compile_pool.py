@@ -8,6 +8,7 @@ import os
 import shutil
 import time
 from concurrent.futures import CancelledError
+from typing import Any
 
 import numpy as np
 import pytest
@@ -110,6 +111,25 @@ def test_pool_rejects_no_processes() -> None:
         CompilePool(0, print, (), print)
 
 
+def _cold_requests(n: int, tiny_llama_dir: str) -> tuple[list[dict[str, Any]], list[Any], Any, list[str]]:
+    """``n`` requests, each with an object schema of its own; the engine's memory config; and
+    their greedy outputs on an engine compiling on threads (the reference)."""
+    from structgen import Constraint as ApiConstraint
+    from structgen import Engine, EngineConfig, GenerateRequest, SamplingParams
+    from structgen.runtime.memory import MemoryConfig
+
+    schemas = [
+        {"type": "object", "properties": {f"f{i}": {"type": "string", "maxLength": 5}, "n": {"type": "integer"}}, "required": [f"f{i}"]}
+        for i in range(n)
+    ]
+    params = SamplingParams(max_tokens=40)
+    reqs = [GenerateRequest(f"item {i} as JSON", params, ApiConstraint.json_schema(s)) for i, s in enumerate(schemas)]
+    memory = MemoryConfig(max_total_tokens=4096, max_context=256)
+    with Engine(tiny_llama_dir, EngineConfig(memory=memory)) as threads:
+        want = [o.text for o in threads.generate(reqs)]
+    return schemas, reqs, memory, want
+
+
 def test_an_engine_on_compile_and_row_processes_answers_as_on_threads(tiny_llama_dir: str) -> None:
     """An engine whose grammars compile on a compile process (answers taken in by its step
     loop's poll) and whose rows come from a row worker: every request, each with a schema of
@@ -118,25 +138,48 @@ def test_an_engine_on_compile_and_row_processes_answers_as_on_threads(tiny_llama
 
     import jsonschema
 
-    from structgen import Constraint as ApiConstraint
-    from structgen import Engine, EngineConfig, GenerateRequest, SamplingParams
-    from structgen.runtime.memory import MemoryConfig
+    from structgen import Engine, EngineConfig
 
-    schemas = [
-        {"type": "object", "properties": {f"f{i}": {"type": "string", "maxLength": 5}, "n": {"type": "integer"}}, "required": [f"f{i}"]}
-        for i in range(6)
-    ]
-    params = SamplingParams(max_tokens=40)
-    reqs = [GenerateRequest(f"item {i} as JSON", params, ApiConstraint.json_schema(s)) for i, s in enumerate(schemas)]
-    memory = MemoryConfig(max_total_tokens=4096, max_context=256)
-    with Engine(tiny_llama_dir, EngineConfig(memory=memory)) as threads:
-        want = [o.text for o in threads.generate(reqs)]
+    schemas, reqs, memory, want = _cold_requests(6, tiny_llama_dir)
     config = EngineConfig(memory=memory, compiler=CompilerConfig(processes=1, row_processes=1))
     with Engine(tiny_llama_dir, config) as procs:
         got = procs.generate(reqs)
         stats = procs.scheduler.grammar.compiler.stats()  # type: ignore[union-attr]
+        assert procs.scheduler.num_deferred == 0  # defer_late_rows is off by default: a sample waits for its rows
     assert [o.text for o in got] == want
     assert stats.misses == len(schemas) and stats.failures == 0
     for o, s in zip(got, schemas):
         if o.finish_reason == "stop":
             jsonschema.validate(json.loads(o.text), s)
+
+
+def test_requests_whose_rows_are_late_sample_later_with_the_same_output(tiny_llama_dir: str) -> None:
+    """With ``defer_late_rows`` and one of two row workers stopped for a while, the requests
+    whose grammar it holds keep their logits and sample in later steps while the others go on;
+    every output is the greedy output of an engine computing rows on its own thread."""
+    import os
+    import signal
+    import threading
+
+    from structgen import Engine, EngineConfig
+    from structgen.engine import SchedulerConfig
+
+    _schemas, reqs, memory, want = _cold_requests(4, tiny_llama_dir)
+    compiler = CompilerConfig(processes=1, row_processes=2)
+    config = EngineConfig(memory=memory, scheduler=SchedulerConfig(defer_late_rows=True), compiler=compiler)
+    with Engine(tiny_llama_dir, config) as procs:
+        workers = procs.scheduler.grammar.compiler.row_workers  # type: ignore[union-attr]
+        assert workers is not None
+        pid = workers.pids()[0]
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        timer = threading.Timer(1.5, os.kill, (pid, signal.SIGCONT))
+        timer.start()
+        try:
+            got = procs.generate(reqs)
+        finally:
+            timer.cancel()
+            os.kill(pid, signal.SIGCONT)
+        deferred = procs.scheduler.num_deferred
+    assert [o.text for o in got] == want
+    assert deferred > 0

@@ -275,3 +275,40 @@ def test_a_grammar_loads_while_a_large_answer_waits_to_be_read(gpt2_vocab: Vocab
         assert not path.exists() and not path2.exists()
     finally:
         workers.close()
+
+
+def test_a_late_row_is_reported_outstanding_until_its_answer_is_in(gpt2_vocab: Vocabulary) -> None:
+    """rows_outstanding asks for missing rows and, without ``until``, never waits: while the
+    worker holding the grammar is stopped its rows stay outstanding (with ``until``, until that
+    is true); once it runs again they come in, and they are the inline rows."""
+    import os
+    import signal
+
+    from structgen.fsm import rows_outstanding
+
+    comp = GrammarCompiler(gpt2_vocab, CompilerConfig(processes=1, row_processes=1))
+    comp.start_workers()
+    try:
+        schema = {"type": "object", "properties": {"w": {"type": "string", "maxLength": 7}}, "required": ["w"]}
+        fsm = comp.submit(Constraint.json_schema(schema)).result(timeout=120)
+        local = GrammarCompiler(gpt2_vocab).compile(Constraint.json_schema(schema))
+        cur, lc = fsm.cursor(), local.cursor()
+        for tok in _ids(gpt2_vocab, '{"w": "ab'):
+            cur.advance(tok)
+            lc.advance(tok)
+        assert fsm.row_source is not None and not fsm.has_row(cur.state)
+        pid = fsm.row_source.workers.pids()[fsm.row_source.index]
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            assert rows_outstanding([(fsm, cur.state, None), (local, lc.state, None)]) == [True, False]
+            t0 = time.monotonic()
+            still = rows_outstanding([(fsm, cur.state, None)], until=lambda: time.monotonic() > t0 + 0.1)
+            assert still == [True] and time.monotonic() >= t0 + 0.1  # waited for `until`, asked once, unanswered
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        deadline = time.monotonic() + 60
+        assert rows_outstanding([(fsm, cur.state, None)], until=lambda: time.monotonic() > deadline) == [False]
+        assert fsm.has_row(cur.state) and np.array_equal(fsm.mask_row(cur.state), local.mask_row(lc.state))
+    finally:
+        comp.close()

@@ -4,8 +4,10 @@ and PNG plots (:mod:`.report`).
 
 Modes (each a fresh engine, so no cache carries over): ``default`` (jump-forward, radix cache,
 constrained, CUDA graphs), ``no-jump-forward``, ``no-radix``, ``unconstrained`` (same prompts and
-``max_tokens``, no grammar; validity still checked), ``no-cuda-graph`` (CUDA only) and
-``no-prefill-while-compiling`` (a request waits for its grammar before its prompt prefills).
+``max_tokens``, no grammar; validity still checked), ``no-cuda-graph`` (CUDA only),
+``no-prefill-while-compiling`` (a request waits for its grammar before its prompt prefills) and
+``defer-late-rows`` (a request whose mask row a row worker still computes once the forward is done
+samples a step later instead of holding up the batch).
 
 Metrics per (workload, mode, concurrency): requests/s, output tokens/s, TTFT, grammar wait and
 TPOT p50/p99, forwards per request, forced-token share, cache hit rate, validity rate, peak GPU
@@ -35,7 +37,7 @@ from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler, TokenFSM,
 from structgen.fsm.errors import GrammarCompileError
 from structgen.schemas import ConstraintError
 
-MODES = ("default", "no-jump-forward", "no-radix", "unconstrained", "no-cuda-graph", "no-prefill-while-compiling")
+MODES = ("default", "no-jump-forward", "no-radix", "unconstrained", "no-cuda-graph", "no-prefill-while-compiling", "defer-late-rows")
 
 
 def mode_config(base: EngineConfig, mode: str) -> tuple[EngineConfig, bool]:
@@ -49,6 +51,8 @@ def mode_config(base: EngineConfig, mode: str) -> tuple[EngineConfig, bool]:
         sched = dataclasses.replace(sched, radix_cache=False)
     if mode == "no-prefill-while-compiling":
         sched = dataclasses.replace(sched, prefill_while_compiling=False)
+    if mode == "defer-late-rows":
+        sched = dataclasses.replace(sched, defer_late_rows=True)
     cfg = dataclasses.replace(base, scheduler=sched, cuda_graph=base.cuda_graph and mode != "no-cuda-graph")
     return cfg, mode != "unconstrained"
 

@@ -244,6 +244,7 @@ class Engine:
             self.scheduler.grammar.wait(0.05)  # nothing to run until a compile finishes
         t1 = time.perf_counter()
         logits = self.runner.forward(batch.forward) if batch is not None and batch.forward is not None else None  # forward: [S, V]
+        forward_done = _done_probe(logits)
         if self.observer is not None and self.observer.synchronize:
             self.runner.synchronize()
         t2 = time.perf_counter()
@@ -253,7 +254,7 @@ class Engine:
             chunks = []
         t3 = time.perf_counter()
         forward_kind = self.runner.last_forward_kind if batch is not None else None
-        batch, logits = self.scheduler.gather_samples(batch, logits)  # + first tokens whose grammar just compiled
+        batch, logits = self.scheduler.gather_samples(batch, logits, forward_done)  # + held logits; late rows held
         t3p = time.perf_counter()
         sampled = self.sample(batch, logits)  # sample
         t4 = time.perf_counter()
@@ -357,3 +358,13 @@ class Engine:
 
 def _empty_usage() -> Usage:
     return Usage(0, 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0)
+
+
+def _done_probe(logits: torch.Tensor | None) -> Callable[[], bool]:
+    """Whether the work queued so far on ``logits``' CUDA stream has run (an event recorded
+    now, queried later); always true elsewhere (the forward ran synchronously)."""
+    if logits is None or logits.device.type != "cuda":
+        return lambda: True
+    event = torch.cuda.Event()
+    event.record(torch.cuda.current_stream(logits.device))
+    return event.query

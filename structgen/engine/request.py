@@ -215,7 +215,9 @@ class Req:
     text_tokens: int = 0
     stop_scanned: int = 0  # bytes of text_cache already searched for stop strings
     sample_ref: int | None = None  # placeholder id of this request's sampled token still on the device (overlap)
-    held_logits: torch.Tensor | None = None  # [V] float32 on the device: first-token logits kept while the grammar compiles
+    held_logits: torch.Tensor | None = (
+        None  # [V] float32 on the device: logits kept while the grammar compiles or a row worker computes the mask row
+    )
     version: int = 0  # bumped when the sequence changes other than by its sampled token (a launched sample goes stale)
 
     @property

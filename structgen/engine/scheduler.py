@@ -28,6 +28,7 @@ KV it computed is freed.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -40,8 +41,8 @@ from structgen.engine.prefill_manager import PrefillManager
 from structgen.engine.request import Req, Status, StreamChunk
 from structgen.engine.sampling import DEAD_END, FutureIds, SampledIds
 from structgen.fsm import GrammarCompileError
-from structgen.fsm.cursor import JumpForward, utf8_complete_prefix
-from structgen.fsm.row_workers import RowWant, request_rows
+from structgen.fsm.cursor import Cursor, JumpForward, utf8_complete_prefix
+from structgen.fsm.row_workers import RowWant, request_rows, rows_outstanding
 from structgen.runtime.attention import ForwardBatch
 
 
@@ -68,7 +69,11 @@ class SchedulerConfig:
     sampled tokens (hides the host's scheduling and result processing behind the GPU; every
     token is reported one step later; a request that finishes wastes the one decode launched
     for it meanwhile, and a jump-forward costs one more forward: the decode launched meanwhile
-    is for a position the forced tokens take, so they extend in the step after).
+    is for a position the forced tokens take, so they extend in the step after);
+    ``defer_late_rows`` (off by default until measured on a GPU): a request whose next mask row
+    a row worker is still computing when the step's forward has finished keeps its logits on
+    the device and samples in a later step, once the row is in, instead of the whole batch
+    waiting for it (the others sample now; never when no other request would).
     """
 
     max_batch_tokens: int = 4096
@@ -81,9 +86,10 @@ class SchedulerConfig:
     aging_tokens_per_step: int = 16
     overlap_schedule: bool = True
     prefill_while_compiling: bool = True
+    defer_late_rows: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("overlap_schedule", "prefill_while_compiling", "radix_cache", "jump_forward"):
+        for name in ("overlap_schedule", "prefill_while_compiling", "radix_cache", "jump_forward", "defer_late_rows"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if self.max_batch_tokens < 1:
@@ -136,6 +142,7 @@ class Scheduler:
         self.eos_ids = eos_ids
         self.finished: list[Req] = []
         self.num_forwards = 0
+        self.num_deferred = 0  # samples put off a step because their mask row was still at a row worker
         self.overlap = config.overlap_schedule  # the step profiler turns it off while attached
         self.inflight: tuple[ScheduledBatch, SampledIds] | None = None  # launched, sampled ids not yet read (overlap)
         self._reported: set[int] = set()  # rids whose chunk this step already produced
@@ -192,16 +199,57 @@ class Scheduler:
             self._finish(r, "error")
 
     def gather_samples(
-        self, batch: ScheduledBatch | None, logits: torch.Tensor | None
+        self, batch: ScheduledBatch | None, logits: torch.Tensor | None, forward_done: Callable[[], bool] | None = None
     ) -> tuple[ScheduledBatch | None, torch.Tensor | None]:
         """What this step samples, decided after its forward is launched: the grammars are
         polled again, so a prompt whose grammar compiled during its prefill samples its first
         token now.  A sampler of ``batch`` whose grammar still compiles keeps its logits row
         (``Req.held_logits``, float32 ``[V]`` on the device; its sample in this step goes
         stale); requests holding logits whose grammar is now ready join the sample with
-        them.  ``logits``: float32 ``[S, V]`` of ``batch``'s samplers (None without a
-        forward).  Returns the batch to sample (its samplers extended; a batch with no forward
-        when only held requests sample; None when nothing does) and its logits ``[S', V]``."""
+        them.  With ``defer_late_rows``, samplers whose mask row a row worker has not sent by
+        the time ``forward_done()`` is true (None: now) are then taken out and keep their logits
+        the same way (:meth:`_defer_late_rows`).
+        ``logits``: float32 ``[S, V]`` of ``batch``'s samplers (None without a forward).
+        Returns the batch to sample (its samplers changed; a batch with no forward when only
+        held requests sample; None when nothing does) and its logits ``[S', V]``."""
+        batch, logits = self._gather_held(batch, logits)
+        if self.config.defer_late_rows and batch is not None and logits is not None:
+            return self._defer_late_rows(batch, logits, forward_done)
+        return batch, logits
+
+    def _defer_late_rows(
+        self, batch: ScheduledBatch, logits: torch.Tensor, forward_done: Callable[[], bool] | None
+    ) -> tuple[ScheduledBatch, torch.Tensor]:
+        """``batch`` without its live samplers whose next mask row (or budget rows) a row
+        worker is still computing once ``forward_done()`` is true (rows that come in while the
+        forward runs cost nothing; :func:`~structgen.fsm.rows_outstanding`): each keeps its
+        logits row (``held_logits``) and joins a later step's sample once the row is in.
+        Unchanged when none is late, or when no other live sampler would remain (then the sample
+        waits for the rows, as without deferral).  ``logits``: ``[S, V]``; returns the batch and
+        its logits ``[S', V]``."""
+        live = batch.live()
+        cold: list[tuple[int, Cursor]] = []  # live samplers whose grammar's rows come from row workers
+        pending = False
+        for i, (req, on) in enumerate(zip(batch.samplers, live)):
+            cur = req.cursor
+            if on and cur is not None and (src := cur.fsm.row_source) is not None:
+                cold.append((i, cur))
+                pending = pending or src.workers.has_pending()
+        if not pending:
+            return batch, logits  # every row asked for is in (one not asked for yet is computed at the sample)
+        wanted: list[RowWant] = [(cur.fsm, cur.state, batch.samplers[i].tokens_left()) for i, cur in cold]
+        late = {i for (i, _c), out in zip(cold, rows_outstanding(wanted, forward_done)) if out}
+        keep = [i for i in range(len(batch.samplers)) if i not in late]
+        if not late or not any(live[i] for i in keep):
+            return batch, logits
+        for i in late:
+            batch.samplers[i].held_logits = logits[i].clone()  # [V]; sampled in a later step
+        self.num_deferred += len(late)
+        rows = logits.index_select(0, torch.tensor(keep, dtype=torch.int64, device=logits.device))  # [S', V]
+        return ScheduledBatch(batch.forward, batch.items, [batch.samplers[i] for i in keep], [batch.versions[i] for i in keep]), rows
+
+    def _gather_held(self, batch: ScheduledBatch | None, logits: torch.Tensor | None) -> tuple[ScheduledBatch | None, torch.Tensor | None]:
+        """:meth:`gather_samples` without the deferral of late rows."""
         samplers = batch.samplers if batch is not None else []
         compiling = [i for i, r in enumerate(samplers) if r.grammar_pending]
         if not compiling and not any(r.held_logits is not None for r in self.decode.running):
