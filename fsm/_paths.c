@@ -3,6 +3,8 @@
  *
  * distances_to_accept: the shortest accepted continuation of every state (a breadth-first
  * search backwards from the accepting states).
+ * extend_nfa_distances: an NFA's distances to its final state for the states added since the last
+ *   call (Dijkstra over the new states only).
  * reach_max: for every state, the largest of those distances over the states it can reach
  * (itself included): strongly connected components by Tarjan's algorithm (Tarjan 1972, "Depth-
  * first search and linear graph algorithms"), iterative, which finishes each component after
@@ -224,9 +226,227 @@ done:
     return result;
 }
 
+
+/* extend_nfa_distances(dist, eps, edges, final, n0, stubs) -> None
+ *
+ * Bytes from each NFA state to ``final`` for the states n0 .. len(eps) - 1, written into the
+ * list ``dist`` (already len(eps) long; entries below n0 exact, read; entries from n0 on
+ * overwritten): Dijkstra (Dijkstra 1959) over the new states only, with a binary heap.  Edges:
+ * eps[q] (list of ints, cost 0), edges[q] (list of (lo, hi, target) tuples, cost 1) and the
+ * stubs, a list of (q, exit, cost) for pending stubs among the new states.  An edge into an old
+ * state ends there at that state's exact distance (fragments only ever grow).  Unreachable
+ * states get the value ``no_path``.  Raises TypeError / ValueError for malformed arguments.
+ */
+typedef struct {
+    int64_t d;
+    int32_t q;
+} heap_item;
+
+static void heap_push(heap_item *h, Py_ssize_t *size, int64_t d, int32_t q) {
+    Py_ssize_t i = (*size)++;
+    while (i > 0) {
+        Py_ssize_t parent = (i - 1) / 2;
+        if (h[parent].d <= d) break;
+        h[i] = h[parent];
+        i = parent;
+    }
+    h[i].d = d;
+    h[i].q = q;
+}
+
+static heap_item heap_pop(heap_item *h, Py_ssize_t *size) {
+    heap_item top = h[0], last = h[--(*size)];
+    Py_ssize_t i = 0, n = *size;
+    for (;;) {
+        Py_ssize_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && h[c + 1].d < h[c].d) c++;
+        if (h[c].d >= last.d) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (n) h[i] = last;
+    return top;
+}
+
+static int64_t old_dist(PyObject *dist, Py_ssize_t r) {
+    return PyLong_AsLongLong(PyList_GET_ITEM(dist, r));
+}
+
+/* the target of a (lo, hi, target) edge, tuple or list (borrowed); NULL with TypeError otherwise */
+static PyObject *edge_target(PyObject *t) {
+    if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 3) return PyTuple_GET_ITEM(t, 2);
+    if (PyList_Check(t) && PyList_GET_SIZE(t) == 3) return PyList_GET_ITEM(t, 2);
+    PyErr_SetString(PyExc_TypeError, "extend_nfa_distances: edges are (lo, hi, target) triples");
+    return NULL;
+}
+
+static PyObject *extend_nfa_distances(PyObject *self, PyObject *args) {
+    PyObject *dist, *eps, *edges, *stubs;
+    Py_ssize_t final, n0;
+    long long no_path;
+    if (!PyArg_ParseTuple(args, "O!O!O!nnO!L", &PyList_Type, &dist, &PyList_Type, &eps, &PyList_Type, &edges, &final, &n0,
+                          &PyList_Type, &stubs, &no_path))
+        return NULL;
+    const Py_ssize_t n1 = PyList_GET_SIZE(eps);
+    if (n0 < 0 || n0 > n1 || PyList_GET_SIZE(edges) < n1 || PyList_GET_SIZE(dist) != n1) {
+        PyErr_SetString(PyExc_ValueError, "extend_nfa_distances: need 0 <= n0 <= len(eps) <= len(edges) and len(dist) == len(eps)");
+        return NULL;
+    }
+    const Py_ssize_t m = n1 - n0;
+    PyObject *result = NULL;
+    int64_t *best = NULL, *scost = NULL;
+    int32_t *start = NULL, *from = NULL, *sexit = NULL;
+    int64_t *cost = NULL;
+    heap_item *heap = NULL;
+    int32_t *stub_of = NULL;
+    Py_ssize_t nstubs = PyList_GET_SIZE(stubs), nrev = 0;
+    best = (int64_t *)malloc((size_t)(m ? m : 1) * sizeof(int64_t));
+    start = (int32_t *)calloc((size_t)m + 2, sizeof(int32_t));
+    stub_of = (int32_t *)malloc((size_t)(m ? m : 1) * sizeof(int32_t));
+    sexit = (int32_t *)malloc((size_t)(nstubs ? nstubs : 1) * sizeof(int32_t));
+    scost = (int64_t *)malloc((size_t)(nstubs ? nstubs : 1) * sizeof(int64_t));
+    if (!best || !start || !stub_of || !sexit || !scost) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        best[i] = no_path;
+        stub_of[i] = -1;
+    }
+    for (Py_ssize_t k = 0; k < nstubs; k++) {
+        PyObject *t = PyList_GET_ITEM(stubs, k);
+        Py_ssize_t q, ex;
+        long long c;
+        if (!PyTuple_Check(t) || !PyArg_ParseTuple(t, "nnL", &q, &ex, &c)) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "extend_nfa_distances: stubs are (q, exit, cost) tuples");
+            goto done;
+        }
+        if (q < n0 || q >= n1 || ex < 0 || ex >= n1 || c < 0) {
+            PyErr_SetString(PyExc_ValueError, "extend_nfa_distances: a stub outside the new states");
+            goto done;
+        }
+        stub_of[q - n0] = (int32_t)k;
+        sexit[k] = (int32_t)ex;
+        scost[k] = c;
+    }
+    /* pass 1: each new state's best through old states; count the edges into new states */
+    for (Py_ssize_t q = n0; q < n1; q++) {
+        PyObject *e = PyList_GET_ITEM(eps, q), *b = PyList_GET_ITEM(edges, q);
+        if (!PyList_Check(e) || !PyList_Check(b)) {
+            PyErr_SetString(PyExc_TypeError, "extend_nfa_distances: eps[q] and edges[q] are lists");
+            goto done;
+        }
+        int64_t bq = no_path;
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(e); j++) {
+            Py_ssize_t r = PyLong_AsSsize_t(PyList_GET_ITEM(e, j));
+            if (r < 0 || r >= n1) goto bad_target;
+            if (r >= n0) start[r - n0 + 2]++;
+            else {
+                int64_t d = old_dist(dist, r);
+                if (d < bq) bq = d;
+            }
+        }
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(b); j++) {
+            PyObject *target = edge_target(PyList_GET_ITEM(b, j));
+            if (!target) goto done;
+            Py_ssize_t r = PyLong_AsSsize_t(target);
+            if (r < 0 || r >= n1) goto bad_target;
+            if (r >= n0) start[r - n0 + 2]++;
+            else {
+                int64_t d = old_dist(dist, r) + 1;
+                if (d < bq) bq = d;
+            }
+        }
+        int32_t k = stub_of[q - n0];
+        if (k >= 0) {
+            Py_ssize_t r = sexit[k];
+            if (r >= n0) start[r - n0 + 2]++;
+            else {
+                int64_t d = old_dist(dist, r) + scost[k];
+                if (d < bq) bq = d;
+            }
+        }
+        best[q - n0] = bq;
+    }
+    if (PyErr_Occurred()) goto done;
+    for (Py_ssize_t i = 0; i < m; i++) start[i + 2] += start[i + 1];
+    nrev = start[m + 1];
+    from = (int32_t *)malloc((size_t)(nrev ? nrev : 1) * sizeof(int32_t));
+    cost = (int64_t *)malloc((size_t)(nrev ? nrev : 1) * sizeof(int64_t));
+    heap = (heap_item *)malloc((size_t)(nrev + m + 1) * sizeof(heap_item));
+    if (!from || !cost || !heap) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* pass 2: the reverse edges among new states, grouped by target (start[r + 1] ends as r's end) */
+    for (Py_ssize_t q = n0; q < n1; q++) {
+        PyObject *e = PyList_GET_ITEM(eps, q), *b = PyList_GET_ITEM(edges, q);
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(e); j++) {
+            Py_ssize_t r = PyLong_AsSsize_t(PyList_GET_ITEM(e, j));
+            if (r >= n0) {
+                int32_t at = start[r - n0 + 1]++;
+                from[at] = (int32_t)(q - n0);
+                cost[at] = 0;
+            }
+        }
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(b); j++) {
+            Py_ssize_t r = PyLong_AsSsize_t(edge_target(PyList_GET_ITEM(b, j)));
+            if (r >= n0) {
+                int32_t at = start[r - n0 + 1]++;
+                from[at] = (int32_t)(q - n0);
+                cost[at] = 1;
+            }
+        }
+        int32_t k = stub_of[q - n0];
+        if (k >= 0 && sexit[k] >= n0) {
+            int32_t at = start[sexit[k] - n0 + 1]++;
+            from[at] = (int32_t)(q - n0);
+            cost[at] = scost[k];
+        }
+    }
+    Py_ssize_t size = 0;
+    if (n0 <= final && final < n1) best[final - n0] = 0;
+    for (Py_ssize_t i = 0; i < m; i++)
+        if (best[i] < no_path) heap_push(heap, &size, best[i], (int32_t)i);
+    while (size) {
+        heap_item top = heap_pop(heap, &size);
+        if (top.d > best[top.q]) continue;
+        for (int32_t j = start[top.q]; j < start[top.q + 1]; j++) {
+            int64_t d = top.d + cost[j];
+            int32_t p = from[j];
+            if (d < best[p]) {
+                best[p] = d;
+                heap_push(heap, &size, d, p);
+            }
+        }
+    }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        PyObject *v = PyLong_FromLongLong(best[i]);
+        if (!v) goto done;
+        PyList_SetItem(dist, n0 + i, v); /* steals v */
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+    goto done;
+bad_target:
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "extend_nfa_distances: a target outside 0..len(eps)-1");
+done:
+    free(best);
+    free(start);
+    free(stub_of);
+    free(sexit);
+    free(scost);
+    free(from);
+    free(cost);
+    free(heap);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"distances_to_accept", distances_to_accept, METH_VARARGS, "Shortest accepted continuation per state (see _paths.c)."},
     {"reach_max", reach_max, METH_VARARGS, "Largest distance over the states each state reaches (see _paths.c)."},
+    {"extend_nfa_distances", extend_nfa_distances, METH_VARARGS, "NFA states' distances to final, new states only (see _paths.c)."},
     {NULL, NULL, 0, NULL},
 };
 

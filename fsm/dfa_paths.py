@@ -17,11 +17,13 @@ from .dfa import DEAD, ByteDFA
 
 _c_distances: Any
 _c_reach_max: Any
+_c_extend: Any
 try:  # the compiled searches (fsm/_paths.c); optional, see setup.py
     from ._paths import distances_to_accept as _c_distances
+    from ._paths import extend_nfa_distances as _c_extend
     from ._paths import reach_max as _c_reach_max
 except ImportError:  # pragma: no cover - exercised when no C compiler was available at install
-    _c_distances = _c_reach_max = None
+    _c_distances = _c_reach_max = _c_extend = None
 
 
 NO_PATH = 1 << 40
@@ -188,15 +190,22 @@ def extend_nfa_distances(
     n0: int,
     pending: Mapping[int, tuple[Any, int]],
     shortest: Callable[[Any], int],
+    *,
+    use_compiled: bool = True,
 ) -> None:
     """Extend ``dist`` (bytes from each NFA state to ``final``, exact for states ``< n0``) to the
-    states added since, ``n0 .. len(eps) - 1``, in place: Dijkstra over the new states only,
-    with edges of cost 0 (epsilon), 1 (a byte range) and, from a stub still ``pending``
-    (``state -> (node, exit)``), ``shortest(node)`` to its exit.  Sound because fragments only
-    ever grow: a new state leaves its fragment through exits into older states, whose distances
-    are already exact.  Unreachable states get :data:`NO_PATH`."""
+    states added since, ``n0 .. len(eps) - 1``, in place: Dijkstra (Dijkstra 1959) over the new
+    states only, with edges of cost 0 (epsilon), 1 (a byte range) and, from a stub still
+    ``pending`` (``state -> (node, exit)``), ``shortest(node)`` to its exit.  Sound because
+    fragments only ever grow: a new state leaves its fragment through exits into older states,
+    whose distances are already exact.  Unreachable states get :data:`NO_PATH`.  In C
+    (``fsm/_paths.c``) where built and ``use_compiled``, else in Python; the same result."""
     n1 = len(eps)
     dist.extend([NO_PATH] * (n1 - n0))
+    if use_compiled and _c_extend is not None and isinstance(eps, list) and isinstance(edges, list):
+        stubs = [(q, stub[1], shortest(stub[0])) for q, stub in pending.items() if n0 <= q < n1]
+        _c_extend(dist, eps, edges, final, n0, stubs, NO_PATH)
+        return
     rev: defaultdict[int, list[tuple[int, int]]] = defaultdict(list)  # new state -> [(new predecessor, cost)]
     heap: list[tuple[int, int]] = []
     if n0 <= final < n1:

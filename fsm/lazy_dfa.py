@@ -81,7 +81,7 @@ class LazyDFA:
         self.distance_bound: int | None = None  # ≥ every state's distance_to_accept (compile_lazy)
         self.length_bound: int | None = None  # ≥ the longest accepted string's bytes; None: unbounded
         self._closures: dict[int, tuple[frozenset[int], bool]] = {}  # NFA state -> its closure
-        self.use_compiled = True  # expand in C where fsm/_lazy_expand.c is built (tests compare both)
+        self.use_compiled = True  # expand (fsm/_lazy_expand.c) and extend distances (fsm/_paths.c) in C where built
         self.complete = False  # every reachable state expanded and the NFA dropped (complete_ahead)
         self._single: list[int] = []  # once complete: per state its one forced byte, else -1
         self._reach: list[int] = []  # once complete: per state the largest distance it can reach
@@ -490,7 +490,8 @@ class LazyDFA:
         (:func:`~.dfa_paths.extend_nfa_distances`)."""
         n1 = len(self.eps)
         shortest = self.builder.lengths.shortest
-        extend_nfa_distances(self._nfa_dist, self.eps, self.edges, self.final, self._nfa_dist_n, self.builder.pending, shortest)
+        pending, n0 = self.builder.pending, self._nfa_dist_n
+        extend_nfa_distances(self._nfa_dist, self.eps, self.edges, self.final, n0, pending, shortest, use_compiled=self.use_compiled)
         self._nfa_dist_n = n1
 
 

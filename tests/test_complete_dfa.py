@@ -11,7 +11,7 @@ import random
 import numpy as np
 import pytest
 from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler
-from structgen.fsm.dfa_paths import NO_PATH, distances_to_accept, reach_max
+from structgen.fsm.dfa_paths import NO_PATH, distances_to_accept, extend_nfa_distances, reach_max
 from structgen.fsm.lazy_compile import compile_lazy
 from structgen.fsm.token_fsm import TokenFSM
 from structgen.fsm.vocab import Vocabulary
@@ -125,6 +125,45 @@ def test_distances_of_a_table(use_compiled: bool) -> None:
         distances_to_accept(np.array([[0, 0], [-1, 1]], dtype=np.int32), np.array([False, True]), use_compiled=use_compiled)
     with pytest.raises(ValueError, match="agree"):
         distances_to_accept(table, acc[:2], use_compiled=use_compiled)
+
+
+def test_compiled_nfa_distances_equal_the_python_search() -> None:
+    """The C Dijkstra over an NFA's new states and the Python one agree, grown in random
+    batches of states (epsilon and byte edges within and across batches, pending stubs with a
+    cost, unreachable states, the final state in a later batch); malformed arguments are
+    named."""
+    from structgen.fsm import dfa_paths
+
+    if dfa_paths._c_extend is None:
+        pytest.skip("the C extension fsm/_paths.c is not built")
+    rng = random.Random(7)
+    for trial in range(40):
+        n = rng.randint(1, 300)
+        cuts = sorted(rng.sample(range(1, n), min(n - 1, rng.randint(0, 4)))) + [n]
+        final = rng.randrange(n)
+        eps: list[list[int]] = []
+        edges: list[list[tuple[int, int, int]]] = []
+        pending: dict[int, tuple[str, int]] = {}
+        costs: dict[str, int] = {}
+        got: list[int] = []
+        want: list[int] = []
+        n0 = 0
+        for n1 in cuts:  # states n0 .. n1 - 1 join, their edges into any state below n1
+            for q in range(n0, n1):
+                eps.append([rng.randrange(n1) for _ in range(rng.choice((0, 0, 1, 2)))])
+                edges.append([(97, 98, rng.randrange(n1)) for _ in range(rng.choice((0, 1, 1, 2, 3)))])
+                if rng.random() < 0.1:
+                    node = f"n{trial}.{q}"
+                    costs[node] = rng.choice((0, 3, 17, NO_PATH))
+                    pending[q] = (node, rng.randrange(n1))
+            extend_nfa_distances(got, eps, edges, final, n0, pending, costs.__getitem__)
+            extend_nfa_distances(want, eps, edges, final, n0, pending, costs.__getitem__, use_compiled=False)
+            assert got == want, (trial, n0, n1)
+            n0 = n1
+    with pytest.raises(ValueError, match="target"):
+        extend_nfa_distances([], [[5]], [[]], 0, 0, {}, len)
+    with pytest.raises(TypeError, match="triples"):
+        extend_nfa_distances([], [[]], [[(97, 0)]], 0, 0, {}, len)  # type: ignore[list-item]
 
 
 def test_compiled_distances_equal_the_numpy_search() -> None:
