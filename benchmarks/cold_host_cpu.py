@@ -16,7 +16,7 @@ engine's copy expands states and extends its NFA distances (the jump-forward bud
 it serves, in C or in Python.
 
     python benchmarks/cold_host_cpu.py --tokenizer LLAMA3_TOKENIZER
-    python benchmarks/cold_host_cpu.py --tokenizer LLAMA3_TOKENIZER --maskbench MASKBENCH_DATA --num-requests 16
+    python benchmarks/cold_host_cpu.py --tokenizer LLAMA3_TOKENIZER --maskbench MASKBENCH_DATA --num-requests 16 [--names FILE]
 """
 
 from __future__ import annotations
@@ -63,15 +63,25 @@ def _shipped(fsm: TokenFSM, vocab: Vocabulary, shipping: str) -> tuple[bytes, To
     return blob, copies[0], copies[1], load
 
 
-def _unfinished_maskbench(vocab: Vocabulary, root: str, n: int, seed: int) -> list:
+def _unfinished_maskbench(vocab: Vocabulary, root: str, n: int, seed: int, names_file: str | None) -> list:
     """The first ``n`` schemas of a seeded MaskBench sample whose automaton a compile process
     ships unfinished (its whole expansion does not fit the budget; refusals skipped): those
-    whose engine copy expands states and extends NFA distances while it serves."""
+    whose engine copy expands states and extends NFA distances while it serves.  Which ones
+    depends on the machine's speed (the budget is time), so with ``names_file`` the pick is
+    read from it when it exists and written to it otherwise: runs compared take the same."""
+    import os
+
     from structgen.bench.conformance_items import load_maskbench
 
+    items = list(load_maskbench(root, seed=seed))
+    if names_file and os.path.exists(names_file):
+        with open(names_file, encoding="utf-8") as f:
+            wanted = f.read().split("\n")
+        by_name = {it.name: it.schema for it in items}
+        return [by_name[name] for name in wanted if name]
     compiler = GrammarCompiler(vocab, CompilerConfig(cache_size=0))
-    out = []
-    for item in load_maskbench(root, seed=seed):
+    out, names = [], []
+    for item in items:
         try:
             _blob, engine, _worker, _load = _shipped(compiler.compile(Constraint.json_schema(item.schema)), vocab, "complete")
         except (ConstraintError, GrammarCompileError):
@@ -79,8 +89,12 @@ def _unfinished_maskbench(vocab: Vocabulary, root: str, n: int, seed: int) -> li
         if engine.dfa.complete:
             continue
         out.append(item.schema)
+        names.append(item.name)
         if len(out) == n:
             break
+    if names_file:
+        with open(names_file, "w", encoding="utf-8") as f:
+            f.write("\n".join(names) + "\n")
     return out
 
 
@@ -145,6 +159,7 @@ def main() -> None:
     ap.add_argument("--num-requests", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--maskbench", default=None, help="JSONSchemaBench maskbench/data folder: a seeded sample of its schemas instead")
+    ap.add_argument("--names", default=None, help="with --maskbench: the schemas' names, read if the file exists, else written")
     ap.add_argument("--out", default=str(HERE / "results" / "cold-host-cpu"))
     args = ap.parse_args()
     if args.num_requests < 1:
@@ -152,7 +167,7 @@ def main() -> None:
     vocab = Vocabulary.from_tokenizer(args.tokenizer)
     vocab.prepare()
     if args.maskbench:
-        schemas = _unfinished_maskbench(vocab, args.maskbench, args.num_requests, args.seed)
+        schemas = _unfinished_maskbench(vocab, args.maskbench, args.num_requests, args.seed, args.names)
         variants = [("complete", False), ("complete", True)]
         workload = f"MaskBench, the first {len(schemas)} schemas of the seed-{args.seed} sample shipped unfinished"
     else:
