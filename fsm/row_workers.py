@@ -62,10 +62,11 @@ class RowSource:
 
 
 class RowWorkerStats(NamedTuple):
-    """Counters of a :class:`RowWorkers` pool since it started: ``fills`` (collections at a
-    sample), ``rows`` and ``budget_rows`` (states whose mask row, or budget rows, the workers
-    computed), ``busy_s`` (seconds the workers spent on them, replaying paths included, summed
-    over workers), ``critical_s`` (per fill, the longest single answer's ``busy`` among those
+    """Counters of a :class:`RowWorkers` pool since it started: ``fills`` (collections that
+    stored rows or waited: one per sample, plus those of :meth:`RowWorkers.collect_ready`),
+    ``rows`` and ``budget_rows`` (states whose mask row, or budget rows, the workers computed),
+    ``busy_s`` (seconds the workers spent on them, replaying paths included, summed over
+    workers), ``critical_s`` (per fill, the longest single answer's ``busy`` among those
     collected, summed over fills), ``wait_s`` (seconds the collecting thread blocked for
     answers) and ``reply_bytes`` (rows received)."""
 

@@ -244,7 +244,7 @@ class Engine:
             self.scheduler.grammar.wait(0.05)  # nothing to run until a compile finishes
         t1 = time.perf_counter()
         logits = self.runner.forward(batch.forward) if batch is not None and batch.forward is not None else None  # forward: [S, V]
-        forward_done = _done_probe(logits)
+        forward_done = _done_probe(logits) if self.scheduler.config.defer_late_rows else None  # when the late rows stop being waited for
         if self.observer is not None and self.observer.synchronize:
             self.runner.synchronize()
         t2 = time.perf_counter()
