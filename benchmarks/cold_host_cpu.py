@@ -78,6 +78,9 @@ def _unfinished_maskbench(vocab: Vocabulary, root: str, n: int, seed: int, names
         with open(names_file, encoding="utf-8") as f:
             wanted = f.read().split("\n")
         by_name = {it.name: it.schema for it in items}
+        unknown = [name for name in wanted if name and name not in by_name]
+        if unknown:
+            raise SystemExit(f"cold_host_cpu: {names_file} names schemas not in the seed-{seed} sample of {root}: {unknown[:3]}")
         return [by_name[name] for name in wanted if name]
     compiler = GrammarCompiler(vocab, CompilerConfig(cache_size=0))
     out, names = [], []

@@ -203,7 +203,10 @@ def extend_nfa_distances(
     n1 = len(eps)
     dist.extend([NO_PATH] * (n1 - n0))
     if use_compiled and _c_extend is not None and isinstance(eps, list) and isinstance(edges, list):
-        stubs = [(q, stub[1], shortest(stub[0])) for q, stub in pending.items() if n0 <= q < n1]
+        if len(pending) <= n1 - n0:  # the stubs among the new states: through whichever is shorter
+            stubs = [(q, stub[1], shortest(stub[0])) for q, stub in pending.items() if n0 <= q < n1]
+        else:
+            stubs = [(q, stub[1], shortest(stub[0])) for q in range(n0, n1) if (stub := pending.get(q)) is not None]
         _c_extend(dist, eps, edges, final, n0, stubs, NO_PATH)
         return
     rev: defaultdict[int, list[tuple[int, int]]] = defaultdict(list)  # new state -> [(new predecessor, cost)]

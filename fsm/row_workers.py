@@ -358,14 +358,14 @@ def request_rows(wanted: Sequence[RowWant]) -> int:
     """Start the row workers on the missing rows of ``wanted`` (:data:`RowWant` triples)
     without waiting; :func:`fill_rows` collects them.  FSMs no pool serves are skipped.
     Returns the rows asked for."""
-    return sum(w.request(items) for w, items in _by_pool(wanted).values())
+    return sum(w.request([wanted[j] for j in at]) for w, at in _by_pool(wanted))
 
 
 def fill_rows(wanted: Sequence[RowWant]) -> int:
     """Have the row workers compute the missing rows of ``wanted`` (:data:`RowWant` triples),
     each pool in parallel; FSMs no pool serves are skipped (their rows stay inline).  Returns
     the rows stored (those asked for earlier with :func:`request_rows` included)."""
-    return sum(w.fill(items) for w, items in _by_pool(wanted).values())
+    return sum(w.fill([wanted[j] for j in at]) for w, at in _by_pool(wanted))
 
 
 def rows_outstanding(wanted: Sequence[RowWant], until: Callable[[], bool] | None = None) -> list[bool]:
@@ -375,38 +375,30 @@ def rows_outstanding(wanted: Sequence[RowWant], until: Callable[[], bool] | None
     answers are waited for until they are all in or ``until()`` is true (e.g. the GPU's forward
     has finished: a row that comes in before that costs nothing).  False where the FSM's rows
     are computed inline or already known."""
-    late = _outstanding_now(wanted)
-    while until is not None and any(late) and not until():
-        waiting = [j for j, out in enumerate(late) if out]
+    late = [False] * len(wanted)
+    waiting = list(range(len(wanted)))
+    while True:
+        for j in waiting:
+            late[j] = False  # unless a pool that still serves it says otherwise
+        for workers, at in _by_pool([wanted[j] for j in waiting]):
+            for k, out in zip(at, workers.outstanding([wanted[waiting[k]] for k in at])):
+                late[waiting[k]] = out
+        waiting = [j for j in waiting if late[j]]
+        if until is None or not waiting or until():
+            return late
         src = wanted[waiting[0]][0].row_source
         if src is not None:
             src.workers.wait_answer(WAIT_SLICE_S)
-        for j, out in zip(waiting, _outstanding_now([wanted[j] for j in waiting])):
-            late[j] = out
-    return late
 
 
-def _outstanding_now(wanted: Sequence[RowWant]) -> list[bool]:
-    out = [False] * len(wanted)
-    at: dict[int, list[int]] = {}
+def _by_pool(wanted: Sequence[RowWant]) -> list[tuple[RowWorkers, list[int]]]:
+    """The live pools serving ``wanted``, each with the positions of the wants it serves."""
+    pools: dict[int, tuple[RowWorkers, list[int]]] = {}
     for j, want in enumerate(wanted):
         src = want[0].row_source
         if src is not None and src.workers.alive(src.index):
-            at.setdefault(id(src.workers), []).append(j)
-    for js in at.values():
-        workers = wanted[js[0]][0].row_source.workers  # type: ignore[union-attr]
-        for j, late in zip(js, workers.outstanding([wanted[j] for j in js])):
-            out[j] = late
-    return out
-
-
-def _by_pool(wanted: Sequence[RowWant]) -> dict[int, tuple[RowWorkers, list[RowWant]]]:
-    pools: dict[int, tuple[RowWorkers, list[RowWant]]] = {}
-    for want in wanted:
-        src = want[0].row_source
-        if src is not None and src.workers.alive(src.index):
-            pools.setdefault(id(src.workers), (src.workers, []))[1].append(want)
-    return pools
+            pools.setdefault(id(src.workers), (src.workers, []))[1].append(j)
+    return list(pools.values())
 
 
 def _worker_main(conn: Connection) -> None:

@@ -154,6 +154,8 @@ def test_render_counts_valid_answers_per_second_and_rerenders_without_requests(t
     md = (tmp_path / "peers.md").read_text()
     assert "| 4 | p | 4.50 | 3.00 | 100 |" in md  # 4.5 completed/s × 0.6 × 10 sent / 9 completed
     assert main(["bench", "peers", "--out", str(tmp_path)]) == 2  # no endpoint, no --render
+    assert main(["bench", "peers", "--render", "--out", str(tmp_path / "absent")]) == 2  # no peers.json there
+    assert not (tmp_path / "absent").exists()
 
 
 def test_gpu_memory_sampler_reads_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
