@@ -134,6 +134,14 @@ EXACT_FORMATS = frozenset({"date", "ipv4", "json-pointer"})
 
 _IRI_CHAR = "[a-zA-Z0-9_.~!$&'()*+,;=:@/?#\\[\\]%\u00a0-\U0010ffff-]"  # the range as the characters themselves
 
+# str.isdigit's characters beyond Python's (Unicode) \d: superscripts, subscripts, circled and
+# other numbered digits (Unicode 14's No digits; a test checks the running Python has no others)
+_NO_DIGITS = (
+    "\u00b2\u00b3\u00b9\u1369-\u1371\u19da\u2070\u2074-\u2079\u2080-\u2089\u2460-\u2468\u2474-\u247c"
+    "\u2488-\u2490\u24ea\u24f5-\u24fd\u24ff\u2776-\u277e\u2780-\u2788\u278a-\u2792"
+    "\U00010a40-\U00010a43\U00010e60-\U00010e68\U00011052-\U0001105a\U0001f100-\U0001f10a"
+)
+
 # For ``not``: a superset of every string ``jsonschema``'s checker accepts, read wide (``\d``,
 # ``\w``, ``\s`` and ``.`` as Python's Unicode classes), so the strings *outside* it fail the
 # format for certain: the complement of a format whose grammar is a narrowing compiles as a
@@ -161,6 +169,12 @@ WIDE_FORMAT_REGEXES: dict[str, str] = {
     "time": r"[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:[Zz]|[+-][0-9]{2}:[0-9]{2})\n?",
     # uri_template splits on "{…}" (no "}" inside) and refuses a literal part holding a brace
     "uri-template": r"(?:[^{}]|\{[^}]*\})*",
+    # the checker reads a prefix of str.isdigit characters (int() of each), then "#", nothing,
+    # or a JSON pointer (which starts with "/")
+    "relative-json-pointer": rf"(?:\d|[{_NO_DIGITS}])+(?:#|/[\s\S]*)?",
+    # idna.encode: labels of letters, digits and hyphens in ASCII (either case), dots (and the
+    # Unicode full stops) between them; every other ASCII character fails, any non-ASCII may pass
+    "idn-hostname": r"(?:[A-Za-z0-9.-]|[^\x00-\x7f])+",
 }
 
 # checked formats with no regular superset short of every string (whether ``re`` compiles a

@@ -251,7 +251,7 @@ def test_a_bad_multiple_of_under_not_is_named() -> None:
 
 def test_unexpressible_complements_are_named_errors() -> None:
     """A complement that is not regular is refused naming the keyword, never dropped."""
-    refused = (({"uniqueItems": True}, "uniqueItems"), ({"multipleOf": 123456.789}, "multipleOf"), ({"format": "idn-hostname"}, "format"))
+    refused = (({"uniqueItems": True}, "uniqueItems"), ({"multipleOf": 123456.789}, "multipleOf"))
     for neg, word in refused:
         with pytest.raises(UnsupportedSchemaError, match=word) as e:
             schema_to_ir({"not": neg})
@@ -353,6 +353,8 @@ _FORMAT_SEEDS = {
     "iri-reference": ["../ü/b?c", "#frag", "", "http://a/ü", "a b", "%zz", "a\n"],
     "time": ["12:00:00Z", "23:59:60.5+01:00", "1:00:00Z", "12:00:00z\n", "12:00"],
     "uri-template": ["http://a/{x}", "{+path}/here{?q,r}", "", "a}b", "{x", "{a{b}", "{=x}"],
+    "relative-json-pointer": ["0", "1/a", "10#", "0/", "1²", "\u0661/x~0", "100", "01", "1a", "#"],
+    "idn-hostname": ["example.com", "bücher.de", "a\u3002b", "A.b.", "a_b", "-a", "a..b", "xn--abc"],
 }
 
 
@@ -371,6 +373,16 @@ def _mutations(text: str, rng: random.Random, n: int) -> list[str]:
                 del s[min(at, len(s) - 1)]
         out.append("".join(s).upper() if rng.random() < 0.1 else "".join(s))
     return out
+
+
+def test_the_extra_digits_are_every_isdigit_character_beyond_backslash_d() -> None:
+    """The wide ``relative-json-pointer`` lists str.isdigit's characters that ``\\d`` does not
+    hold: the running Python's Unicode database has no others."""
+    from structgen.schemas.formats import wide_format_ir
+
+    wide = compile_lazy(wide_format_ir("relative-json-pointer"))
+    missing = [hex(c) for c in range(0x110000) if chr(c).isdigit() and not wide.accepts(chr(c).encode())]
+    assert missing == []
 
 
 def test_wide_formats_hold_every_string_the_checker_accepts() -> None:
@@ -407,6 +419,9 @@ def test_wide_formats_hold_every_string_the_checker_accepts() -> None:
         ({"type": "string", "not": {"format": "time"}}, ["12:00", "x"], ["12:00:00Z", "23:59:59.5+01:00"]),
         ({"type": "string", "not": {"format": "iri"}}, ["x", "a b", "1:x"], ["http://a/b", "urn:x"]),
         ({"type": "string", "not": {"format": "iri-reference"}}, ["a b", "a{b"], ["../a", "", "#x"]),
+        ({"type": "string", "not": {"format": "relative-json-pointer"}}, ["", "#", "a/b", "/0"], ["0", "1/a", "2#"]),
+        ({"type": "string", "not": {"format": "idn-hostname"}}, ["", "a b", "a_b", "a/b"], ["bücher.de", "a.b"]),
+        ({"oneOf": [{"type": "string", "maxLength": 2}, {"type": "string", "format": "idn-hostname"}]}, ["_", "a.bc"], ["ab", "a_bc"]),
         (
             {"oneOf": [{"format": "uuid"}, {"type": "string", "pattern": "^[0-9a-f-]+$"}]},
             ["abc", "12-34"],
