@@ -6,7 +6,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from structgen.engine.radix_cache import RadixCache
+from structgen.engine.radix_cache import RadixCache, common_prefix_len
 from structgen.runtime.memory import KVAllocator
 
 seqs = st.lists(st.integers(0, 3), min_size=1, max_size=12)
@@ -96,3 +96,17 @@ def test_lru_order_and_counters() -> None:
     else:
         raise AssertionError("lock underflow not detected")
     assert torch.equal(cache.match_prefix([3, 3, 3, 4]).slots_cpu, cache.match_prefix([3, 3, 3]).slots_cpu)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 3), max_size=40), st.lists(st.integers(0, 3), max_size=40), st.integers(0, 5))
+def test_common_prefix_len_is_the_first_mismatch(a: list[int], b: list[int], start: int) -> None:
+    """Slice comparisons and halving find what a loop over the tokens finds, for tuples and
+    lists alike."""
+    want = 0
+    while want < len(a) and start + want < len(b) and a[want] == b[start + want]:
+        want += 1
+    assert common_prefix_len(tuple(a), b, start) == want
+    assert common_prefix_len(a, tuple(b), start) == want
+    long_a, long_b = [7] * 300 + a, [7] * 300 + b[start:]
+    assert common_prefix_len(long_a, long_b) == 300 + want

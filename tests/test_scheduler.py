@@ -69,6 +69,27 @@ def test_in_batch_prefix_sharing_and_chunking() -> None:
     assert cache.req_to_token.available == 8 - 4
 
 
+def test_in_batch_sharing_is_found_whatever_was_admitted_between() -> None:
+    """A waiting prompt sharing an uncached prefix with any request admitted in the step waits,
+    however many unrelated ones were admitted before or after that one (prompts sort around
+    it)."""
+    pm, _cache = _setup(rows=16, in_batch_prefix_min=8)
+    shared = list(range(500, 540))
+    reqs = [
+        _req(0, [600, *range(700, 720)]),
+        _req(1, [*shared, 1]),
+        _req(2, [550, *range(800, 820)]),
+        _req(3, [499, *range(900, 920)]),
+        _req(4, [*shared, 2]),  # shares 40 uncached tokens with request 1
+        _req(5, [*shared[:5], 3]),  # 5 shared tokens: below the minimum, admitted
+        _req(6, [600, *range(700, 720), 4]),  # shares 21 with request 0
+    ]
+    for r in reqs:
+        pm.add(r)
+    admitted = pm.schedule(budget=1000, num_running=0, held_room=0)
+    assert sorted(r.rid for r, _n in admitted) == [0, 1, 2, 3, 5]
+
+
 def test_output_bytes_survive_rollbacks_and_stop_search_rescans_what_they_removed() -> None:
     vocab = [b"a", b"b", b"c", b"d", b"\xc3", b"\xa9"]
     r = Req(0, [1], SamplingParams(max_tokens=20, stop=("bd",)), True, None, torch.Generator(), 0.0)

@@ -3,10 +3,12 @@ cache-aware order with aging, in-batch prefix sharing, chunked prefill)."""
 
 from __future__ import annotations
 
+import bisect
 import time
 from typing import TYPE_CHECKING
 
 from structgen.engine.cache_manager import CacheManager
+from structgen.engine.radix_cache import common_prefix_len
 from structgen.engine.request import Req, Status
 
 if TYPE_CHECKING:
@@ -50,21 +52,21 @@ class PrefillManager:
             for r in self.waiting:
                 r.wait_steps += 1
             return []
+        cached_lens = [self.cache.peek_prefix_len(r) for r in self.waiting]
         scored = [
-            (not r.grammar_pending, self.cache.peek_prefix_len(r) + cfg.aging_tokens_per_step * r.wait_steps, -i, r)
-            for i, r in enumerate(self.waiting)
+            (not r.grammar_pending, cached + cfg.aging_tokens_per_step * r.wait_steps, -i, cached, r)
+            for i, (r, cached) in enumerate(zip(self.waiting, cached_lens))
         ]
         scored.sort(key=lambda x: x[:3], reverse=True)
         admitted: list[tuple[Req, int]] = []
-        batch_prompts: list[list[int]] = []
-        for _ready, _score, _i, req in scored:
+        batch_prompts: list[tuple[int, ...]] = []  # admitted this step, sorted (_longest_shared)
+        for _ready, _score, _i, cached, req in scored:
             if budget <= 0:
                 break
             if req.grammar_pending and (req.retractions or held_room <= 0):
                 continue  # KV ran short for it once, or held prompts fill their share
-            seq = req.token_at(0, req.seq_len)
-            cached = self.cache.peek_prefix_len(req)
-            if cached < req.seq_len - 1 and any(_lcp(seq, p) - cached >= cfg.in_batch_prefix_min for p in batch_prompts):
+            seq = tuple(req.token_at(0, req.seq_len))
+            if cached < req.seq_len - 1 and _longest_shared(batch_prompts, seq) - cached >= cfg.in_batch_prefix_min:
                 continue  # shares an uncached prefix with a request admitted now: reuse it next step
             if not self.cache.admit(req):
                 break  # every req-to-token row is taken: max_running_requests are running
@@ -79,7 +81,7 @@ class PrefillManager:
             admitted.append((req, n))
             if req.grammar_pending:
                 held_room -= 1
-            batch_prompts.append(seq)
+            bisect.insort(batch_prompts, seq)
             budget -= n
         taken = {id(r) for r, _n in admitted}
         self.waiting = [r for r in self.waiting if id(r) not in taken]
@@ -93,9 +95,9 @@ class PrefillManager:
         return admitted
 
 
-def _lcp(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+def _longest_shared(prompts: list[tuple[int, ...]], seq: tuple[int, ...]) -> int:
+    """The longest common prefix of ``seq`` with any of ``prompts`` (sorted): in sorted order
+    it is with one of the two neighbours of ``seq``'s place, so two comparisons replace one
+    per prompt."""
+    i = bisect.bisect_left(prompts, seq)
+    return max((common_prefix_len(prompts[j], seq) for j in (i - 1, i) if 0 <= j < len(prompts)), default=0)
