@@ -6,6 +6,7 @@ completion over a built NFA (eager DFAs) is :func:`.eager_subsets.determinize_bu
 from __future__ import annotations
 
 import time
+from array import array
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -77,14 +78,17 @@ class LazyDFA:
         self._forced: dict[int, bytes] = {0: b""}
         self._nfa_dist: list[int] = []  # NFA state -> bytes to final (distance_to_accept)
         self._nfa_dist_n = 0
-        self._dfa_dist: dict[int, int] = {}
+        self._dfa_dist: dict[int, int] = {}  # state -> distance_to_accept, memo while incomplete
+        self._dist_all = array("q")  # once complete: per state its distance_to_accept
         self.distance_bound: int | None = None  # ≥ every state's distance_to_accept (compile_lazy)
         self.length_bound: int | None = None  # ≥ the longest accepted string's bytes; None: unbounded
         self._closures: dict[int, tuple[frozenset[int], bool]] = {}  # NFA state -> its closure
         self.use_compiled = True  # expand (fsm/_lazy_expand.c) and extend distances (fsm/_paths.c) in C where built
         self.complete = False  # every reachable state expanded and the NFA dropped (complete_ahead)
-        self._single: list[int] = []  # once complete: per state its one forced byte, else -1
-        self._reach: list[int] = []  # once complete: per state the largest distance it can reach
+        # once complete, per state (arrays: a shipped grammar loads each as one buffer, where a list
+        # is an object per state): its one forced byte, else -1; the largest distance it can reach
+        self._single = array("h")
+        self._reach = array("q")
         self._row_plans: dict[int, CountedRow | None] = {}  # state -> counted_row (once complete: the plans alone)
         self._apart: dict[int, bool] = {}  # plain occurrence -> its exit reads no byte of its strings
         self.initial = self._state_of(self._closure([start]))
@@ -175,12 +179,13 @@ class LazyDFA:
         self.table = np.ascontiguousarray(self.table[:n])
         acc = np.array(self.acc, dtype=bool)
         dist = distances_to_accept(self.table, acc)
-        self._dfa_dist = dict(enumerate(dist.tolist()))
-        self._reach = reach_max(self.table, dist).tolist()
+        self._dfa_dist = {}
+        self._dist_all = array("q", dist.tolist())
+        self._reach = array("q", reach_max(self.table, dist).tolist())
         live = self.table != DEAD  # [n, C]
         first = live.argmax(axis=1)  # [n] the first live class
         one = (live.sum(axis=1) == 1) & (self.class_size[first] == 1) & ~acc  # [n] one byte leads on
-        self._single = np.where(one, self.class_first_byte[first], -1).tolist()
+        self._single = array("h", np.where(one, self.class_first_byte[first], -1).tolist())
         self.complete = True
         self.builder = self.sets = self.index = self.edges = self.eps = self.has_edges = None  # type: ignore[assignment]
         self._closures, self._nfa_dist, self._nfa_dist_n = {}, [], 0
@@ -469,6 +474,8 @@ class LazyDFA:
             raise ValueError(f"state {state} is not a discovered automaton state (0..{self.num_states - 1})")
         if self.acc[state]:
             return 0
+        if self.complete:
+            return self._dist_all[state]
         got = self._dfa_dist.get(state)
         if got is not None:
             return got
