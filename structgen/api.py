@@ -39,11 +39,17 @@ _engines: dict[str, Engine] = {}
 _engines_lock = threading.Lock()
 
 
+def demo_model_dir() -> str:
+    """Where the embedded default model's files live (``structgen/assets/demo-extractor``),
+    whether or not they are there (:func:`default_model_path` checks the weights)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "demo-extractor")
+
+
 def default_model_path() -> str:
     """The embedded default model folder (``structgen/assets/demo-extractor``: an
     11.75M-parameter Llama trained on synthetic extraction records, with its model card).
     Raises ``FileNotFoundError`` if the package was installed without its data files."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "demo-extractor")
+    path = demo_model_dir()
     if not os.path.isfile(os.path.join(path, "model.safetensors")):
         raise FileNotFoundError(f"the embedded demo model is missing from {path}; reinstall structgen with its package data")
     return path

@@ -172,3 +172,22 @@ def test_gpu_memory_sampler_reads_nvidia_smi(tmp_path: Path, monkeypatch: pytest
     with GpuMemorySampler(interval_s=0.01) as gpu:
         time.sleep(0.05)
     assert gpu.peak_mib == 3500
+
+
+def test_shared_prefix_prompts_need_the_demo_tokenizer_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A load generator's machine may lack the demo model's weights (the race carries only the
+    peers' checkpoint): the ``shared-prefix`` prompts read the demo tokenizer alone."""
+    from structgen import api
+    from structgen.bench.workloads import build_workload
+    from structgen.demo import values
+
+    def missing() -> str:
+        raise FileNotFoundError("no weights")
+
+    monkeypatch.setattr(api, "default_model_path", missing)
+    values._token_pieces.cache_clear()
+    try:
+        reqs = build_workload("shared-prefix", 2, 0)
+    finally:
+        values._token_pieces.cache_clear()
+    assert len(reqs) == 2 and reqs[0].prompt[:200] == reqs[1].prompt[:200]

@@ -63,9 +63,12 @@ def _token_pieces() -> tuple[tuple[str, ...], tuple[str, ...]]:
     pieces), read from the packaged ``tokenizer.json``."""
     import json
 
-    from structgen.api import default_model_path
+    from structgen.api import demo_model_dir
 
-    vocab = json.loads(Path(default_model_path(), "tokenizer.json").read_text())["model"]["vocab"]
+    path = Path(demo_model_dir(), "tokenizer.json")  # the tokenizer alone: the weights need not be there
+    if not path.is_file():
+        raise FileNotFoundError(f"the embedded demo tokenizer is missing ({path}); reinstall structgen with its package data")
+    vocab = json.loads(path.read_text())["model"]["vocab"]
     initial = tuple(sorted(t[1:] for t in vocab if t.startswith("\u0120") and t[1:].isascii() and t[1:].isalpha()))
     inner = tuple(sorted(t for t in vocab if t.isascii() and t.isalpha()))
     return initial, inner
