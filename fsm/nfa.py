@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 from structgen.schemas.charset import CharSet, utf8_sequences
-from structgen.schemas.ir import Alt, Anchor, And, Automaton, Chars, Join, Lit, Look, Members, Minus, Node, Rep, Seq
+from structgen.schemas.ir import Alt, Anchor, And, Automaton, Chars, Join, Lit, Look, Members, Minus, Node, Rep, Seq, children
 from structgen.schemas.json_strings import ANY_STRING_ENCODED
 
 from .dfa import DEAD, Budget, ByteDFA, byte_classes, determinize, product_dfa, trim_and_minimize
@@ -343,10 +343,34 @@ class NFABuilder:
         per :func:`~.compiler.code_digest`), so no older layout is read back."""
         state = self.__dict__.copy()
         state["shared"] = None  # the compiler's cache stays with the compiler
+        # the operands' DFAs served the intersections the compile built (every one, when it
+        # pruned the IR), and a product embedded already is in the NFA: a copy keeps the
+        # products its pending fragments may still embed, and would rebuild any other only for
+        # an intersection met for the first time
+        state["child_dfas"] = {}
+        keep = self._pending_products()
+        state["_products"] = {k: v for k, v in self._products.items() if k in keep}
         state["_gkeys"] = {}
         state["_node_ids"] = {}
         state["_keep"] = []
         return state
+
+    def _pending_products(self) -> set[int]:
+        """Structural ids of the ``And`` / ``Minus`` / ``Automaton`` nodes that a pending
+        fragment may still embed (a product is whole: nothing under it is built)."""
+        keep: set[int] = set()
+        seen: set[int] = set()
+        todo = [node for node, _exit in self.pending.values()]
+        while todo:
+            node = todo.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if isinstance(node, (And, Minus, Automaton)):
+                keep.add(self.structural_id(node))
+            else:
+                todo.extend(children(node))
+        return keep
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)

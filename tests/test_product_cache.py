@@ -147,6 +147,10 @@ def test_a_pickled_grammar_carries_no_object_ids_and_keeps_its_language(tiny_voc
     assert shipped._node_ids == {} and shipped._keep == []
     assert shipped.lengths._shortest == builder.lengths._shortest  # structural memos travel
     assert shipped.lengths._nullable == builder.lengths._nullable
+    # operand DFAs stay behind, and products only the fragments built already embedded
+    assert shipped.child_dfas == {} and builder.child_dfas
+    kept = set(shipped._products)
+    assert kept <= set(builder._products)
     texts = [
         '{"a": "ab", "b": 3}', '{"a": "abc", "b": 3}', '{"a": "b", "b": 12}', '{"a": "", "b": 12}',
         '{"a": "abcd", "b": 7}', '{"a": "abcd", "b": 4}', '{"a": "abcde", "b": 1}', '{"a": "ba", "b": 10}',
@@ -155,6 +159,7 @@ def test_a_pickled_grammar_carries_no_object_ids_and_keeps_its_language(tiny_voc
     assert got == [fsm.dfa.accepts(t.encode()) for t in texts]
     assert got == [False, True, False, True, False, True, False, True]  # 5..9 match both branches
     assert copy.dfa.distance_to_accept(copy.dfa.initial) == fsm.dfa.distance_to_accept(fsm.dfa.initial)
+    assert set(shipped._products) == kept and shipped.child_dfas == {}  # the copy rebuilt none
 
 
 def test_structural_ids_are_equal_exactly_for_equal_structures() -> None:
