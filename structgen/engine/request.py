@@ -215,9 +215,8 @@ class Req:
     text_tokens: int = 0
     stop_scanned: int = 0  # bytes of text_cache already searched for stop strings
     sample_ref: int | None = None  # placeholder id of this request's sampled token still on the device (overlap)
-    held_logits: torch.Tensor | None = (
-        None  # [V] float32 on the device: logits kept while the grammar compiles or a row worker computes the mask row
-    )
+    # [V] float32 on the device: logits kept while the grammar compiles or a row worker computes the mask row
+    held_logits: torch.Tensor | None = None
     version: int = 0  # bumped when the sequence changes other than by its sampled token (a launched sample goes stale)
 
     @property
