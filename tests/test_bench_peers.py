@@ -191,3 +191,16 @@ def test_shared_prefix_prompts_need_the_demo_tokenizer_only(monkeypatch: pytest.
     finally:
         values._token_pieces.cache_clear()
     assert len(reqs) == 2 and reqs[0].prompt[:200] == reqs[1].prompt[:200]
+
+
+def test_a_missing_demo_tokenizer_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from structgen import api
+    from structgen.demo import values
+
+    monkeypatch.setattr(api, "demo_model_dir", lambda: str(tmp_path))
+    values._token_pieces.cache_clear()
+    try:
+        with pytest.raises(FileNotFoundError, match="demo tokenizer is missing"):
+            values._token_pieces()
+    finally:
+        values._token_pieces.cache_clear()
