@@ -98,3 +98,34 @@ def apply_gemv_overrides(spec: str, config: str) -> list[str]:
         cfg = None if fields is None else lt.GemvConfig(fields[0], *(int(f) for f in fields[1:]))
         lt.TUNED[key] = (cfg, lt.TUNED.get(key, (None, None))[1])
     return [f"{name} {shapes[name]}: {value}" for name, value, _f in parsed]
+
+
+def graph_kernel_rows(graph: torch.cuda.CUDAGraph, title: str, top: int = 14) -> list[str]:
+    """Per-kernel GPU time of one replay of ``graph`` (torch.profiler), the ``top`` largest, as
+    markdown lines under ``title``: kernel name (first 90 characters), calls, µs."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA], acc_events=True) as prof:
+        graph.replay()
+        torch.cuda.synchronize()
+    totals: dict[str, list[float]] = {}
+    for ev in prof.events():
+        if ev.device_type.name == "CUDA":
+            t = totals.setdefault(ev.name[:90], [0.0, 0])
+            t[0] += ev.device_time_total
+            t[1] += 1
+    ranked = sorted(totals.items(), key=lambda kv: -kv[1][0])[:top]
+    lines = ["", title, "", "| kernel | calls | µs |", "|---|---|---|"]
+    return lines + [f"| `{name}` | {int(c)} | {us:.0f} |" for name, (us, c) in ranked]
+
+
+def graph_replay_ms(graph: torch.cuda.CUDAGraph, replays: int = 10) -> float:
+    """GPU milliseconds of one replay of ``graph``: CUDA events around ``replays`` replays in a
+    row, mean."""
+    ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    ev0.record()
+    for _ in range(replays):
+        graph.replay()
+    ev1.record()
+    ev1.synchronize()
+    return float(ev0.elapsed_time(ev1)) / replays

@@ -21,7 +21,16 @@ import time
 from pathlib import Path
 
 import torch
-from _gpu_common import HERE, apply_gemv_overrides, copy_bandwidth, decode_bytes_read, run_meta, write_results
+from _gpu_common import (
+    HERE,
+    apply_gemv_overrides,
+    copy_bandwidth,
+    decode_bytes_read,
+    graph_kernel_rows,
+    graph_replay_ms,
+    run_meta,
+    write_results,
+)
 
 from structgen.engine import EngineConfig, SchedulerConfig
 from structgen.engine.model_runner import ModelRunner
@@ -29,24 +38,6 @@ from structgen.models import write_preset_folder
 from structgen.runtime.attention import ForwardBatch
 from structgen.runtime.flashinfer_backend import DECODE_KERNELS
 from structgen.runtime.memory import MemoryConfig
-
-
-def _profile(graph: torch.cuda.CUDAGraph) -> list[str]:
-    """Per-kernel GPU time of one graph replay (torch.profiler), largest first, as note lines."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CUDA], acc_events=True) as prof:
-        graph.replay()
-        torch.cuda.synchronize()
-    totals: dict[str, list[float]] = {}
-    for ev in prof.events():
-        if ev.device_type.name == "CUDA":
-            t = totals.setdefault(ev.name[:90], [0.0, 0])
-            t[0] += ev.device_time_total
-            t[1] += 1
-    top = sorted(totals.items(), key=lambda kv: -kv[1][0])[:14]
-    lines = ["", "Per-kernel GPU time of one replay (first configuration):", "", "| kernel | calls | µs |", "|---|---|---|"]
-    return lines + [f"| `{name}` | {int(c)} | {us:.0f} |" for name, (us, c) in top]
 
 
 def _host_profile(prof: cProfile.Profile, steps: int, host_median_s: float) -> list[str]:
@@ -179,15 +170,9 @@ def main() -> None:
             if runner.graph_runner is not None:  # the last step's graph again, GPU time only
                 bs = next(x for x in runner.graph_runner.buckets if x >= b)
                 graph = runner.graph_runner.graphs[bs]
-                ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                ev0.record()
-                for _ in range(10):
-                    graph.replay()
-                ev1.record()
-                ev1.synchronize()
-                gpu_s = ev0.elapsed_time(ev1) / 1e3 / 10
+                gpu_s = graph_replay_ms(graph) / 1e3
                 if args.profile and b == batches[0] and ctx == contexts[0]:
-                    profile_rows = _profile(graph)
+                    profile_rows = graph_kernel_rows(graph, "Per-kernel GPU time of one replay (first configuration):")
             bytes_read = decode_bytes_read(runner, b, ctx + args.warmup + args.steps // 2)
             mbu = bytes_read / step / bw
             rows_out.append([

@@ -67,6 +67,7 @@ def test_modes_and_workloads_are_validated() -> None:
     assert mode_config(base, "no-radix")[0].scheduler.radix_cache is False
     assert mode_config(base, "unconstrained")[1] is False
     assert mode_config(base, "no-cuda-graph")[0].cuda_graph is False
+    assert mode_config(base, "prefill-fa2")[0].prefill_kernel == "fa2" and base.prefill_kernel == "auto"
     assert set(MODES) >= {"default", "unconstrained"}
     with pytest.raises(ValueError, match="unknown mode"):
         mode_config(base, "fast")

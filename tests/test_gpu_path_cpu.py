@@ -141,6 +141,7 @@ def test_presets() -> None:
         ("cuda_graph_max_bs", 0, "cuda_graph_max_bs must be ≥ 1"),
         ("cuda_graph_max_extend_tokens", -1, "cuda_graph_max_extend_tokens must be ≥ 0"),
         ("mask_pool_rows", 0, "mask_pool_rows must be ≥ 1"),
+        ("prefill_kernel", "fa4", "prefill kernel 'fa4' is not available; available: auto, fa2, fa3"),
     ],
 )
 def test_engine_config_rejects_bad_gpu_settings(field: str, value: object, message: str) -> None:

@@ -5,9 +5,10 @@ and PNG plots (:mod:`.report`).
 Modes (each a fresh engine, so no cache carries over): ``default`` (jump-forward, radix cache,
 constrained, CUDA graphs), ``no-jump-forward``, ``no-radix``, ``unconstrained`` (same prompts and
 ``max_tokens``, no grammar; validity still checked), ``no-cuda-graph`` (CUDA only),
-``no-prefill-while-compiling`` (a request waits for its grammar before its prompt prefills) and
+``no-prefill-while-compiling`` (a request waits for its grammar before its prompt prefills),
 ``defer-late-rows`` (a request whose mask row a row worker still computes once the forward is done
-samples a step later instead of holding up the batch).
+samples a step later instead of holding up the batch) and ``prefill-fa2`` (extend batches on
+FlashInfer's FA2 paged prefill kernel instead of its default, FA3 on Hopper).
 
 Metrics per (workload, mode, concurrency): requests/s, output tokens/s, TTFT, grammar wait and
 TPOT p50/p99, forwards per request, forced-token share, cache hit rate, validity rate, peak GPU
@@ -37,7 +38,16 @@ from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler, TokenFSM,
 from structgen.fsm.errors import GrammarCompileError
 from structgen.schemas import ConstraintError
 
-MODES = ("default", "no-jump-forward", "no-radix", "unconstrained", "no-cuda-graph", "no-prefill-while-compiling", "defer-late-rows")
+MODES = (
+    "default",
+    "no-jump-forward",
+    "no-radix",
+    "unconstrained",
+    "no-cuda-graph",
+    "no-prefill-while-compiling",
+    "defer-late-rows",
+    "prefill-fa2",
+)
 
 
 def mode_config(base: EngineConfig, mode: str) -> tuple[EngineConfig, bool]:
@@ -54,6 +64,8 @@ def mode_config(base: EngineConfig, mode: str) -> tuple[EngineConfig, bool]:
     if mode == "defer-late-rows":
         sched = dataclasses.replace(sched, defer_late_rows=True)
     cfg = dataclasses.replace(base, scheduler=sched, cuda_graph=base.cuda_graph and mode != "no-cuda-graph")
+    if mode == "prefill-fa2":
+        cfg = dataclasses.replace(cfg, prefill_kernel="fa2")
     return cfg, mode != "unconstrained"
 
 

@@ -13,7 +13,7 @@ from structgen.engine.scheduler import SchedulerConfig
 from structgen.fsm import CompilerConfig
 from structgen.kernels import BACKENDS as KERNEL_BACKENDS
 from structgen.runtime.attention import check_attention_backend
-from structgen.runtime.flashinfer_backend import check_decode_kernel
+from structgen.runtime.flashinfer_backend import check_decode_kernel, check_prefill_kernel
 from structgen.runtime.memory import MemoryConfig
 
 SMALL_MODEL_PARAMS = 200_000_000  # below this, a CPU model runs on one thread unless told otherwise
@@ -81,7 +81,9 @@ class EngineConfig:
     "float32", "bfloat16", "float16"), ``seed`` (generator of unseeded sampled requests),
     ``mask_backend`` ("auto" | "torch" | "triton") and ``attention_backend`` ("auto" |
     "torch" | "flashinfer") kernel choices, ``decode_kernel`` (the decode graphs' attention:
-    "auto" | "flashinfer" | "triton"), ``cuda_graph`` / ``cuda_graph_max_bs`` /
+    "auto" | "flashinfer" | "triton"), ``prefill_kernel`` (FlashInfer's paged prefill, which
+    extend batches run, jump-forward chains mixed with decodes among them: "auto" | "fa2" |
+    "fa3"), ``cuda_graph`` / ``cuda_graph_max_bs`` /
     ``cuda_graph_max_extend_tokens`` (decode and small-extend graphs with FlashInfer on CUDA; 0
     extend tokens: decode graphs only), ``mask_pool_rows`` (device-resident FSM mask rows),
     ``random_weights_seed`` (draw weights on the device instead of reading a checkpoint: for
@@ -109,6 +111,7 @@ class EngineConfig:
     mask_backend: str = "auto"
     attention_backend: str = "auto"
     decode_kernel: str = "auto"
+    prefill_kernel: str = "auto"
     cuda_graph: bool = True
     cuda_graph_max_bs: int = 256
     cuda_graph_max_extend_tokens: int = 1024
@@ -133,6 +136,7 @@ class EngineConfig:
             raise ValueError(f"mask_backend must be one of {', '.join(KERNEL_BACKENDS)}; got {self.mask_backend!r}")
         check_attention_backend(self.attention_backend)
         check_decode_kernel(self.decode_kernel)
+        check_prefill_kernel(self.prefill_kernel)
         if self.cuda_graph_max_bs < 1:
             raise ValueError(f"cuda_graph_max_bs must be ≥ 1, got {self.cuda_graph_max_bs}")
         if self.cuda_graph_max_extend_tokens < 0:

@@ -74,6 +74,7 @@ class ModelRunner:
                 head_dim=args.head_dim,
                 sm_scale=args.head_dim**-0.5,
                 layer_windows=list(args.layer_windows),
+                prefill_kernel=config.prefill_kernel,
             )
             self.backend = fi_backend
             if config.cuda_graph:

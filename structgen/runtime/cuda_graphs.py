@@ -260,7 +260,6 @@ class ExtendGraphRunner:
         max_context: int,
         mempool: Any,
     ) -> None:
-        fi = backend.fi
         self.backend = backend
         self.device = dev = backend.device
         self.keys: dict[int, list[int]] = {}
@@ -285,9 +284,7 @@ class ExtendGraphRunner:
             for t in sorted(self.keys[bs], reverse=True):
                 key = (bs, t)
                 self.wrappers[key] = {
-                    w: fi.BatchPrefillWithPagedKVCacheWrapper(
-                        backend.workspace,
-                        "NHD",
+                    w: backend.prefill_wrapper(
                         use_cuda_graph=True,
                         qo_indptr_buf=self.qo_indptr_buf[: bs + 1],
                         paged_kv_indptr_buf=self.kv_indptr_buf[: bs + 1],

@@ -30,6 +30,15 @@ DECODE_KERNELS = ("auto", "flashinfer", "triton")
 TRITON_DECODE_MAX_BS = 4
 
 
+PREFILL_KERNELS = ("auto", "fa2", "fa3")
+
+
+def check_prefill_kernel(name: str) -> None:
+    """Raises ``ValueError`` unless ``name`` is one of :data:`PREFILL_KERNELS`."""
+    if name not in PREFILL_KERNELS:
+        raise ValueError(f"prefill kernel {name!r} is not available; available: {', '.join(PREFILL_KERNELS)}")
+
+
 def check_decode_kernel(name: str) -> None:
     """Raises ``ValueError`` unless ``name`` is one of :data:`DECODE_KERNELS`."""
     if name not in DECODE_KERNELS:
@@ -110,7 +119,9 @@ def fast_decode_replanner(
 class FlashInferAttentionBackend(AttentionBackend):
     """``AttentionBackend`` on FlashInfer.  ``windows``: the distinct per-layer sliding windows
     (0 = full attention); ``layer_windows[i]`` is layer ``i``'s; ``sm_scale`` the softmax scale
-    of every layer (planned once).  KV and queries must be
+    of every layer (planned once); ``prefill_kernel`` (:data:`PREFILL_KERNELS`): FlashInfer's
+    backend for the paged prefill wrappers, "auto" (its choice: FA3 on Hopper) or "fa2" / "fa3"
+    (``ValueError`` for another name).  KV and queries must be
     bfloat16 or float16 (``ValueError`` otherwise); head_dim as FlashInfer supports (64, 128,
     256)."""
 
@@ -124,9 +135,13 @@ class FlashInferAttentionBackend(AttentionBackend):
         head_dim: int,
         sm_scale: float,
         layer_windows: list[int],
+        prefill_kernel: str = "auto",
     ) -> None:
         super().__init__(kv_pool, req_to_token)
         import flashinfer
+
+        check_prefill_kernel(prefill_kernel)
+        self.prefill_kernel = prefill_kernel
 
         if kv_pool.dtype not in FLASHINFER_DTYPES:
             raise ValueError(f"the flashinfer attention backend needs a bfloat16 / float16 KV pool, got {kv_pool.dtype}")
@@ -136,7 +151,7 @@ class FlashInferAttentionBackend(AttentionBackend):
         self.windows = sorted(set(layer_windows))
         self.device = kv_pool.device
         self.workspace = torch.zeros(WORKSPACE_BYTES, dtype=torch.uint8, device=self.device)
-        self.prefill = {w: flashinfer.BatchPrefillWithPagedKVCacheWrapper(self.workspace, "NHD") for w in self.windows}
+        self.prefill = {w: self.prefill_wrapper() for w in self.windows}
         self.decode = {w: flashinfer.BatchDecodeWithPagedKVCacheWrapper(self.workspace, "NHD") for w in self.windows}
         cap = kv_pool.capacity + 1
         shape = (cap, 1, num_kv_heads, head_dim)  # pages of one token
@@ -144,6 +159,12 @@ class FlashInferAttentionBackend(AttentionBackend):
         self._active: dict[int, Any] = {}
         self._triton_decode: TritonDecodeLayout | None = None
         self._out_loc = torch.zeros(0, dtype=torch.int64, device=self.device)
+
+    def prefill_wrapper(self, **cuda_graph_buffers: Any) -> Any:
+        """A ``BatchPrefillWithPagedKVCacheWrapper`` on the shared workspace running this
+        backend's prefill kernel (``cuda_graph_buffers``: ``use_cuda_graph=True`` and the
+        wrapper's fixed buffers, for a captured graph)."""
+        return self.fi.BatchPrefillWithPagedKVCacheWrapper(self.workspace, "NHD", backend=self.prefill_kernel, **cuda_graph_buffers)
 
     # ------------------------------------------------------------------ planning
 
