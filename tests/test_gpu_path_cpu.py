@@ -79,8 +79,9 @@ def test_extend_graph_keys_and_padding() -> None:
     from structgen.runtime.cuda_graphs import extend_graph_key, extend_token_buckets, pad_extend
 
     assert extend_token_buckets(1, 1024) == [2, 3, 4, 6, 8, 12, 16]
-    assert extend_token_buckets(64, 1024) == [128, 192, 256, 384, 512, 768, 1024]
-    assert extend_token_buckets(128, 1024) == [256, 384, 512, 768, 1024] and extend_token_buckets(1024, 1024) == []
+    assert extend_token_buckets(4, 1024) == [5, 6, 7, 8, 12, 16, 24, 32, 48, 64]  # at least bs + 1, no repeats
+    assert extend_token_buckets(64, 1024) == [80, 96, 112, 128, 192, 256, 384, 512, 768, 1024]
+    assert extend_token_buckets(256, 1024) == [320, 384, 448, 512, 768, 1024] and extend_token_buckets(1024, 1024) == []
     keys = {bs: extend_token_buckets(bs, 1024) for bs in (1, 2, 4, 64, 128)}
     assert extend_graph_key(1, 7, keys) == (1, 8)
     assert extend_graph_key(1, 5, keys) == (1, 6)
@@ -93,6 +94,8 @@ def test_extend_graph_keys_and_padding() -> None:
     assert extend_graph_key(64, 300, keys) == (64, 384)
     assert extend_graph_key(65, 300, keys) == (128, 384)  # 300 + 63 padding requests
     assert extend_graph_key(129, 300, keys) is None
+    assert extend_graph_key(64, 70, keys) == (64, 80)  # a full batch of decodes with one 7-token chain: a quarter more
+    assert extend_graph_key(60, 100, keys) == (64, 112)
     # real requests first; padding requests one token each; the rest on the last request
     lay = pad_extend([3, 1], [10, 20], 4, 16)
     assert lay.qo_lens == [3, 1, 1, 11] and lay.kv_lens == [13, 21, 1, 11] and lay.pad_tail == 10

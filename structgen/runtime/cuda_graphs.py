@@ -14,6 +14,7 @@ batches (jump-forward chains, short prefills joining decodes) padded to captured
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from itertools import accumulate
 from typing import Any, NamedTuple
@@ -32,14 +33,24 @@ from structgen.runtime.flashinfer_backend import (
 )
 from structgen.runtime.staging import pinned_staging, to_device
 
+EXTEND_TOKEN_MULTIPLES = (1.25, 1.5, 1.75, 2, 3, 4, 6, 8, 12, 16)
+
 
 def extend_token_buckets(bs: int, max_tokens: int) -> list[int]:
-    """Token counts captured for extend batches of ``bs`` requests: 2, 3, 4, 6, 8, 12 and 16
-    tokens per request, kept where ≤ ``max_tokens`` (a batch always has one request more than
-    it has real ones or none, so ``bs + 1`` tokens is the least any bucket needs).  Steps of
-    ≥ ~128 tokens are compute-bound on an 8B model, so padding costs about its token share
-    there: the half-steps (3, 6, 12) keep it under a third."""
-    return [m * bs for m in (2, 3, 4, 6, 8, 12, 16) if m * bs <= max_tokens]
+    """Token counts captured for extend batches of ``bs`` requests: ``ceil(m · bs)`` for the
+    multiples m of :data:`EXTEND_TOKEN_MULTIPLES`, at least ``bs + 1`` (an extend batch has one
+    token more than it has requests, padding requests included), deduplicated and kept where
+    ≤ ``max_tokens``.  A full batch of decodes carrying a few jump-forward chains needs little
+    more than ``bs`` tokens: the quarter steps below ``2 · bs`` pad it by at most a quarter
+    instead of doubling it (on an 8B model a step of 512 tokens costs about what its 512 rows
+    cost, padding or not: benchmarks/extend_cost.py, B=256 ``1x`` against k=2); above, the
+    half-steps (3, 6, 12) keep padding under a third."""
+    out: list[int] = []
+    for m in EXTEND_TOKEN_MULTIPLES:
+        t = max(bs + 1, math.ceil(m * bs))
+        if t <= max_tokens and (not out or t > out[-1]):
+            out.append(t)
+    return out
 
 
 def extend_graph_key(num_reqs: int, num_tokens: int, keys: dict[int, list[int]]) -> tuple[int, int] | None:
