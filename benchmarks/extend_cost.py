@@ -9,7 +9,8 @@ Per configuration: wall time per step with the host plan included (synchronized)
 alone (until ``forward`` returns), the captured graph replayed alone (GPU time), and tokens per
 second.  ``--shared-prefix P`` makes the first P of each request's L tokens the same KV slots (a
 few-shot prompt the radix cache serves to all); ``--prefill-kernel`` picks FlashInfer's prefill
-backend the extend graphs capture; ``--profile B,L,K ...`` adds those configurations' per-kernel
+backend the extend graphs capture; ``--extend-as-decode`` replays k > 1 through the decode graphs,
+one row per token (where the engine would); ``--profile B,L,K ...`` adds those configurations' per-kernel
 GPU time.
 
     python benchmarks/extend_cost.py [--batches 64,256] [--contexts 200,650] [--tokens 1,1x,2,3,4]
@@ -34,9 +35,9 @@ from structgen.runtime.memory import MemoryConfig
 
 
 def _graph_of(runner: ModelRunner, batch: ForwardBatch, via_extend: bool) -> Any:
-    """The captured graph ``batch`` replays on (decode or extend)."""
-    if not via_extend and runner.graph_runner is not None and runner.graph_runner.can_run(batch):
-        bs = next(x for x in runner.graph_runner.buckets if x >= len(batch.extend_lens))
+    """The captured graph ``batch`` replayed on (decode, decode one row per token, or extend)."""
+    if not via_extend and runner.graph_runner is not None and str(runner.last_forward_kind).startswith("decode graph"):
+        bs = next(x for x in runner.graph_runner.buckets if x >= batch.num_tokens)
         return runner.graph_runner.graphs[bs]
     ext = runner.extend_graph_runner
     assert ext is not None
@@ -110,6 +111,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=4)
     ap.add_argument("--prefill-kernel", default="auto", help="FlashInfer's paged prefill: auto, fa2, fa3")
+    ap.add_argument("--extend-as-decode", action="store_true", help="small extends through the decode graphs, one row per token")
     ap.add_argument("--shared-prefix", type=int, default=0, help="leading KV slots every request shares (0: none)")
     ap.add_argument("--profile", nargs="*", default=[], help="B,L,K ...: add these configurations' per-kernel GPU time (K may be 1x)")
     ap.add_argument("--out", default=str(HERE / "results" / "decode"))
@@ -133,6 +135,7 @@ def main() -> None:
             device=str(device), dtype="bfloat16", attention_backend="flashinfer", cuda_graph=True, cuda_graph_max_bs=max_b,
             cuda_graph_max_extend_tokens=max(1024, max_b * kmax), random_weights_seed=0,
             memory=mem, scheduler=SchedulerConfig(max_running_requests=max_b), prefill_kernel=args.prefill_kernel,
+            extend_as_decode=args.extend_as_decode,
         ))  # fmt: skip
     for kb, vb in zip(runner.kv_pool.k_buffers, runner.kv_pool.v_buffers):
         kb.normal_()
@@ -156,7 +159,9 @@ def main() -> None:
                 if f"{b},{ctx},{t}" in args.profile and graph is not None:
                     notes += graph_kernel_rows(graph, f"Per-kernel GPU time of one replay, B={b}, L={ctx}, k={t} ({kind}):", top=12)
     meta = run_meta()
-    meta["model"] = f"{args.config} random bf16 weights, FlashInfer attention (prefill kernel {args.prefill_kernel}), CUDA graphs"
+    meta["model"] = f"{args.config} random bf16 weights, FlashInfer attention (prefill kernel {args.prefill_kernel}), CUDA graphs" + (
+        ", extends as decode rows" if args.extend_as_decode else ""
+    )
     notes = [
         "Step: `ModelRunner.forward` wall time incl. host plan and input copies, synchronized, median of the measured steps; "
         "host: until `forward` returned; graph GPU: the last step's graph replayed alone (CUDA events, mean of 10); "

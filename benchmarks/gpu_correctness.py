@@ -1,8 +1,9 @@
 """FlashInfer attention (eager and CUDA-graph decode) against the torch backend on the GPU.
 
-Drives five ModelRunners over the same bf16 checkpoint in lockstep (torch backend, FlashInfer
-eager, CUDA-graph decode on FlashInfer's decode kernel and on the Triton split-KV kernel, and
-extend graphs on FlashInfer's FA2 prefill kernel) through prefill, decode, chunked prefill, a
+Drives six ModelRunners over the same bf16 checkpoint in lockstep (torch backend, FlashInfer
+eager, CUDA-graph decode on FlashInfer's decode kernel and on the Triton split-KV kernel, extend
+graphs on FlashInfer's FA2 prefill kernel, and small extends replayed as decode rows, one per
+token) through prefill, decode, chunked prefill, a
 reused radix prefix, a mixed extend + decode batch (a jump-forward chain among decodes) and
 further decode steps, for a Llama (GQA) and a Mistral (sliding window) configuration, and reports the
 logits' largest absolute difference and top-1 agreement per scenario.
@@ -116,6 +117,9 @@ def compare(config: object, device: torch.device, workdir: str) -> list[dict[str
             attention_backend="flashinfer", cuda_graph=True, cuda_graph_max_bs=8, decode_kernel="triton"
         ),
         "flashinfer+graph, fa2 prefill": runner(attention_backend="flashinfer", cuda_graph=True, cuda_graph_max_bs=8, prefill_kernel="fa2"),
+        "flashinfer+graph, extends as decodes": runner(
+            attention_backend="flashinfer", cuda_graph=True, cuda_graph_max_bs=8, extend_as_decode=True
+        ),
     }
     g = torch.Generator().manual_seed(1)
     seq = {n: torch.randint(0, 50000, (256,), generator=g).tolist() for n in "ABCDEFG"}
@@ -142,7 +146,13 @@ def compare(config: object, device: torch.device, workdir: str) -> list[dict[str
             ls.share("E", "B", 64)
         logits, kinds = ls.step(parts, last_only="last row" in title)
         ref = logits["torch"]
-        for key in ("flashinfer", "flashinfer+graph", "flashinfer+graph, triton decode", "flashinfer+graph, fa2 prefill"):
+        for key in (
+            "flashinfer",
+            "flashinfer+graph",
+            "flashinfer+graph, triton decode",
+            "flashinfer+graph, fa2 prefill",
+            "flashinfer+graph, extends as decodes",
+        ):
             got = logits[key]
             diff = (got - ref).abs().max().item()
             scale = ref.abs().max().item()

@@ -68,6 +68,7 @@ def test_modes_and_workloads_are_validated() -> None:
     assert mode_config(base, "unconstrained")[1] is False
     assert mode_config(base, "no-cuda-graph")[0].cuda_graph is False
     assert mode_config(base, "prefill-fa2")[0].prefill_kernel == "fa2" and base.prefill_kernel == "auto"
+    assert mode_config(base, "extend-as-decode")[0].extend_as_decode and not base.extend_as_decode
     assert set(MODES) >= {"default", "unconstrained"}
     with pytest.raises(ValueError, match="unknown mode"):
         mode_config(base, "fast")

@@ -73,6 +73,8 @@ def test_cuda_graph_buckets() -> None:
     assert graph_buckets(256) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
     assert graph_buckets(1) == [1]
     assert graph_buckets(48) == [1, 2, 4, 8, 16, 32, 48]
+    assert graph_buckets(256, 512) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 320, 384, 448, 512]  # rows for flattened extends
+    assert graph_buckets(6, 12) == [1, 2, 4, 6, 8, 9, 11, 12] and graph_buckets(4, 5) == [1, 2, 4, 5]
 
 
 def test_extend_graph_keys_and_padding() -> None:
@@ -145,6 +147,7 @@ def test_presets() -> None:
         ("cuda_graph_max_extend_tokens", -1, "cuda_graph_max_extend_tokens must be ≥ 0"),
         ("mask_pool_rows", 0, "mask_pool_rows must be ≥ 1"),
         ("prefill_kernel", "fa4", "prefill kernel 'fa4' is not available; available: auto, fa2, fa3"),
+        ("extend_as_decode", 1, "extend_as_decode must be a bool"),
     ],
 )
 def test_engine_config_rejects_bad_gpu_settings(field: str, value: object, message: str) -> None:
@@ -152,6 +155,50 @@ def test_engine_config_rejects_bad_gpu_settings(field: str, value: object, messa
 
     with pytest.raises(ValueError, match=message):
         EngineConfig(**{field: value})  # type: ignore[arg-type]
+
+
+def test_flatten_extend_lays_out_one_decode_row_per_token() -> None:
+    from structgen.runtime.attention import ForwardBatch, flatten_extend
+
+    batch = ForwardBatch(torch.arange(5), torch.tensor([7, 3, 4, 5, 9]), torch.arange(10, 15), [2, 0, 1], [7, 3, 9], [1, 3, 1], [0, 3, 4])
+    flat = flatten_extend(batch, max_rows=8)
+    assert flat is not None
+    assert flat.req_pool_indices == [2, 0, 0, 0, 1] and flat.prefix_lens == [7, 3, 4, 5, 9]
+    assert flat.extend_lens == [1] * 5 and flat.sample_rows == [0, 1, 2, 3, 4]
+    assert flat.input_ids_cpu is batch.input_ids_cpu and flat.out_cache_loc_cpu is batch.out_cache_loc_cpu
+    assert flatten_extend(batch, max_rows=4) is None  # more tokens than captured rows
+    decodes = ForwardBatch(torch.arange(2), torch.tensor([4, 6]), torch.arange(2), [0, 1], [4, 6], [1, 1], [0, 1])
+    assert flatten_extend(decodes, max_rows=8) is None  # already decodes
+    # rows read 6 · 100 + 21 + 2 = 623 slots against 106 + 2 as one extend: more than twice
+    chain = ForwardBatch(torch.arange(7), torch.arange(7), torch.arange(7), [0, 1], [100, 1], [6, 1], [5, 6])
+    assert flatten_extend(chain, max_rows=8) is None
+    assert flatten_extend(chain, max_rows=8, max_kv_ratio=6.0) is not None
+
+
+def test_flattened_extend_gives_the_extend_logits(tiny_llama_dir: str) -> None:
+    """Decode rows, one per token, attend exactly as the causal extend does (torch backend)."""
+    from structgen.runtime.attention import ForwardBatch, flatten_extend
+
+    mem = MemoryConfig(max_total_tokens=256, max_context=64)
+    runner = ModelRunner(tiny_llama_dir, EngineConfig(device="cpu", memory=mem, scheduler=SchedulerConfig(max_running_requests=4)))
+    table = runner.req_to_token.req_to_token_cpu
+    rows = [runner.req_to_token.alloc(), runner.req_to_token.alloc()]
+    assert None not in rows
+    slots = runner.allocator.alloc(14)
+    assert slots is not None
+    table[rows[0], :6], table[rows[1], :8] = slots[:6], slots[6:]
+    ids = torch.randint(0, runner.vocab_size, (14,), generator=torch.Generator().manual_seed(0))
+    prompt = ForwardBatch(ids[:9], torch.tensor([*range(5), *range(4)]), torch.cat([slots[:5], slots[6:10]]), rows, [0, 0], [5, 4], [4, 8])  # type: ignore[arg-type]
+    runner.forward(prompt)
+    # request 0 decodes its 6th token; request 1 extends a 4-token chain
+    locs = torch.cat([slots[5:6], slots[10:14]])
+    step = ForwardBatch(torch.cat([ids[9:10], ids[10:14]]), torch.tensor([5, 4, 5, 6, 7]), locs, rows, [5, 4], [1, 4], [0, 4])  # type: ignore[arg-type]
+    want = runner.forward(step)  # [2, V]
+    flat = flatten_extend(step, max_rows=8, max_kv_ratio=4.0)  # short contexts: the chain's rows read 26 slots against 8
+    assert flat is not None
+    got = runner.forward(flat)[step.sample_rows]  # the same KV rewritten with the same values
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert runner.forward(flat).shape == (5, runner.vocab_size)  # every token's logits, in token order
 
 
 def test_engine_rejects_flashinfer_without_cuda(tiny_llama_dir: str) -> None:

@@ -7,8 +7,10 @@ constrained, CUDA graphs), ``no-jump-forward``, ``no-radix``, ``unconstrained`` 
 ``max_tokens``, no grammar; validity still checked), ``no-cuda-graph`` (CUDA only),
 ``no-prefill-while-compiling`` (a request waits for its grammar before its prompt prefills),
 ``defer-late-rows`` (a request whose mask row a row worker still computes once the forward is done
-samples a step later instead of holding up the batch) and ``prefill-fa2`` (extend batches on
-FlashInfer's FA2 paged prefill kernel instead of its default, FA3 on Hopper).
+samples a step later instead of holding up the batch), ``prefill-fa2`` (extend batches on
+FlashInfer's FA2 paged prefill kernel instead of its default, FA3 on Hopper) and
+``extend-as-decode`` (small extend batches replayed through the decode graphs, one row per
+token).
 
 Metrics per (workload, mode, concurrency): requests/s, output tokens/s, TTFT, grammar wait and
 TPOT p50/p99, forwards per request, forced-token share, cache hit rate, validity rate, peak GPU
@@ -47,6 +49,7 @@ MODES = (
     "no-prefill-while-compiling",
     "defer-late-rows",
     "prefill-fa2",
+    "extend-as-decode",
 )
 
 
@@ -66,6 +69,8 @@ def mode_config(base: EngineConfig, mode: str) -> tuple[EngineConfig, bool]:
     cfg = dataclasses.replace(base, scheduler=sched, cuda_graph=base.cuda_graph and mode != "no-cuda-graph")
     if mode == "prefill-fa2":
         cfg = dataclasses.replace(cfg, prefill_kernel="fa2")
+    if mode == "extend-as-decode":
+        cfg = dataclasses.replace(cfg, extend_as_decode=True)
     return cfg, mode != "unconstrained"
 
 

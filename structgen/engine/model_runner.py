@@ -12,7 +12,13 @@ if TYPE_CHECKING:
 
 from structgen.engine.sampling import FutureIds
 from structgen.models import LlamaForCausalLM, load_model
-from structgen.runtime.attention import AttentionBackend, ForwardBatch, TorchAttentionBackend, resolve_attention_backend
+from structgen.runtime.attention import (
+    AttentionBackend,
+    ForwardBatch,
+    TorchAttentionBackend,
+    flatten_extend,
+    resolve_attention_backend,
+)
 from structgen.runtime.memory import KVAllocator, KVPool, ReqToTokenPool, capacity_from_memory, kv_bytes_per_token
 from structgen.runtime.staging import to_device
 
@@ -29,7 +35,10 @@ class ModelRunner:
     so do extend batches of as many requests and at most ``cuda_graph_max_extend_tokens``
     tokens (padded to captured sizes; 0 turns extend graphs off).  Raises ``ModelLoadError`` /
     ``UnsupportedModelError`` for a bad folder and ``ValueError`` for a backend it cannot use.  ``decode_kernel`` picks the
-    decode graphs' attention (:data:`~structgen.runtime.flashinfer_backend.DECODE_KERNELS`).
+    decode graphs' attention (:data:`~structgen.runtime.flashinfer_backend.DECODE_KERNELS`);
+    with ``extend_as_decode`` a small extend batch replays them one row per token
+    (:func:`~structgen.runtime.attention.flatten_extend`; decode graphs then capture up to
+    twice ``cuda_graph_max_bs`` rows).
     :meth:`forward` returns float32 logits ``[S, vocab_size]`` for the batch's sample rows.
     Input ids may be placeholders of :attr:`future_ids` (ids sampled on the device, not yet
     seen by the host: the overlap scheduler's next step).
@@ -60,6 +69,7 @@ class ModelRunner:
         self.graph_runner = None
         self.extend_graph_runner = None
         self.use_cuda_graph = config.cuda_graph  # an engine reusing this runner may turn replays off
+        self.extend_as_decode = config.extend_as_decode
         self.forward_counts: Counter[str] = Counter()  # "decode graph" / "extend graph" / "eager" forwards run
         self.last_forward_kind: str | None = None
         if self.attention_backend == "flashinfer":
@@ -87,6 +97,7 @@ class ModelRunner:
                     max_context=self.max_context,
                     mempool=pool,
                     decode_kernel=config.decode_kernel,
+                    max_rows=2 * max_bs if config.extend_as_decode else 0,
                 )
                 if config.cuda_graph_max_extend_tokens > 0:
                     self.extend_graph_runner = ExtendGraphRunner(
@@ -134,6 +145,12 @@ class ModelRunner:
         if self.use_cuda_graph and self.graph_runner is not None and self.graph_runner.can_run(batch):
             self._count("decode graph")
             return self.graph_runner.replay(batch)
+        if self.use_cuda_graph and self.graph_runner is not None and self.extend_as_decode:
+            flat = flatten_extend(batch, self.graph_runner.buckets[-1])
+            if flat is not None:
+                self._count("decode graph, one row per token")
+                rows = to_device(torch.tensor(batch.sample_rows, dtype=torch.int64), self.device)  # [S]
+                return self.graph_runner.replay(flat)[rows]  # [S, V]
         if self.use_cuda_graph and self.extend_graph_runner is not None:
             key = self.extend_graph_runner.key_for(batch)
             if key is not None:

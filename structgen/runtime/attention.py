@@ -41,6 +41,32 @@ class ForwardBatch(NamedTuple):
         return int(self.input_ids_cpu.numel())
 
 
+def flatten_extend(batch: ForwardBatch, max_rows: int, max_kv_ratio: float = 2.0) -> ForwardBatch | None:
+    """``batch`` as a batch of decodes, one row per token: the token at position ``p`` of a
+    request becomes a row of that request extending 1 token at ``p``, so it attends to the
+    request's KV up to itself (every token's K/V is stored before any row attends, so a chain's
+    later tokens see its earlier ones: the causal extend, row by row).  Inputs and KV slots keep
+    their order; every row is a sample row (the caller keeps ``batch.sample_rows`` of the
+    logits).  A decode kernel then serves a batch of decodes carrying a few jump-forward
+    chains, at the price of reading a chain's KV once per token.  None when ``batch`` is
+    already all decodes, has more than ``max_rows`` tokens, or the rows would read more than
+    ``max_kv_ratio`` times the KV the extend reads."""
+    n = batch.num_tokens
+    if n > max_rows or all(e == 1 for e in batch.extend_lens):
+        return None
+    rows: list[int] = []
+    prefix: list[int] = []
+    kv_extend = kv_rows = 0
+    for row, p, e in zip(batch.req_pool_indices, batch.prefix_lens, batch.extend_lens):
+        rows += [row] * e
+        prefix += range(p, p + e)
+        kv_extend += p + e
+        kv_rows += e * p + e * (e + 1) // 2  # row i reads p + i + 1 slots
+    if kv_rows > max_kv_ratio * kv_extend:
+        return None
+    return ForwardBatch(batch.input_ids_cpu, batch.positions_cpu, batch.out_cache_loc_cpu, rows, prefix, [1] * n, list(range(n)))
+
+
 class AttentionBackend(ABC):
     """Paged attention over a :class:`KVPool`."""
 

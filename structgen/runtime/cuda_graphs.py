@@ -117,10 +117,17 @@ def capture_graph(
     return graph, out
 
 
-def graph_buckets(max_bs: int) -> list[int]:
-    """Captured batch sizes: powers of two below ``max_bs`` (≥ 1), then ``max_bs`` itself."""
+def graph_buckets(max_bs: int, max_rows: int = 0) -> list[int]:
+    """Captured batch sizes: powers of two below ``max_bs`` (≥ 1), then ``max_bs`` itself, then
+    quarter steps of ``max_bs`` up to ``max_rows`` (rows beyond the running requests: extend
+    batches run as decodes, one row per token, :func:`~.attention.flatten_extend`)."""
     out = [1 << i for i in range(max_bs.bit_length()) if 1 << i < max_bs]
-    return [*out, max_bs]
+    out.append(max_bs)
+    for q in range(5, 9):  # 1.25, 1.5, 1.75, 2 × max_bs
+        rows = -(-q * max_bs // 4)
+        if out[-1] < rows <= max_rows:
+            out.append(rows)
+    return out
 
 
 class DecodeGraphRunner:
@@ -132,7 +139,9 @@ class DecodeGraphRunner:
     ``mempool``: the CUDA-graph memory pool handle shared with the extend graphs.
     ``decode_kernel`` (:data:`DECODE_KERNELS`): the attention each bucket captures, FlashInfer's
     decode wrapper or the Triton split-KV kernel; ``"auto"`` takes Triton for buckets of at most
-    :data:`TRITON_DECODE_MAX_BS` requests.  ``ValueError`` for an unknown kernel.
+    :data:`TRITON_DECODE_MAX_BS` requests.  ``max_rows`` (> ``max_bs``): also capture up to
+    that many rows, for extend batches flattened into decodes (:func:`graph_buckets`).
+    ``ValueError`` for an unknown kernel.
     """
 
     def __init__(
@@ -144,12 +153,13 @@ class DecodeGraphRunner:
         max_context: int,
         mempool: Any,
         decode_kernel: str = "auto",
+        max_rows: int = 0,
     ) -> None:
         check_decode_kernel(decode_kernel)
         fi = backend.fi
         self.backend = backend
         self.device = backend.device
-        self.buckets = graph_buckets(max_bs)
+        self.buckets = graph_buckets(max_bs, max_rows)
         top = self.buckets[-1]
         dev = self.device
         # One device region, one host→device copy per replay: bucket bs's int64 [3 * bs] inputs
