@@ -369,3 +369,18 @@ def test_profile_reports_the_row_workers_share() -> None:
     assert "Row workers: 5 collections, 40 mask rows and 2 states' budget rows (3.0 MiB)" in md
     assert "busy 0.300 s" in md and "12.00 ms (mean)" in md and "blocked on them 0.012 s (2.40 ms per collection)" in md
     assert "Row workers" not in profile_markdown("t", {**summary, "row_workers": None})
+
+
+def test_modes_that_change_the_runner_get_a_runner_of_their_own(tmp_path: Path) -> None:
+    """A runner-level mode (a kernel setting) runs on a runner built for it, never on the shared
+    one that would ignore the setting; modes sharing the runner's settings run together first."""
+    from structgen.api import default_model_path
+    from structgen.bench.json_bench import BenchConfig, bench_json
+
+    config = BenchConfig(
+        workloads=("character",), modes=("default", "extend-as-decode", "no-jump-forward"), concurrency=(2,), num_requests=2,
+        out_dir=str(tmp_path), progress=False, command="test",
+    )  # fmt: skip
+    rows = bench_json(default_model_path(), config, EngineConfig(device="cpu"))
+    assert [r["mode"] for r in rows] == ["default", "no-jump-forward", "extend-as-decode"]
+    assert all(r["requests"] == 2 and r["validity"] == 1.0 for r in rows)

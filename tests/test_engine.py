@@ -556,6 +556,10 @@ def test_closed_engine_hands_its_runner_to_the_next(tiny_llama_dir: str) -> None
         out = second.generate([GenerateRequest("Hello there, this is cached", SamplingParams(max_tokens=4))])[0]
         assert out.usage.cached_tokens == 0  # the new engine starts with an empty radix cache
     assert first.runner.pools_empty()
+    # a runner-level setting the reused runner was not built with is refused, never ignored
+    for other in (dataclasses.replace(cfg, prefill_kernel="fa2"), dataclasses.replace(cfg, extend_as_decode=True)):
+        with pytest.raises(ValueError, match=r"built with other settings: (prefill_kernel|extend_as_decode)="):
+            Engine(tiny_llama_dir, other, runner=first.runner)
 
 
 def test_gc_freeze_keeps_long_lived_state_out_of_collections(tiny_llama_dir: str) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import gc
 import json
 import os
 import time
@@ -35,6 +36,7 @@ from structgen.bench.report import Record, summarize, valid_output, write_report
 from structgen.bench.step_profile import StepProfiler, profile_markdown
 from structgen.bench.workloads import WORKLOADS, BenchRequest, bound_max_tokens, build_workload, distinct_schemas, save_requests
 from structgen.engine.engine import Engine, EngineConfig
+from structgen.engine.model_runner import ModelRunner
 from structgen.engine.request import GenerateRequest, RequestError, SamplingParams
 from structgen.fsm import CompilerConfig, Constraint, GrammarCompiler, TokenFSM, Vocabulary
 from structgen.fsm.errors import GrammarCompileError
@@ -293,16 +295,42 @@ def _shown_path(path: str) -> str:
 def _run_engines(
     model: str, config: BenchConfig, base: EngineConfig, workloads: _Workloads, log: _Log, skipped: list[str], cuda: bool
 ) -> None:
-    """Every (workload, mode, concurrency) on one model runner (weights, KV pool, CUDA graphs):
-    each run gets a fresh engine (scheduler, radix cache, compiler, mask pool) on its pools."""
-    first = Engine(model, base, tokenizer_path=config.tokenizer)
-    # One untimed request, so kernel JIT (FlashInfer on a fresh machine) stays out of the runs.
-    first.generate([GenerateRequest("Warm-up: ", SamplingParams(max_tokens=8), Constraint.regex(r"[a-z ]{1,12}"))])
-    first.close()
-    runner = first.runner
+    """Every (workload, mode, concurrency) on a shared model runner (weights, KV pool, CUDA
+    graphs): each run gets a fresh engine (scheduler, radix cache, compiler, mask pool) on its
+    pools.  Modes that change the runner's own settings (:meth:`EngineConfig.runner_settings`:
+    a kernel, graphs captured differently) run on a runner built for them, group by group, the
+    previous one released first."""
+    groups: list[list[str]] = []
+    for mode in config.modes:
+        settings = mode_config(base, mode)[0].runner_settings()
+        group = next((g for g in groups if mode_config(base, g[0])[0].runner_settings() == settings), None)
+        if group is None:
+            groups.append([mode])
+        else:
+            group.append(mode)
     warm_sets: dict[str, tuple[dict[str, TokenFSM], float]] = {}  # workload -> (key -> precomputed FSM, seconds)
+    for modes in groups:  # each group's runner (and its engines) is dropped before the next is built
+        built = dataclasses.replace(mode_config(base, modes[0])[0], cuda_graph=base.cuda_graph)  # no-cuda-graph only turns replays off
+        runner = _warm_runner(model, built, config.tokenizer, cuda)
+        _run_group(model, config, base, modes, runner, workloads, log, skipped, cuda, warm_sets)
+        del runner
+
+
+def _run_group(
+    model: str,
+    config: BenchConfig,
+    base: EngineConfig,
+    modes: list[str],
+    runner: ModelRunner,
+    workloads: _Workloads,
+    log: _Log,
+    skipped: list[str],
+    cuda: bool,
+    warm_sets: dict[str, tuple[dict[str, TokenFSM], float]],
+) -> None:
+    """The runs of ``modes`` (one runner's settings) on ``runner``, workload by workload."""
     for w in config.workloads:
-        for mode in config.modes:
+        for mode in modes:
             if mode == "no-cuda-graph" and not cuda:
                 skipped.append(f"{w}/{mode}: CUDA graphs exist only on CUDA")
                 continue
@@ -325,6 +353,21 @@ def _run_engines(
                 misses = after.misses - before.misses
                 compile_ms = (after.compile_s - before.compile_s) / misses * 1e3 if misses else 0.0
                 log.record(w, mode, conc, records, wall, peak, compile_s, compile_ms)
+
+
+def _warm_runner(model: str, cfg: EngineConfig, tokenizer: str | None, cuda: bool) -> ModelRunner:
+    """A model runner built with ``cfg``, after one untimed request (kernel JIT, FlashInfer's on a
+    fresh machine, stays out of the runs); the CUDA caching allocator is emptied first, so the
+    memory of a runner dropped before is free for this one."""
+    if cuda:
+        import torch
+
+        gc.collect()
+        torch.cuda.empty_cache()
+    first = Engine(model, cfg, tokenizer_path=tokenizer)
+    first.generate([GenerateRequest("Warm-up: ", SamplingParams(max_tokens=8), Constraint.regex(r"[a-z ]{1,12}"))])
+    first.close()
+    return first.runner
 
 
 def _seed_compiler(

@@ -159,6 +159,24 @@ class EngineConfig:
         if self.random_weights_seed is not None and self.random_weights_seed < 0:
             raise ValueError(f"random_weights_seed must be ≥ 0, got {self.random_weights_seed}")
 
+    def runner_settings(self) -> dict[str, object]:
+        """The settings a :class:`~structgen.engine.model_runner.ModelRunner` is built with
+        (weights, pools, kernels, captured graph sizes): an engine may reuse a runner only when
+        these are equal (``cuda_graph`` aside, which switches replays on and off)."""
+        return {
+            "device": self.device,
+            "dtype": self.dtype,
+            "memory": self.memory,
+            "max_running_requests": self.scheduler.max_running_requests,
+            "random_weights_seed": self.random_weights_seed,
+            "attention_backend": self.attention_backend,
+            "decode_kernel": self.decode_kernel,
+            "prefill_kernel": self.prefill_kernel,
+            "extend_as_decode": self.extend_as_decode,
+            "cuda_graph_max_bs": self.cuda_graph_max_bs,
+            "cuda_graph_max_extend_tokens": self.cuda_graph_max_extend_tokens,
+        }
+
     def torch_device(self) -> torch.device:
         """``device`` resolved: "auto" is CUDA when available, else the CPU."""
         if self.device == "auto":

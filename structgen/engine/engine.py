@@ -72,9 +72,10 @@ class Engine:
     ``tokenizer_path``: another folder for the tokenizer (default: ``model_path``);
     ``runner``: the :class:`ModelRunner` of an earlier, closed engine of the same model (its
     weights, pools and CUDA graphs are reused, so benchmarks compare scheduler settings without
-    reloading; ``config.cuda_graph`` switches its replays on or off; memory and kernel settings
-    stay the runner's).  Raises ``ModelLoadError`` / ``UnsupportedModelError`` for a bad
-    folder and ``ValueError`` for a runner whose pools are not empty.  ``chat_template``: a Jinja
+    reloading; ``config.cuda_graph`` switches its replays on or off; its other settings,
+    :meth:`EngineConfig.runner_settings`, must equal the runner's).  Raises
+    ``ModelLoadError`` / ``UnsupportedModelError`` for a bad folder and ``ValueError`` for a
+    runner whose pools are not empty or that was built with other runner settings.  ``chat_template``: a Jinja
     chat template used instead of the tokenizer's (``ValueError`` when it cannot render a user
     message).
     """
@@ -93,6 +94,11 @@ class Engine:
         if runner is not None:
             if not runner.pools_empty():
                 raise ValueError("the reused ModelRunner still holds KV slots or req-to-token rows: close its engine first")
+            want = cfg.runner_settings()
+            differ = [k for k, v in want.items() if runner.settings[k] != v]
+            if differ:
+                got = ", ".join(f"{k}={runner.settings[k]!r} (config: {want[k]!r})" for k in differ)
+                raise ValueError(f"the reused ModelRunner was built with other settings: {got}; build a new runner for them")
             runner.use_cuda_graph = cfg.cuda_graph
         else:
             runner = ModelRunner(self.model_path, cfg)

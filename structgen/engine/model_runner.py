@@ -45,6 +45,7 @@ class ModelRunner:
     """
 
     def __init__(self, model_path: str, config: EngineConfig) -> None:
+        self.settings = config.runner_settings()  # what an engine reusing this runner must match
         memory = config.memory
         device = config.torch_device()
         max_running_requests = config.scheduler.max_running_requests
