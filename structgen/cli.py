@@ -144,6 +144,17 @@ def _add_serve(sub: Any) -> None:
         action="store_true",
         help="a request whose mask row a row worker still computes once the forward is done samples a step later (default: the step waits)",
     )
+    srv.add_argument(
+        "--prefill-kernel",
+        default="auto",
+        choices=["auto", "fa2", "fa3"],
+        help="FlashInfer's paged prefill for extend batches (auto: FlashInfer's choice, FA3 on Hopper)",
+    )
+    srv.add_argument(
+        "--extend-as-decode",
+        action="store_true",
+        help="run small extend batches (jump-forward chains among decodes) through the decode graphs, one row per token",
+    )
     srv.add_argument("--random-weights-seed", type=int, default=None, help="draw random weights (benchmarks of a config-only folder)")
     srv.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
 
@@ -319,6 +330,8 @@ def _serve_command(args: argparse.Namespace) -> int:
             dtype=args.dtype,
             cpu_threads=args.cpu_threads,
             cuda_graph=not args.no_cuda_graph,
+            prefill_kernel=args.prefill_kernel,
+            extend_as_decode=args.extend_as_decode,
             random_weights_seed=args.random_weights_seed,
             memory=MemoryConfig(
                 max_total_tokens=args.max_total_tokens,
