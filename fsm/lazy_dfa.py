@@ -5,6 +5,7 @@ completion over a built NFA (eager DFAs) is :func:`.eager_subsets.determinize_bu
 
 from __future__ import annotations
 
+import pickle
 import time
 from array import array
 from typing import TYPE_CHECKING, Any
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .closure import scc_closure, small_closure
+from .compiler_config import GC_PAUSE
 from .dfa import DEAD
 from .dfa_paths import NO_PATH, distances_to_accept, extend_nfa_distances, longest_path, reach_max
 from .errors import GrammarCompileError
@@ -38,6 +40,8 @@ SMALL_CLOSURE = 64  # closures up to this many NFA states skip the memoizing SCC
 # Python SCC search, which still takes the longer chains (each of their exits memoized at once)
 C_CLOSURE = 512
 AHEAD_BATCH = 64  # states per compiled call of complete_ahead between deadline checks
+# the NFA side of an unfinished automaton: pickled as one blob and loaded on first use (below)
+NFA_FIELDS = ("builder", "edges", "eps", "has_edges", "_closures", "_nfa_dist", "_nfa_dist_n")
 
 
 class LazyDFA:
@@ -92,6 +96,36 @@ class LazyDFA:
         self._row_plans: dict[int, CountedRow | None] = {}  # state -> counted_row (once complete: the plans alone)
         self._apart: dict[int, bool] = {}  # plain occurrence -> its exit reads no byte of its strings
         self.initial = self._state_of(self._closure([start]))
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The state, the NFA side of an unfinished automaton (:data:`NFA_FIELDS`: the NFA
+        builder, its edge lists and closures, hundreds of thousands of small objects) as one
+        pickled blob, loaded by the first attribute access that needs it: a grammar shipped
+        unfinished costs its receiver that load only once it expands a state or extends its
+        NFA distances, never for serving the states already built."""
+        state = self.__dict__.copy()
+        if not self.complete and "_nfa_blob" not in state:
+            state["_nfa_blob"] = pickle.dumps({k: state.pop(k) for k in NFA_FIELDS}, protocol=pickle.HIGHEST_PROTOCOL)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    if not TYPE_CHECKING:  # a fallback for the NFA fields alone, hidden from the type checker
+
+        def __getattr__(self, name: str) -> Any:
+            blob = self.__dict__.get("_nfa_blob")
+            if blob is None or name not in NFA_FIELDS:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            with GC_PAUSE.paused():  # hundreds of thousands of small objects: no collector passes over them midway
+                self.__dict__.update(pickle.loads(blob))
+            self.__dict__.pop("_nfa_blob", None)
+            return self.__dict__[name]
+
+    @property
+    def nfa_loaded(self) -> bool:
+        """False while the NFA side of a shipped, unfinished automaton is still a blob."""
+        return "_nfa_blob" not in self.__dict__
 
     @property
     def num_states(self) -> int:

@@ -207,3 +207,28 @@ def test_prune_keeps_nodes_with_nothing_to_prune_and_rewrites_the_rest() -> None
     pruned = prune(Seq((Lit(b"{"), Alt((a, empty)), Members(((a, True), (empty, False)), Lit(b","), None))), NFABuilder(Budget()), {})
     assert _key(pruned) == _key(Seq((Lit(b"{"), a, Members(((a, True),), Lit(b","), None))))
     assert prune(Seq((Lit(b"{"), empty)), NFABuilder(Budget()), {}) is NOTHING
+
+
+def test_a_shipped_unfinished_automaton_loads_its_nfa_only_when_it_needs_it(tiny_vocab: Vocabulary) -> None:
+    """The NFA side of an unfinished automaton travels as one blob: states already built serve
+    without it, the first expansion loads it, and a copy of a copy (loaded or not) behaves the
+    same as the original."""
+    schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 6}, "b": {"type": "integer"}}, "required": ["a"]}
+    fsm = GrammarCompiler(tiny_vocab, CompilerConfig()).compile(Constraint.json_schema(schema))
+    assert not fsm.dfa.complete and fsm.dfa.nfa_loaded
+    built = fsm.dfa.num_states
+    copy = pickle.loads(pickle.dumps(fsm))
+    dfa = copy.dfa
+    assert not dfa.nfa_loaded and dfa.num_states == built  # the built states come without the NFA
+    again = pickle.loads(pickle.dumps(copy))  # passed on unloaded: the blob travels as it is
+    assert not dfa.nfa_loaded and not again.dfa.nfa_loaded
+    texts = ['{"a": "abcdef"}', '{"a": "abcdefg"}', '{"a": "", "b": -12}', '{"b": 1}', '{"a": "x", "b": 1.5}']
+    want = [fsm.dfa.accepts(t.encode()) for t in texts]
+    assert want == [True, False, True, False, False]
+    assert [dfa.accepts(t.encode()) for t in texts] == want  # walking new states loads the NFA on the way
+    assert dfa.nfa_loaded and dfa.builder is not None and dfa.edges is dfa.builder.nfa.edges  # one NFA, shared as before
+    assert [again.dfa.accepts(t.encode()) for t in texts] == want
+    third = pickle.loads(pickle.dumps(copy))  # a loaded copy ships its NFA as a blob again
+    assert not third.dfa.nfa_loaded and [third.dfa.accepts(t.encode()) for t in texts] == want
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        _ = dfa.nothing  # type: ignore[attr-defined]
