@@ -102,10 +102,13 @@ class LazyDFA:
         builder, its edge lists and closures, hundreds of thousands of small objects) as one
         pickled blob, loaded by the first attribute access that needs it: a grammar shipped
         unfinished costs its receiver that load only once it expands a state or extends its
-        NFA distances, never for serving the states already built."""
+        NFA distances, never for serving the states already built.  Its transition table
+        travels without the spare capacity past the states discovered."""
         state = self.__dict__.copy()
-        if not self.complete and "_nfa_blob" not in state:
-            state["_nfa_blob"] = pickle.dumps({k: state.pop(k) for k in NFA_FIELDS}, protocol=pickle.HIGHEST_PROTOCOL)
+        if not self.complete:
+            state["table"] = self.table[: len(self.sets)].copy()  # the built rows; the copy grows its own capacity
+            if "_nfa_blob" not in state:
+                state["_nfa_blob"] = pickle.dumps({k: state.pop(k) for k in NFA_FIELDS}, protocol=pickle.HIGHEST_PROTOCOL)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:

@@ -220,6 +220,7 @@ def test_a_shipped_unfinished_automaton_loads_its_nfa_only_when_it_needs_it(tiny
     copy = pickle.loads(pickle.dumps(fsm))
     dfa = copy.dfa
     assert not dfa.nfa_loaded and dfa.num_states == built  # the built states come without the NFA
+    assert dfa.table.shape[0] == built < fsm.dfa.table.shape[0]  # and without the table's spare capacity
     again = pickle.loads(pickle.dumps(copy))  # passed on unloaded: the blob travels as it is
     assert not dfa.nfa_loaded and not again.dfa.nfa_loaded
     texts = ['{"a": "abcdef"}', '{"a": "abcdefg"}', '{"a": "", "b": -12}', '{"b": 1}', '{"a": "x", "b": 1.5}']
