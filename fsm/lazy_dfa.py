@@ -106,7 +106,7 @@ class LazyDFA:
         travels without the spare capacity past the states discovered."""
         state = self.__dict__.copy()
         if not self.complete:
-            state["table"] = self.table[: len(self.sets)].copy()  # the built rows; the copy grows its own capacity
+            state["table"] = self.table[: len(self.sets)]  # the built rows (a view pickles its rows alone); the copy grows its own capacity
             if "_nfa_blob" not in state:
                 state["_nfa_blob"] = pickle.dumps({k: state.pop(k) for k in NFA_FIELDS}, protocol=pickle.HIGHEST_PROTOCOL)
         return state

@@ -300,16 +300,11 @@ def _run_engines(
     pools.  Modes that change the runner's own settings (:meth:`EngineConfig.runner_settings`:
     a kernel, graphs captured differently) run on a runner built for them, group by group, the
     previous one released first."""
-    groups: list[list[str]] = []
+    groups: dict[tuple[tuple[str, object], ...], list[str]] = {}  # runner settings -> its modes, in order
     for mode in config.modes:
-        settings = mode_config(base, mode)[0].runner_settings()
-        group = next((g for g in groups if mode_config(base, g[0])[0].runner_settings() == settings), None)
-        if group is None:
-            groups.append([mode])
-        else:
-            group.append(mode)
+        groups.setdefault(tuple(mode_config(base, mode)[0].runner_settings().items()), []).append(mode)
     warm_sets: dict[str, tuple[dict[str, TokenFSM], float]] = {}  # workload -> (key -> precomputed FSM, seconds)
-    for modes in groups:  # each group's runner (and its engines) is dropped before the next is built
+    for modes in groups.values():  # each group's runner (and its engines) is dropped before the next is built
         built = dataclasses.replace(mode_config(base, modes[0])[0], cuda_graph=base.cuda_graph)  # no-cuda-graph only turns replays off
         runner = _warm_runner(model, built, config.tokenizer, cuda)
         _run_group(model, config, base, modes, runner, workloads, log, skipped, cuda, warm_sets)

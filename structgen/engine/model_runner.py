@@ -70,7 +70,6 @@ class ModelRunner:
         self.graph_runner = None
         self.extend_graph_runner = None
         self.use_cuda_graph = config.cuda_graph  # an engine reusing this runner may turn replays off
-        self.extend_as_decode = config.extend_as_decode
         self.forward_counts: Counter[str] = Counter()  # "decode graph" / "extend graph" / "eager" forwards run
         self.last_forward_kind: str | None = None
         if self.attention_backend == "flashinfer":
@@ -146,7 +145,7 @@ class ModelRunner:
         if self.use_cuda_graph and self.graph_runner is not None and self.graph_runner.can_run(batch):
             self._count("decode graph")
             return self.graph_runner.replay(batch)
-        if self.use_cuda_graph and self.graph_runner is not None and self.extend_as_decode:
+        if self.use_cuda_graph and self.graph_runner is not None and self.settings["extend_as_decode"]:
             flat = flatten_extend(batch, self.graph_runner.buckets[-1])
             if flat is not None:
                 self._count("decode graph, one row per token")
