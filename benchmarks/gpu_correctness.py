@@ -8,7 +8,9 @@ reused radix prefix, a mixed extend + decode batch (a jump-forward chain among d
 further decode steps, for a Llama (GQA) and a Mistral (sliding window) configuration, and reports the
 logits' largest absolute difference and top-1 agreement per scenario.
 
-    python benchmarks/gpu_correctness.py [--out benchmarks/results]
+    python benchmarks/gpu_correctness.py [--models llama-gqa,mistral-window] [--out benchmarks/results]
+
+Head dimension 128, as in Llama-3-8B, so FlashInfer's kernels for the serving benchmarks serve here too.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def model_configs() -> dict[str, object]:
     from transformers import LlamaConfig, MistralConfig
 
     common: dict[str, Any] = dict(
-        vocab_size=50257, hidden_size=512, intermediate_size=1024, num_hidden_layers=3, num_attention_heads=8,
+        vocab_size=50257, hidden_size=1024, intermediate_size=2048, num_hidden_layers=3, num_attention_heads=8,
         num_key_value_heads=2, max_position_embeddings=1024, bos_token_id=50256, eos_token_id=50256,
     )  # fmt: skip
     return {"llama-gqa": LlamaConfig(**common), "mistral-window": MistralConfig(sliding_window=24, **common)}
@@ -166,11 +168,17 @@ def compare(config: object, device: torch.device, workdir: str) -> list[dict[str
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=",".join(model_configs()), help="comma list of " + ", ".join(model_configs()))
     ap.add_argument("--out", default=str(HERE / "results" / "decode"))
     args = ap.parse_args()
+    configs = model_configs()
+    unknown = sorted(set(args.models.split(",")) - set(configs))
+    if unknown:
+        ap.error(f"unknown model {', '.join(unknown)}; choose from {', '.join(configs)}")
     device = torch.device("cuda")
     rows: list[dict[str, object]] = []
-    for name, cfg in model_configs().items():
+    for name in args.models.split(","):
+        cfg = configs[name]
         with tempfile.TemporaryDirectory() as tmp:
             for r in compare(cfg, device, tmp):
                 rows.append({"model": name, **r})

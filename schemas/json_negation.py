@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import SchemaError
 from .formats import EXACT_FORMATS, NO_WIDE_FORMATS, STANDARD_FORMATS, WIDE_FORMAT_REGEXES
 from .json_keywords import CONSTRAINTS, escape_pointer
+from .json_refs import dynamic_target, followed_scope
 
 if TYPE_CHECKING:
     from .json_schema import Converter
@@ -62,6 +63,10 @@ def complement(cv: Converter, schema: Any, ptr: str) -> list[Any]:
         return [True]
     if not isinstance(schema, dict):
         raise SchemaError("a schema must be an object or a boolean", keyword="not", pointer=ptr)
+    if any(schema.get(k, True) is not True for k in ("unevaluatedProperties", "unevaluatedItems")) and cv.draft_number() >= 2019:
+        static = cv.unevaluated_in_place(schema)  # (one whose evaluated set a dynamic reference fixes: known in this scope)
+        if static is not None:
+            return complement(cv, static, ptr)
     known = cv.draft_keywords()
     out: list[Any] = []
     if "$ref" in schema:
@@ -76,10 +81,23 @@ def complement(cv: Converter, schema: Any, ptr: str) -> list[Any]:
 
 
 def _complement_ref(cv: Converter, schema: dict[str, Any], ptr: str) -> list[Any]:
-    target, target_ptr = cv.resolve_ref(schema["$ref"], ptr + "/$ref", schema)
+    pointer = ptr + "/$ref"
+    target, target_ptr = cv.resolve_ref(schema["$ref"], pointer, schema)
+    return _complement_target(cv, "$ref", target, target_ptr, followed_scope(cv, schema, pointer, schema["$ref"]), ptr)
+
+
+def _complement_target(cv: Converter, keyword: str, target: Any, target_ptr: str, scope: tuple[str, ...], ptr: str) -> list[Any]:
+    """The complement of reference ``keyword``'s ``target`` (at ``target_ptr``), followed
+    into dynamic scope ``scope``.  The violations are converted in the scope of the ``not``
+    (or ``if``) being built, so a target whose dynamic references would resolve differently in
+    ``scope`` raises :class:`NotExpressible`, as does one negated :data:`MAX_REF_NEGATIONS`
+    times on one path (a recursive reference)."""
+    if scope != cv.dynamic_scope and cv.reachable_refs(target) is None:
+        why = f"the complement of a {keyword} target whose dynamic references resolve in another dynamic scope is not built"
+        raise NotExpressible(keyword, ptr, why)
     depth = cv.negated_refs.get(target_ptr, 0)
     if depth >= MAX_REF_NEGATIONS:
-        raise NotExpressible("$ref", ptr, "the complement of a recursive $ref is not regular")
+        raise NotExpressible(keyword, ptr, f"the complement of a recursive {keyword} is not regular")
     cv.negated_refs[target_ptr] = depth + 1
     cv.resolved_refs.append(target_ptr)
     try:
@@ -209,15 +227,17 @@ def _unique_items(cv: Converter, v: Any, s: dict[str, Any], ptr: str) -> list[An
 
 
 def _dynamic_ref(keyword: str) -> Callable[[Converter, Any, dict[str, Any], str], list[Any]]:
-    """The handler of ``keyword`` (``$dynamicRef`` / ``$recursiveRef``): refused by name in the
-    draft that defines it; elsewhere an annotation, which no value fails."""
+    """The handler of ``keyword`` (``$dynamicRef`` / ``$recursiveRef``): in the draft that
+    defines it, the complement of its target in the converter's dynamic scope
+    (:func:`.json_refs.dynamic_target`); elsewhere an annotation, which no value fails."""
 
-    def refuse(cv: Converter, v: Any, s: dict[str, Any], ptr: str) -> list[Any]:
+    def violations(cv: Converter, v: Any, s: dict[str, Any], ptr: str) -> list[Any]:
         if cv.dynamic_ref_keyword() != keyword:
             return []
-        raise NotExpressible(keyword, ptr, f"the complement of a {keyword} is not built (its target depends on the dynamic scope)")
+        target, target_ptr, scope = dynamic_target(cv, s, ptr.rsplit("/", 1)[0], cv.dynamic_scope)
+        return _complement_target(cv, keyword, target, target_ptr, scope, ptr)
 
-    return refuse
+    return violations
 
 
 def _prefix_violations(cv: Converter, key: str, prefix: list[Any]) -> list[Any]:

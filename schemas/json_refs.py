@@ -151,6 +151,12 @@ class RefResolver:
         """Whether JSON pointer ``pointer`` (``"#/a/b"``) names a value in the root."""
         return self._walk(pointer)[1]
 
+    def pointer_of(self, schema: Any) -> str | None:
+        """The JSON pointer (``"#/…"``) of ``schema``, an object the root holds; None for one
+        it does not (one the converter built)."""
+        self._build()
+        return self._pointers.get(id(schema)) if isinstance(schema, (dict, list)) else None
+
     def value_at(self, pointer: str) -> Any:
         """The value JSON pointer ``pointer`` names in the root (None where it names none)."""
         path, found = self._walk(pointer)
@@ -234,17 +240,35 @@ class RefResolver:
                 stack.extend((v, f"{ptr}/{i}") for i, v in enumerate(node) if isinstance(v, (dict, list)))
 
 
-def followed_scope(cv: Converter, schema: dict[str, Any], pointer: str, ref: str) -> tuple[str, ...]:
+def followed_scope(cv: Converter, schema: dict[str, Any], pointer: str, ref: str, scope: tuple[str, ...] | None = None) -> tuple[str, ...]:
     """The dynamic scope after following reference ``ref`` (a URI reference, resolved against
-    the base URI of ``schema``, which holds it at ``pointer``): ``referencing``'s
-    ``Resolver._evolve``, which adds the current base URI when it is not empty and the scope is
-    empty or ``ref`` names another resource.  Unchanged when the converter does not track it."""
+    the base URI of ``schema``, which holds it at ``pointer``) from ``scope`` (default: the
+    converter's): ``referencing``'s ``Resolver._evolve``, which adds the current base URI when
+    it is not empty and the scope is empty or ``ref`` names another resource.  Unchanged when
+    the converter does not track it."""
+    scope = cv.dynamic_scope if scope is None else scope
     if not cv.tracks_dynamic_scope:
-        return cv.dynamic_scope
+        return scope
     base = cv.refs().base_for(schema, pointer)
     uri = base if ref.startswith("#") else urldefrag(urljoin(base, ref))[0]
-    scope = cv.dynamic_scope
     return (*scope, base) if base and (not scope or uri != base) else scope
+
+
+def dynamic_target(cv: Converter, schema: dict[str, Any], ptr: str, scope: tuple[str, ...]) -> tuple[Any, str, tuple[str, ...]]:
+    """(target, its pointer, the dynamic scope inside it) of the dynamic reference ``schema``
+    holds at ``ptr`` (``$dynamicRef`` in 2020-12, ``$recursiveRef`` in 2019-09; the root must
+    hold one, so the converter tracks the scope), evaluated in dynamic scope ``scope``.
+    Raises ``SchemaError`` for one that does not resolve."""
+    assert cv.tracks_dynamic_scope  # Converter.track_dynamic_scope started it (schema_to_ir calls it)
+    keyword = cv.dynamic_ref_keyword()
+    pointer = f"{ptr}/{keyword}"
+    if keyword == "$dynamicRef":
+        ref = schema["$dynamicRef"]  # a string: check_keyword_types saw to it
+        inner = followed_scope(cv, schema, pointer, ref, scope)
+        target, target_ptr = cv.refs().resolve_dynamic(ref, pointer, schema, inner)  # the anchor is looked up after the step
+        return target, target_ptr, inner
+    target, target_ptr = cv.refs().resolve_recursive(schema["$recursiveRef"], pointer, schema, scope)
+    return target, target_ptr, followed_scope(cv, schema, pointer, cv.refs().base_of(target) or "#", scope)  # into the resolved resource
 
 
 def convert_ref(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
@@ -255,24 +279,12 @@ def convert_ref(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
 
 
 def convert_dynamic_ref(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
-    """IR of ``schema``, which holds a ``$dynamicRef``: resolved in the converter's dynamic
-    scope (:meth:`RefResolver.resolve_dynamic`), then followed as a ``$ref``."""
-    assert cv.tracks_dynamic_scope  # Converter.track_dynamic_scope started it (schema_to_ir calls it)
-    pointer = ptr + "/$dynamicRef"
-    ref = schema["$dynamicRef"]  # a string: check_keyword_types saw to it
-    scope = followed_scope(cv, schema, pointer, ref)
-    target, target_ptr = cv.refs().resolve_dynamic(ref, pointer, schema, scope)  # the anchor is looked up after the step
-    return _follow(cv, schema, "$dynamicRef", target, target_ptr, ptr, scope)
-
-
-def convert_recursive_ref(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
-    """IR of ``schema``, which holds a ``$recursiveRef`` (2019-09): resolved in the converter's
-    dynamic scope (:meth:`RefResolver.resolve_recursive`), then followed as a ``$ref``."""
-    assert cv.tracks_dynamic_scope  # Converter.track_dynamic_scope started it (schema_to_ir calls it)
-    pointer = ptr + "/$recursiveRef"
-    target, target_ptr = cv.refs().resolve_recursive(schema["$recursiveRef"], pointer, schema, cv.dynamic_scope)
-    scope = followed_scope(cv, schema, pointer, cv.refs().base_of(target) or "#")  # into the resolved resource
-    return _follow(cv, schema, "$recursiveRef", target, target_ptr, ptr, scope)
+    """IR of ``schema``, which holds its draft's dynamic reference (``$dynamicRef``, 2020-12:
+    :meth:`RefResolver.resolve_dynamic`; ``$recursiveRef``, 2019-09:
+    :meth:`RefResolver.resolve_recursive`): resolved in the converter's dynamic scope, then
+    followed as a ``$ref``."""
+    target, target_ptr, scope = dynamic_target(cv, schema, ptr, cv.dynamic_scope)
+    return _follow(cv, schema, str(cv.dynamic_ref_keyword()), target, target_ptr, ptr, scope)
 
 
 def _follow(cv: Converter, schema: dict[str, Any], keyword: str, target: Any, target_ptr: str, ptr: str, scope: tuple[str, ...]) -> Node:

@@ -46,7 +46,7 @@ from .ir import NOTHING, Join, Node, alt, chars, lit, rep, seq
 from .json_combinators import convert_all_of, convert_conditional, convert_union
 from .json_keywords import CONSTRAINTS, RecursionLimit, check_keyword_types
 from .json_not import convert_not
-from .json_refs import RefResolver, convert_dynamic_ref, convert_recursive_ref, convert_ref, holds_dynamic_ref
+from .json_refs import RefResolver, convert_dynamic_ref, convert_ref, holds_dynamic_ref
 from .json_scalars import convert_enum, convert_types
 from .json_strings import ANY_STRING_CONTENT, json_string
 from .json_unevaluated import rewrite_static_unevaluated, static_unevaluated
@@ -194,15 +194,21 @@ class Converter:
     def _resolves(self, pointer: str) -> bool:
         return self.refs().pointer_exists(pointer)
 
-    def _unevaluated_in_place(self, schema: dict[str, Any], ptr: str) -> Any:
+    def unevaluated_in_place(self, schema: dict[str, Any]) -> Any:
         """``schema``'s ``unevaluated*`` rewritten (:func:`.json_unevaluated.static_unevaluated`)
-        when it is the root's own object at ``ptr``, in its own scope: one the rewrite before
-        conversion did not reach (under a keyword no draft defines, such as a ``$defs`` entry's
-        nested objects, reached by ``$ref``); None for a schema an intersection built, or whose
-        evaluated set is not static."""
-        if self.refs().value_at(ptr) is not schema:
+        when it is an object of the root, in its own scope (read at its own pointer, wherever a
+        merge converts it): one the rewrite before conversion did not reach (under a keyword no
+        draft defines, such as a ``$defs`` entry's nested objects, reached by ``$ref``), or whose
+        evaluated set a dynamic reference makes known only in the dynamic scope (the
+        converter's now); None for a schema an intersection built, or whose evaluated set is
+        not static."""
+        at = self.refs().pointer_of(schema)
+        if at is None:
             return None
-        return self.rewritten(schema, "unevaluated", lambda: static_unevaluated(self, schema, ptr))
+        if not self.tracks_dynamic_scope:
+            return self.rewritten(schema, "unevaluated", lambda: static_unevaluated(self, schema, at))
+        scope = self.dynamic_scope  # a dynamic reference's target, so the evaluated set, depends on it
+        return self.rewritten(schema, f"unevaluated {scope}", lambda: static_unevaluated(self, schema, at, scope))
 
     def rewritten(self, schema: dict[str, Any], tag: str, build: Callable[[], Any]) -> Any:
         """``build()``, made once per (schema object, tag): a rewritten schema keeps one
@@ -320,11 +326,11 @@ class Converter:
                 return self.convert(kept, ptr)
         for key in ("unevaluatedItems", "unevaluatedProperties"):
             if key in schema and schema[key] is not True and self.draft_number() >= 2019:
-                static = self._unevaluated_in_place(schema, ptr)
+                static = self.unevaluated_in_place(schema)
                 if static is not None:
                     return self.convert(static, ptr)
                 why = "which properties (items) it sees depends on the branch an instance passes"
-                why += " (or on a dynamic reference, or before 2020-12 on contains)"
+                why += " (past the cases built, or before 2020-12 on contains)"
                 self.unsupported(key, ptr, f"'{key}': {why}")
         if not any(k in CONSTRAINTS for k in schema):
             return self.any_value(self.opt.any_value_depth)  # {} (annotations only) is `true`
@@ -332,10 +338,8 @@ class Converter:
             return convert_conditional(self, schema, ptr)
         if "$ref" in schema:
             return convert_ref(self, schema, ptr)
-        if "$dynamicRef" in schema:
+        if "$dynamicRef" in schema or "$recursiveRef" in schema:  # the draft's own (another draft's was dropped above)
             return convert_dynamic_ref(self, schema, ptr)
-        if "$recursiveRef" in schema:  # 2019-09 (in other drafts dropped above)
-            return convert_recursive_ref(self, schema, ptr)
         if "allOf" in schema:
             return convert_all_of(self, schema, ptr)
         if "anyOf" in schema or "oneOf" in schema:

@@ -9,9 +9,10 @@ the evaluated set is fixed by the schema: the declared property names and ``patt
 ``prefixItems``), or everything once an ``additionalProperties`` / ``items`` /
 ``unevaluated*`` among them evaluates the rest.  Then ``unevaluatedProperties: U`` is exactly
 ``additionalProperties: U`` beside those names and patterns (``unevaluatedItems: U`` is
-``items: U`` after that prefix), which the converter compiles as usual.  In 2020-12 an item a
-``contains: C`` matches is evaluated too, so there ``unevaluatedItems: U`` is ``items: {anyOf:
-[C, U]}`` after the prefix.  A branch inside an ``allOf`` part (or its ``$ref`` target) is moved
+``items: U`` after that prefix), which the converter compiles as usual.  An item a
+``contains: C`` matches is evaluated too (2020-12; in 2019-09 as ``jsonschema`` reads it), so there
+``unevaluatedItems: U`` is ``items: {anyOf: [C, U]}`` after the prefix.  Which keywords evaluate
+items follows the draft (:func:`_evaluated_prefix`).  A branch inside an ``allOf`` part (or its ``$ref`` target) is moved
 up beside the keyword and split the same way.  JSON Schema 2020-12 §11 (Core, "Keywords for
 Applying Subschemas to Child Instances").
 """
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 import copy
 from typing import TYPE_CHECKING, Any
+
+from .json_refs import dynamic_target, followed_scope
 
 if TYPE_CHECKING:
     from .json_schema import Converter
@@ -58,16 +61,19 @@ def rewrite_static_unevaluated(cv: Converter) -> Any:
     return root
 
 
-def static_unevaluated(cv: Converter, schema: dict[str, Any], ptr: str) -> dict[str, Any] | None:
+def static_unevaluated(cv: Converter, schema: dict[str, Any], ptr: str, scope: tuple[str, ...] | None = None) -> dict[str, Any] | None:
     """``schema`` with its ``unevaluatedProperties`` / ``unevaluatedItems`` rewritten into
     ``additionalProperties`` / ``items`` of an ``allOf`` branch, or None when an evaluated set
-    is not static (the caller refuses it).  Raises ``SchemaError`` for a ``$ref`` that does not
-    resolve."""
+    is not static (the caller refuses it).  ``scope``: the dynamic scope ``schema`` is
+    evaluated in (the converter's, as it reaches ``schema``), which fixes the target of each
+    ``$dynamicRef`` / ``$recursiveRef``; None where it is not known yet (the rewrite before
+    conversion), where such a reference makes the set dynamic.  Raises ``SchemaError`` for a
+    reference that does not resolve."""
     rest = {k: v for k, v in schema.items() if k not in ("unevaluatedProperties", "unevaluatedItems")}
     extra: list[Any] = []
     try:
         if "unevaluatedProperties" in schema and schema["unevaluatedProperties"] is not True:
-            names, patterns, everything = _evaluated(cv, rest, ptr, _PROPERTY_WORDS, set())
+            names, patterns, everything = _evaluated(cv, rest, ptr, _PROPERTY_WORDS, set(), scope)
             if not everything:
                 branch: dict[str, Any] = {"additionalProperties": schema["unevaluatedProperties"]}
                 if names:
@@ -76,52 +82,75 @@ def static_unevaluated(cv: Converter, schema: dict[str, Any], ptr: str) -> dict[
                     branch["patternProperties"] = {p: True for p in patterns}
                 extra.append(branch)
         if "unevaluatedItems" in schema and schema["unevaluatedItems"] is not True:
-            prefix, contains, everything = _evaluated(cv, rest, ptr, _ITEM_WORDS, set())
+            prefix, contains, everything = _evaluated(cv, rest, ptr, _ITEM_WORDS, set(), scope)
             if not everything:  # an item a contains matches is evaluated: it meets that or the keyword
                 after = {"anyOf": [*contains, schema["unevaluatedItems"]]} if contains else schema["unevaluatedItems"]
-                extra.append({"prefixItems": [True] * len(prefix), "items": after})
+                if cv.draft_number() >= 2020:
+                    extra.append({"prefixItems": [True] * len(prefix), "items": after})
+                else:  # 2019-09 spells the prefix as an items list
+                    extra.append({"items": [True] * len(prefix), "additionalItems": after})
     except _Dynamic:
-        return _by_cases(cv, schema, ptr)
+        return _by_cases(cv, schema, ptr, scope)
     if not extra:
         return rest
     return {**rest, "allOf": [*rest.get("allOf", []), *extra]} if isinstance(rest.get("allOf", []), list) else None
 
 
-MAX_ANY_OF_CASES = 4  # anyOf branches split into the 2^k - 1 sets an instance can pass
+MAX_ANY_OF_CASES = 4  # anyOf branches that declare what unevaluated* reads, split into the 2^k - 1 sets an instance can pass
 
 
-def _by_cases(cv: Converter, schema: dict[str, Any], ptr: str) -> dict[str, Any] | None:
+def _by_cases(cv: Converter, schema: dict[str, Any], ptr: str, scope: tuple[str, ...] | None) -> dict[str, Any] | None:
     """``schema`` as the union of one case per set of its ``anyOf`` / ``oneOf`` / ``if``
     branches an instance passes (those branches in ``allOf``, the others negated), each case's
     evaluated set then static; None when a case is still dynamic or ``anyOf`` has more than
-    :data:`MAX_ANY_OF_CASES` branches.  The schema's other keywords stay (its ``$defs`` keep
-    their pointers); the split keyword's cases imply it."""
+    :data:`MAX_ANY_OF_CASES` branches that declare what the keyword reads
+    (:func:`_any_of_picks`).  The schema's other keywords stay (its ``$defs`` keep their
+    pointers); the split keyword's cases imply it."""
     key = next((k for k in ("anyOf", "oneOf", "if") if k in schema), None)
     if key is None:
         hoisted = _hoisted(cv, schema, ptr)
-        return None if hoisted is None else _by_cases(cv, hoisted, ptr)
+        return None if hoisted is None else _by_cases(cv, hoisted, ptr, scope)
     rest = {k: v for k, v in schema.items() if k != key and not (key == "if" and k in ("then", "else"))}
     base = rest.get("allOf", [])
     if not isinstance(base, list):
         return None
-    picks: list[list[Any]] = []
+    picks: list[list[Any]] | None = None
+    branches = schema[key]
     if key == "if":
         picks = [[schema["if"], schema.get("then", True)], [{"not": schema["if"]}, schema.get("else", True)]]
+    elif not isinstance(branches, list) or not branches:
+        return None
+    elif key == "oneOf":
+        picks = [[b if i == j else {"not": b} for i, b in enumerate(branches)] for j in range(len(branches))]
     else:
-        branches = schema[key]
-        if not isinstance(branches, list) or not branches or (key == "anyOf" and len(branches) > MAX_ANY_OF_CASES):
-            return None
-        k = len(branches)
-        sets = [1 << i for i in range(k)] if key == "oneOf" else list(range(1, 1 << k))
-        picks = [[b if m >> i & 1 else {"not": b} for i, b in enumerate(branches)] for m in sets]
+        picks = _any_of_picks(cv, schema, branches, ptr)
+    if picks is None:
+        return None
     cases = []
     for pick in picks:
-        case = static_unevaluated(cv, {**rest, "allOf": [*base, *pick]}, ptr)
+        case = static_unevaluated(cv, {**rest, "allOf": [*base, *pick]}, ptr, scope)
         if case is None:
             return None
         cases.append(case)
     outer = {k: v for k, v in schema.items() if k not in ("unevaluatedProperties", "unevaluatedItems", "then", "else", "if")}
     return {**outer, "anyOf": cases}
+
+
+def _any_of_picks(cv: Converter, schema: dict[str, Any], branches: list[Any], ptr: str) -> list[list[Any]] | None:
+    """The cases of ``anyOf: branches``: one per non-empty set of the branches that declare
+    what ``schema``'s ``unevaluated*`` reads (those required, the others negated), and, where
+    some branch declares none of it, one where none of the declaring branches passes and one
+    of the others does; None past :data:`MAX_ANY_OF_CASES` declaring branches.  Branches that
+    declare nothing leave every case's evaluated set as it is, so they are never split."""
+    words = [w for key, w in (("unevaluatedProperties", _PROPERTY_WORDS), ("unevaluatedItems", _ITEM_WORDS)) if key in schema]
+    declaring = [b for b in branches if any(_mentions(cv, b, ptr, w, set()) for w in words)]
+    others = [b for b in branches if not any(b is d for d in declaring)]
+    if len(declaring) > MAX_ANY_OF_CASES:
+        return None
+    picks = [[b if m >> i & 1 else {"not": b} for i, b in enumerate(declaring)] for m in range(1, 1 << len(declaring))]
+    if others:
+        picks.append([*({"not": b} for b in declaring), {"anyOf": others}])
+    return picks
 
 
 def _hoisted(cv: Converter, schema: dict[str, Any], ptr: str) -> dict[str, Any] | None:
@@ -152,17 +181,22 @@ def _hoisted(cv: Converter, schema: dict[str, Any], ptr: str) -> dict[str, Any] 
     return None
 
 
-def _evaluated(cv: Converter, s: Any, ptr: str, words: tuple[str, ...], seen: set[int]) -> tuple[set[Any], list[Any], bool]:
+def _evaluated(
+    cv: Converter, s: Any, ptr: str, words: tuple[str, ...], seen: set[int], scope: tuple[str, ...] | None
+) -> tuple[set[Any], list[Any], bool]:
     """(property names, or item positions; property patterns, or the ``contains`` schemas
     whose matching items count as evaluated (2020-12); whether everything is evaluated) by
-    ``s`` and the ``allOf`` / ``$ref`` subschemas it always applies.  Raises :class:`_Dynamic`
-    when a conditional applicator declares any of ``words``, and for ``contains`` before
-    2020-12 (whose annotations changed between drafts)."""
+    ``s`` and the ``allOf`` / ``$ref`` / dynamic-reference subschemas it always applies (in
+    dynamic scope ``scope``).  Raises :class:`_Dynamic` when a conditional applicator declares
+    any of ``words``, and for the draft's dynamic reference where ``scope`` is None."""
     if not isinstance(s, dict) or id(s) in seen:
         return set(), [], False
     seen = seen | {id(s)}
-    for key in _DYNAMIC:  # (a dynamic reference's target is known only while converting)
-        if key in s and (key.startswith("$") or _mentions(cv, s[key], ptr, words, set())):
+    own = cv.dynamic_ref_keyword()
+    for key in _DYNAMIC:  # (another draft's dynamic reference is an annotation)
+        if key not in s:
+            continue
+        if (key == own and scope is None) or (not key.startswith("$") and _mentions(cv, s[key], ptr, words, set())):
             raise _Dynamic(key)
     names: set[Any] = set()
     patterns: list[Any] = []
@@ -173,26 +207,47 @@ def _evaluated(cv: Converter, s: Any, ptr: str, words: tuple[str, ...], seen: se
         patterns += list(s.get("patternProperties") or {})
     else:
         if "contains" in s:
-            if cv.draft_number() < 2020:
-                raise _Dynamic("contains")
-            patterns.append(s["contains"])  # it evaluates the items that match it
-        items = s.get("items")
-        if "unevaluatedItems" in s or (items is not None and not isinstance(items, list)) or "additionalItems" in s:
+            patterns.append(s["contains"])  # it evaluates the items that match it (in 2019-09 too, as jsonschema reads it)
+        prefix = _evaluated_prefix(cv, s)
+        if prefix is None:
             return set(), [], True
-        prefix = s.get("prefixItems")
-        if not isinstance(prefix, list):
-            prefix = items if isinstance(items, list) else []
-        names |= set(range(len(prefix)))
-    subs = list(s.get("allOf") or []) if isinstance(s.get("allOf"), list) else []
+        names |= set(range(prefix))
+    subs = [(sub, scope) for sub in s.get("allOf") or []] if isinstance(s.get("allOf"), list) else []
     if "$ref" in s:
-        subs.append(cv.resolve_ref(s["$ref"], ptr + "/$ref", s)[0])
-    for sub in subs:
-        n, p, everything = _evaluated(cv, sub, ptr, words, seen)
+        target = cv.resolve_ref(s["$ref"], ptr + "/$ref", s)[0]
+        subs.append((target, None if scope is None else followed_scope(cv, s, ptr + "/$ref", s["$ref"], scope)))
+    if own in s and scope is not None:
+        dynamic, _at, inner = dynamic_target(cv, s, ptr, scope)
+        subs.append((dynamic, inner))
+    for sub, sub_scope in subs:
+        n, p, everything = _evaluated(cv, sub, ptr, words, seen, sub_scope)
         if everything:
             return set(), [], True
         names |= n
         patterns += [x for x in p if not any(x is y or x == y for y in patterns)]
     return names, patterns, False
+
+
+def _evaluated_prefix(cv: Converter, s: dict[str, Any]) -> int | None:
+    """How many leading items ``s``'s own item keywords evaluate, None for all of them, as
+    ``jsonschema`` reads each draft: in 2020-12 ``items`` (any form) evaluates every item and
+    ``prefixItems`` its prefix (``additionalItems`` is no keyword there); in 2019-09 ``items``
+    as a list evaluates its prefix, or every item beside ``additionalItems``, and as a schema
+    every item (``prefixItems`` is no keyword there, ``additionalItems`` alone evaluates
+    nothing); a nested ``unevaluatedItems`` evaluates every item it leaves (``s`` passes)."""
+    items = s.get("items")
+    if "unevaluatedItems" in s:
+        return None
+    if cv.draft_number() >= 2020:
+        if items is not None:
+            return None
+        prefix = s.get("prefixItems")
+        return len(prefix) if isinstance(prefix, list) else 0
+    if items is None:
+        return 0
+    if not isinstance(items, list) or "additionalItems" in s:
+        return None
+    return len(items)
 
 
 def _mentions(cv: Converter, value: Any, ptr: str, words: tuple[str, ...], seen: set[int]) -> bool:
@@ -204,8 +259,8 @@ def _mentions(cv: Converter, value: Any, ptr: str, words: tuple[str, ...], seen:
     if not isinstance(value, dict) or id(value) in seen:
         return False
     seen.add(id(value))
-    if any(w in value for w in words):
-        return True
+    if any(w in value for w in words) or "$dynamicRef" in value or "$recursiveRef" in value:
+        return True  # (a dynamic reference's target is known in the case's scope)
     if "$ref" in value and isinstance(value["$ref"], str):
         if _mentions(cv, cv.resolve_ref(value["$ref"], ptr + "/$ref", value)[0], ptr, words, seen):
             return True

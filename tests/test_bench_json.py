@@ -70,6 +70,12 @@ def test_modes_and_workloads_are_validated() -> None:
     assert mode_config(base, "prefill-fa2")[0].prefill_kernel == "fa2" and base.prefill_kernel == "auto"
     assert mode_config(base, "extend-as-decode")[0].extend_as_decode and not base.extend_as_decode
     assert set(MODES) >= {"default", "unconstrained"}
+    both = mode_config(base, "prefill-fa2+extend-as-decode+defer-late-rows")[0]
+    assert both.prefill_kernel == "fa2" and both.extend_as_decode and both.scheduler.defer_late_rows
+    assert mode_config(base, "no-radix+unconstrained") == (mode_config(base, "no-radix")[0], False)
+    for bad in ("default+no-radix", "prefill-fa2+fast"):
+        with pytest.raises(ValueError, match="unknown mode"):
+            mode_config(base, bad)
     with pytest.raises(ValueError, match="unknown mode"):
         mode_config(base, "fast")
     with pytest.raises(ValueError, match="unknown workload"):

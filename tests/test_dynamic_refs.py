@@ -157,27 +157,72 @@ def test_dynamic_ref_errors_name_the_keyword() -> None:
         assert e.value.keyword == keyword and e.value.pointer.startswith(pointer), (e.value.keyword, e.value.pointer)
 
 
-def test_what_a_dynamic_ref_evaluates_is_not_read_statically() -> None:
-    """``unevaluatedItems`` beside a ``$dynamicRef``: the items its target evaluates are known
-    only in a dynamic scope, so the keyword is refused by name (never narrowed silently)."""
-    schema = {
-        "$id": "https://example.com/derived",
-        "$ref": "base",
-        "$defs": {
-            "more": {"$dynamicAnchor": "addons", "prefixItems": [True, {"type": "string"}]},
-            "base": {
-                "$id": "base",
-                "type": "array",
-                "prefixItems": [{"type": "string"}],
-                "$dynamicRef": "#addons",
-                "unevaluatedItems": False,
-                "$defs": {"none": {"$dynamicAnchor": "addons"}},
+def _extensible(base_id: str, keyword: str, own: dict[str, Any], none_id: str = "none") -> dict[str, Any]:
+    """A base resource whose ``unevaluated*`` sits beside a ``$dynamicRef`` that extending
+    resources answer through their ``addons`` anchor."""
+    return {"$id": base_id, keyword: False, **own, "$dynamicRef": "#addons", "$defs": {none_id: {"$dynamicAnchor": "addons"}}}
+
+
+UNEVALUATED_DYNAMIC_CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
+    (
+        "unevaluatedItems sees the items of the dynamic target",
+        {
+            "$id": "https://example.com/derived",
+            "$ref": "base",
+            "$defs": {
+                "more": {"$dynamicAnchor": "addons", "prefixItems": [True, {"type": "string"}]},
+                "base": _extensible("base", "unevaluatedItems", {"type": "array", "prefixItems": [{"type": "string"}]}),
             },
         },
-    }
-    with pytest.raises(UnsupportedSchemaError) as e:
-        schema_to_ir(schema)
-    assert e.value.keyword == "unevaluatedItems"
+        [["a", "b"], ["a"], []],
+        [["a", "b", "c"], ["a", 1]],
+    ),
+    (
+        "unevaluatedProperties sees the properties of the dynamic target",
+        {
+            "$id": "https://example.com/derived-props",
+            "$ref": "base",
+            "$defs": {
+                "more": {"$dynamicAnchor": "addons", "properties": {"bar": {"type": "string"}}},
+                "base": _extensible("base", "unevaluatedProperties", {"type": "object", "properties": {"foo": {"type": "string"}}}),
+            },
+        },
+        [{"bar": "b", "foo": "a"}, {"bar": "b"}, {}],  # (a reference target's properties come first)
+        [{"foo": "a", "bar": "b", "baz": "c"}, {"bar": 1}],
+    ),
+    (
+        "the same base in two dynamic scopes evaluates two sets",
+        {
+            "$id": "https://example.com/two",
+            "type": "object",
+            "properties": {"x": {"$ref": "x"}, "y": {"$ref": "y"}},
+            "$defs": {
+                "x": {"$id": "x", "$ref": "base", "$defs": {"a": {"$dynamicAnchor": "addons", "properties": {"a": True}}}},
+                "y": {"$id": "y", "$ref": "base", "$defs": {"b": {"$dynamicAnchor": "addons", "properties": {"b": True}}}},
+                "base": _extensible("base", "unevaluatedProperties", {"type": "object"}),
+            },
+        },
+        [{"x": {"a": 1}, "y": {"b": 2}}, {"x": {}, "y": {}}],
+        [{"x": {"b": 1}}, {"y": {"a": 2}}],
+    ),
+    (
+        "without an extension only the base's own items are evaluated",
+        {
+            "$id": "https://example.com/plain-base",
+            "$ref": "base",
+            "$defs": {"base": _extensible("base", "unevaluatedItems", {"prefixItems": [True]})},
+        },
+        [[1], []],
+        [[1, 2]],
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "schema", "valid", "invalid"), UNEVALUATED_DYNAMIC_CASES, ids=[c[0] for c in UNEVALUATED_DYNAMIC_CASES])
+def test_unevaluated_beside_a_dynamic_ref_sees_its_target_in_scope(name: str, schema: Any, valid: list[Any], invalid: list[Any]) -> None:
+    """``unevaluated*`` beside a ``$dynamicRef``: the evaluated set is read at conversion,
+    where the dynamic scope fixes the reference's target, once per scope."""
+    _check_as_jsonschema(schema, valid, invalid)
 
 
 @pytest.mark.parametrize(
@@ -201,8 +246,72 @@ def test_under_not_a_reference_keyword_of_another_draft_is_an_annotation_too() -
     _check_as_jsonschema(schema, [[1, [2]], []], [["x"], [[1, 2]]])
 
 
-def test_the_complement_of_a_dynamic_ref_is_refused_by_name() -> None:
-    schema = {"$defs": {"s": {"$dynamicAnchor": "x", "type": "string"}}, "not": {"$dynamicRef": "#x"}}
+NEGATED_DYNAMIC_CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
+    (
+        "not of a dynamic reference",
+        {"$defs": {"s": {"$dynamicAnchor": "x", "type": "string"}}, "not": {"$dynamicRef": "#x"}},
+        [1, None, [], {}],
+        ["a", ""],
+    ),
+    (
+        "if on a dynamic reference",
+        {
+            "$id": "https://example.com/cond",
+            "$defs": {"s": {"$dynamicAnchor": "x", "type": "string"}},
+            "if": {"$dynamicRef": "#x"},
+            "then": {"maxLength": 2},
+            "else": {"type": "integer"},
+        },
+        ["ab", 3],
+        ["abc", 1.5, None],
+    ),
+    (
+        "not of the item type an outer resource overrides",
+        {
+            "$id": "https://example.com/not-strings",
+            "$ref": "list",
+            "$defs": {
+                "item": {"$dynamicAnchor": "item", "type": "string"},
+                "list": {**GENERIC_LIST, "items": {"not": {"$dynamicRef": "#item"}}},
+            },
+        },
+        [[1, None], []],
+        [["a"], [1, "b"]],
+    ),
+    (
+        "not of unevaluatedProperties beside a dynamic reference",
+        {
+            "$id": "https://example.com/derived-not",
+            "$ref": "base",
+            "$defs": {
+                "more": {"$dynamicAnchor": "addons", "properties": {"bar": {"type": "string"}}},
+                "base": {
+                    "$id": "base",
+                    "type": "object",
+                    "not": {"$dynamicRef": "#addons", "unevaluatedProperties": False, "properties": {"foo": True}},
+                    "$defs": {"none": {"$dynamicAnchor": "addons"}},
+                },
+            },
+        },
+        [{"bar": 1}, {"c": 1}, {"foo": 1, "c": 1}],
+        [{}, {"bar": "s"}, {"foo": 1}],
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "schema", "valid", "invalid"), NEGATED_DYNAMIC_CASES, ids=[c[0] for c in NEGATED_DYNAMIC_CASES])
+def test_the_complement_of_a_dynamic_ref_is_its_target_s_in_scope(name: str, schema: Any, valid: list[Any], invalid: list[Any]) -> None:
+    _check_as_jsonschema(schema, valid, invalid)
+
+
+def test_a_complement_whose_references_would_change_scope_is_refused_by_name() -> None:
+    """Violations are converted in the scope of the ``not``; a target followed into another
+    dynamic scope whose own dynamic references would resolve there is refused, never guessed."""
+    schema = {
+        "$id": "https://example.com/r",
+        "$defs": {"s": {"$dynamicAnchor": "x", "type": "array", "items": {"$dynamicRef": "#x"}}},
+        "not": {"$dynamicRef": "#x"},
+    }
     with pytest.raises(UnsupportedSchemaError, match="dynamic scope") as e:
         schema_to_ir(schema)
     assert e.value.pointer == "#/not/$dynamicRef"
@@ -285,6 +394,29 @@ def test_recursive_refs_resolve_as_jsonschema_resolves_them(name: str, schema: A
     _check_as_jsonschema(schema, valid, invalid)
 
 
+def test_unevaluated_beside_a_recursive_ref_sees_the_extended_tree() -> None:
+    """2019-09: ``unevaluatedProperties`` beside ``$recursiveRef`` evaluates what the
+    outermost ``$recursiveAnchor`` resource declares (JSON-Schema-Test-Suite's extended tree)."""
+    schema = {
+        "$schema": D2019,
+        "$id": "https://example.com/extended-tree",
+        "$recursiveAnchor": True,
+        "$ref": "./tree",
+        "properties": {"name": {"type": "string"}},
+        "$defs": {
+            "tree": {
+                "$id": "./tree",
+                "$recursiveAnchor": True,
+                "type": "object",
+                "properties": {"node": True, "branches": {"unevaluatedProperties": False, "$recursiveRef": "#"}},
+                "required": ["node"],
+            }
+        },
+    }
+    valid = [{"node": 1, "branches": {"name": "b", "node": 2}, "name": "a"}, {"node": 1}]  # keys in the grammar's order
+    _check_as_jsonschema(schema, valid, [{"node": 1, "branches": {"node": 2, "foo": "b"}}, {"node": 1, "branches": {"name": "b"}}])
+
+
 def test_recursive_ref_errors_and_refusals_name_the_keyword() -> None:
     with pytest.raises(SchemaError, match='must be "#"') as e:
         schema_to_ir({"$schema": D2019, "items": {"$recursiveRef": "#/items"}})
@@ -292,6 +424,9 @@ def test_recursive_ref_errors_and_refusals_name_the_keyword() -> None:
     with pytest.raises(SchemaError, match="boolean") as e:
         schema_to_ir({"$schema": D2019, "$recursiveAnchor": "yes", "items": {"$recursiveRef": "#"}})
     assert e.value.keyword == "$recursiveAnchor"
+    nested = {"$schema": D2019, "$recursiveAnchor": True, "type": "array", "items": {"not": {"$recursiveRef": "#"}}}
     with pytest.raises(UnsupportedSchemaError, match="dynamic scope") as e:
-        schema_to_ir({"$schema": D2019, "$recursiveAnchor": True, "type": "array", "items": {"not": {"$recursiveRef": "#"}}})
+        schema_to_ir({**nested, "$id": "https://example.com/nested"})  # the step into the root adds its base URI
     assert e.value.pointer == "#/items/not/$recursiveRef"
+    # without a base URI the scope stays as it is: arrays whose items are not such arrays
+    _check_as_jsonschema(nested, [[], [1, "a"], [[[]]]], [[[]], [[1]], 1, None])

@@ -705,6 +705,24 @@ UNEVALUATED_CASES: list[tuple[Any, list[Any], list[Any]]] = [
         [[2, 3], [6], [2, 4, 9]],
         [[2, 5], [3], [2, 3, 5]],
     ),
+    # anyOf branches that declare no property leave the evaluated set alone: only the two that do split the cases
+    (
+        {
+            "type": "object",
+            "properties": {"a": True},
+            "anyOf": [
+                {"properties": {"x": {"type": "integer"}}, "required": ["x"]},
+                {"properties": {"y": True}, "required": ["y"]},
+                {"required": ["a"]},
+                {"minProperties": 3},
+                {"maxProperties": 0},
+                {"required": ["z"]},
+            ],
+            "unevaluatedProperties": False,
+        },
+        [{"x": 1}, {"y": 1}, {"a": 1}, {}, {"x": 1, "y": 2}, {"a": 1, "x": 2}],
+        [{"a": 1, "x": "s"}, {"x": "s"}, {"b": 1}, {"a": 1, "b": 2}],
+    ),
 ]
 
 
@@ -716,15 +734,38 @@ def test_unevaluated_with_a_static_evaluated_set(schema: Any, valid: list[Any], 
         assert dfa.accepts(json.dumps(value, separators=(", ", ": ")).encode()) == ok, value
 
 
+D2019 = "https://json-schema.org/draft/2019-09/schema"
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "array", "additionalItems": True, "unevaluatedItems": False},  # no keyword in 2020-12
+        {"$schema": D2019, "type": "array", "additionalItems": True, "unevaluatedItems": False},  # alone: evaluates nothing
+        {"$schema": D2019, "type": "array", "prefixItems": [True], "unevaluatedItems": False},  # no keyword in 2019-09
+        {"$schema": D2019, "type": "array", "items": [{"type": "string"}], "unevaluatedItems": {"type": "integer"}},
+        {"$schema": D2019, "type": "array", "items": [True], "additionalItems": {"type": "string"}, "unevaluatedItems": False},
+        {"$schema": D2019, "type": "array", "items": [True], "contains": {"const": "a"}, "unevaluatedItems": {"type": "integer"}},
+        {"$schema": D2019, "type": "array", "contains": {"const": 1}, "unevaluatedItems": False},
+    ],
+)
+def test_which_keywords_evaluate_items_follows_the_draft(schema: Any) -> None:
+    """``unevaluatedItems`` reads the item keywords of the schema's own draft, as ``jsonschema``
+    does (an ``additionalItems`` or ``prefixItems`` the draft does not define evaluates nothing;
+    in 2019-09 an item a ``contains`` matches is evaluated, as in 2020-12)."""
+    dfa = compile_lazy(schema_to_ir(schema)[0])
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    for value in ([], [1], [1, 2], ["a"], ["a", 1], ["a", "b"], [1, "a"], ["a", "a", 3]):
+        text = json.dumps(value, separators=(", ", ": ")).encode()
+        assert dfa.accepts(text) == validator.is_valid(value), value
+
+
 def test_unevaluated_that_depends_on_a_branch_is_refused_by_name() -> None:
-    branches = [{"properties": {f"p{i}": {}}} for i in range(5)]  # 2^5 - 1 cases: past the cap
+    branches = [{"properties": {f"p{i}": {}}} for i in range(5)]  # 2^5 - 1 cases of declaring branches: past the cap
     schema = {"anyOf": branches, "unevaluatedProperties": False}
     with pytest.raises(UnsupportedSchemaError, match="depends on the branch") as e:
         schema_to_ir(schema)
     assert e.value.keyword == "unevaluatedProperties"
-    draft2019 = {"$schema": "https://json-schema.org/draft/2019-09/schema", "contains": {"const": 1}, "unevaluatedItems": False}
-    with pytest.raises(UnsupportedSchemaError, match="depends on the branch"):  # contains evaluates nothing there
-        schema_to_ir(draft2019)
     draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"a": {}}, "unevaluatedProperties": False}
     wide = SchemaOptions(allow_undeclared_properties=True)
     assert compile_lazy(schema_to_ir(draft7, wide)[0]).accepts(b'{"b": 1}')  # not a draft-7 keyword: nothing to enforce

@@ -10,7 +10,7 @@ constrained, CUDA graphs), ``no-jump-forward``, ``no-radix``, ``unconstrained`` 
 samples a step later instead of holding up the batch), ``prefill-fa2`` (extend batches on
 FlashInfer's FA2 paged prefill kernel instead of its default, FA3 on Hopper) and
 ``extend-as-decode`` (small extend batches replayed through the decode graphs, one row per
-token).
+token); modes joined by ``+`` combine.
 
 Metrics per (workload, mode, concurrency): requests/s, output tokens/s, TTFT, grammar wait and
 TPOT p50/p99, forwards per request, forced-token share, cache hit rate, validity rate, peak GPU
@@ -56,10 +56,21 @@ MODES = (
 
 
 def mode_config(base: EngineConfig, mode: str) -> tuple[EngineConfig, bool]:
-    """(engine config, constrained?) of ``mode``.  Raises ``ValueError`` for an unknown mode."""
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
-    sched = base.scheduler
+    """(engine config, constrained?) of ``mode``; modes joined by ``+`` combine (``prefill-fa2+extend-as-decode``).
+    Raises ``ValueError`` for an unknown mode, or ``default`` in a combination."""
+    parts = mode.split("+")
+    for part in parts:
+        if part not in MODES or (part == "default" and len(parts) > 1):
+            raise ValueError(f"unknown mode {part!r} in {mode!r}; choose from {', '.join(MODES)}, joined by '+' to combine")
+    cfg, constrained = base, True
+    for part in parts:
+        cfg, on = _apply_mode(cfg, part)
+        constrained = constrained and on
+    return cfg, constrained
+
+
+def _apply_mode(cfg: EngineConfig, mode: str) -> tuple[EngineConfig, bool]:
+    sched = cfg.scheduler
     if mode == "no-jump-forward":
         sched = dataclasses.replace(sched, jump_forward=False)
     if mode == "no-radix":
@@ -68,7 +79,7 @@ def mode_config(base: EngineConfig, mode: str) -> tuple[EngineConfig, bool]:
         sched = dataclasses.replace(sched, prefill_while_compiling=False)
     if mode == "defer-late-rows":
         sched = dataclasses.replace(sched, defer_late_rows=True)
-    cfg = dataclasses.replace(base, scheduler=sched, cuda_graph=base.cuda_graph and mode != "no-cuda-graph")
+    cfg = dataclasses.replace(cfg, scheduler=sched, cuda_graph=cfg.cuda_graph and mode != "no-cuda-graph")
     if mode == "prefill-fa2":
         cfg = dataclasses.replace(cfg, prefill_kernel="fa2")
     if mode == "extend-as-decode":
@@ -326,7 +337,7 @@ def _run_group(
     """The runs of ``modes`` (one runner's settings) on ``runner``, workload by workload."""
     for w in config.workloads:
         for mode in modes:
-            if mode == "no-cuda-graph" and not cuda:
+            if "no-cuda-graph" in mode.split("+") and not cuda:
                 skipped.append(f"{w}/{mode}: CUDA graphs exist only on CUDA")
                 continue
             cfg, constrained = mode_config(base, mode)
