@@ -329,11 +329,12 @@ _SUBSCHEMAS = ("not", "additionalProperties", "additionalItems", "contains", "pr
                "properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")  # fmt: skip
 
 
-def check_keyword_types(schema: Any) -> None:
+def check_keyword_types(schema: Any, draft: int = 2020) -> None:
     """Raise :class:`SchemaError` naming the keyword and JSON pointer of the first keyword value
     of the wrong kind anywhere in ``schema`` (``minimum: null``, ``maxLength: "3"``, …), so that
     a bound is never silently ignored.  The checks are the meta-schemas' type rules for the
-    keywords the converter reads, applied iteratively (any nesting depth)."""
+    keywords the converter reads, applied iteratively (any nesting depth); ``draft`` (3, 4, 6,
+    7, 2019, 2020): the root's, whose 2020-12 meta-schema takes ``items`` as a schema only."""
     stack: list[tuple[Any, str]] = [(schema, "#")]
     while stack:
         node, ptr = stack.pop()
@@ -343,6 +344,8 @@ def check_keyword_types(schema: Any) -> None:
             rule = KEYWORD_CHECKS.get(kw)
             if rule is not None and not rule[0](v):
                 raise SchemaError(f"{kw} must be {rule[1]}, got {_shown(v)}", keyword=kw, pointer=ptr)
+            if kw == "items" and isinstance(v, list) and draft >= 2020:
+                raise SchemaError("items must be a schema in draft 2020-12 (an array of schemas is prefixItems)", keyword=kw, pointer=ptr)
             if kw not in _SUBSCHEMAS:
                 continue
             here = f"{ptr}/{escape_pointer(kw)}"

@@ -432,9 +432,9 @@ def schema_to_ir(
     """
     options = options or SchemaOptions()
     schema = load_schema(schema)
-    check_keyword_types(schema)  # an ill-typed bound is an error, never a bound silently ignored
     report = ConversionReport()
     conv = Converter(schema, options, report)
+    check_keyword_types(schema, conv.draft_number())  # an ill-typed bound is an error, never a bound silently ignored
     try:
         if _has_unevaluated(schema) and conv.draft_number() >= 2019:
             schema = rewrite_static_unevaluated(conv)  # each in its own scope, before any merging

@@ -760,6 +760,17 @@ def test_which_keywords_evaluate_items_follows_the_draft(schema: Any) -> None:
         assert dfa.accepts(text) == validator.is_valid(value), value
 
 
+def test_an_items_array_is_a_schema_error_in_2020_12() -> None:
+    """2020-12's meta-schema takes ``items`` as a schema only (its tuples are ``prefixItems``):
+    an array there is named, never read as another draft's tuple."""
+    with pytest.raises(SchemaError, match="prefixItems") as e:
+        schema_to_ir({"type": "object", "properties": {"t": {"items": [{"type": "string"}]}}})
+    assert e.value.keyword == "items" and e.value.pointer == "#/properties/t"
+    draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", "items": [{"type": "string"}], "additionalItems": False}
+    dfa = compile_lazy(schema_to_ir(draft7)[0])
+    assert dfa.accepts(b'["a"]') and not dfa.accepts(b'["a", "b"]') and not dfa.accepts(b"[1]")
+
+
 def test_unevaluated_that_depends_on_a_branch_is_refused_by_name() -> None:
     branches = [{"properties": {f"p{i}": {}}} for i in range(5)]  # 2^5 - 1 cases of declaring branches: past the cap
     schema = {"anyOf": branches, "unevaluatedProperties": False}

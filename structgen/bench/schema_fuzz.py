@@ -168,8 +168,16 @@ def _unevaluated(rng: random.Random, depth: int, defs: dict[str, Any]) -> dict[s
             s["properties"] = {"d": _typed(rng, 0, defs)}
     else:
 
-        def branch() -> dict[str, Any]:
-            return {"prefixItems": [_typed(rng, 0, defs) for _ in range(rng.randint(1, 2))]}
+        def branch() -> dict[str, Any]:  # item keywords of both drafts, each read as the root's draft reads it
+            tuple_ = [_typed(rng, 0, defs) for _ in range(rng.randint(1, 2))]
+            kind = rng.choice(["prefixItems", "prefixItems", "items-list", "contains", "additionalItems"])
+            if kind == "items-list":
+                return {"items": tuple_, **({"additionalItems": _typed(rng, 0, defs)} if rng.random() < 0.3 else {})}
+            if kind == "contains":
+                return {"contains": tuple_[0]}
+            if kind == "additionalItems":
+                return {"additionalItems": tuple_[0]}
+            return {"prefixItems": tuple_}
 
         s = {"type": "array", "maxItems": 3, "unevaluatedItems": rng.choice([False, {"type": "integer"}])}
     if applicator == "if":
@@ -189,7 +197,24 @@ def random_schema(rng: random.Random, depth: int = 3) -> Any:
     ``$defs`` and never back to themselves (the validator has no recursion guard)."""
     defs: dict[str, Any] = {}
     schema = _schema(rng, depth, defs)
+    if rng.random() < 0.1:  # 2019-09 reads unevaluatedItems beside its own item keywords
+        schema = {"$schema": "https://json-schema.org/draft/2019-09/schema", **schema}
+    else:  # 2020-12 has no array form of items: its tuples are prefixItems
+        _tuples_as_prefix_items(schema)
+        _tuples_as_prefix_items(defs)
     return {**schema, "$defs": defs} if defs else schema
+
+
+def _tuples_as_prefix_items(node: Any) -> None:
+    """Rename every ``items`` array in ``node`` (in place) to ``prefixItems``."""
+    if isinstance(node, list):
+        for v in node:
+            _tuples_as_prefix_items(v)
+    elif isinstance(node, dict):
+        if isinstance(node.get("items"), list):
+            node["prefixItems"] = node.pop("items")
+        for v in node.values():
+            _tuples_as_prefix_items(v)
 
 
 def _schema(rng: random.Random, depth: int, defs: dict[str, Any]) -> dict[str, Any]:
