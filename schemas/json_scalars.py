@@ -88,7 +88,13 @@ def value_literal(cv: Converter, value: Any, text: str) -> Node:
 
 
 def types_of(cv: Converter, schema: dict[str, Any]) -> set[str]:
+    """The JSON types ``schema`` allows: its ``type``; without one, the types its keywords
+    belong to (``SchemaOptions.infer_types``, the default narrowing; every type when none
+    does), or every type (``infer_types=False``, as JSON Schema reads it).  Raises
+    ``SchemaError`` for an unknown type name."""
     t = schema.get("type")
+    if t is None and not cv.opt.infer_types:
+        return set(TYPES)
     if t is None:
         keys = set(schema)
         fmt = schema.get("format")

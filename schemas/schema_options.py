@@ -25,7 +25,10 @@ class SchemaOptions:
     ``product_value_depth``: nesting bound for the unconstrained values in the operands of an
     eager product (built whole, its states multiply with each level; the items and members
     around a failing or matching one nest 2 more); ``allow_undeclared_properties``: JSON Schema's default ``additionalProperties: true``
-    when the keyword is absent (off by default: a narrowing most users want).
+    when the keyword is absent (off by default: a narrowing most users want); ``infer_types``:
+    a schema without ``type`` takes the types its keywords belong to (``minLength`` → strings,
+    ``properties`` → objects, …; on by default: a narrowing most users want), where JSON Schema
+    lets every other type through unconstrained (off: every type, as JSON Schema reads it).
     """
 
     whitespace: str = "canonical"
@@ -36,6 +39,7 @@ class SchemaOptions:
     any_value_fallback_depth: int | None = 3
     product_value_depth: int = 3
     allow_undeclared_properties: bool = False
+    infer_types: bool = True
 
     def __post_init__(self) -> None:
         if self.whitespace not in ("canonical", "compact", "flexible"):

@@ -826,3 +826,17 @@ def test_a_literal_encodes_as_the_one_string_json_dumps_writes(text: str) -> Non
     assert compile_lazy(per_char).accepts(written)
     if written:
         assert not compile_lazy(encoded).accepts(written[:-1])
+
+
+def test_without_infer_types_a_schema_without_type_allows_every_type() -> None:
+    """JSON Schema applies ``minLength`` / ``minimum`` / ``properties`` to their own types only;
+    ``infer_types=False`` reads them so, the default narrows to those types."""
+    schema = {"minLength": 3, "minimum": 10, "properties": {"a": {"type": "integer"}}}
+    exact = compile_lazy(schema_to_ir(schema, SchemaOptions(infer_types=False))[0])
+    narrow = compile_lazy(schema_to_ir(schema)[0])
+    validator = jsonschema.Draft202012Validator(schema)
+    for value in ("abc", "ab", 12, 9, {"a": 1}, {"a": "x"}, [1, "x"], None, True):
+        text = json.dumps(value, separators=(", ", ": ")).encode()
+        assert exact.accepts(text) == validator.is_valid(value), value
+        assert not narrow.accepts(text) or validator.is_valid(value), value  # a narrowing, never wider
+    assert not narrow.accepts(b"[1]") and not narrow.accepts(b"null")

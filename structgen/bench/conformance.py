@@ -5,7 +5,9 @@ For every schema of the JSON-Schema-Test-Suite (draft 2020-12) and of MaskBench
 (time-out, state cap, crash).  For compiled schemas every test instance is serialized in our
 layout (keys in schema order, falling back to the instance's own order) and walked through
 the token FSM token by token with the tokenizer's canonical encoding; a schema *passes* when
-every valid instance is accepted and every invalid one rejected.  Soundness is checked twice:
+every valid instance is accepted and every invalid one rejected; schemas compile with JSON
+Schema's own reading where the defaults narrow (:data:`EXACT_OPTIONS`: undeclared properties
+allowed, a schema without ``type`` open to every type).  Soundness is checked twice:
 invalid instances that are accepted, and random strings sampled from the automaton that fail
 ``jsonschema`` validation (with format checking) or do not parse.
 
@@ -155,6 +157,9 @@ def _alarm(_sig: int, _frame: Any) -> None:
 
 
 OURS = "structgen"
+# JSON Schema's own reading, where the defaults narrow: undeclared properties allowed, and a
+# schema without ``type`` allows every type (its keywords constrain their own types only)
+EXACT_OPTIONS = SchemaOptions(allow_undeclared_properties=True, infer_types=False)
 """The engine name of :func:`run_task`'s own tasks (the others are anchors)."""
 
 Task = tuple[int, Item, str]
@@ -196,7 +201,7 @@ def run_task(task: Task) -> TaskResult:
     limit_cpu(_hard_alarm_s() + 30)  # past the alarm: a task stuck in native code
     if engine == OURS:
         return index, engine, run_ours(item)
-    texts = instance_texts(item, SchemaOptions(allow_undeclared_properties=True))
+    texts = instance_texts(item, EXACT_OPTIONS)
     return index, engine, _run_anchor_bounded(_STATE["anchors"][engine], item, texts)
 
 
@@ -237,7 +242,7 @@ def run_ours(item: Item) -> ItemResult:
     """Compile and check one schema with structgen."""
     compiler: GrammarCompiler = _STATE["compiler"]
     res = ItemResult(item.suite, item.name, "error")
-    options = SchemaOptions(allow_undeclared_properties=True)
+    options = EXACT_OPTIONS
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(_hard_alarm_s())
     try:
