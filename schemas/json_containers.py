@@ -64,14 +64,12 @@ def convert_array(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
             cv.unsupported("uniqueItems", ptr, "uniqueItems is enforced only over a finite set of item values (enum, const, boolean, null)")
     prefix: list[Any] = []
     rest: Any = True
-    prefix_key = "prefixItems"
-    if isinstance(schema.get("prefixItems"), list):
-        prefix = schema["prefixItems"]
-        rest = schema.get("items", True)
-    elif isinstance(schema.get("items"), list):
-        prefix = schema["items"]
-        prefix_key = "items"
-        rest = schema.get("additionalItems", True)
+    # the draft's own tuple keyword: prefixItems (then items) from 2020-12, an items array (then
+    # additionalItems) before it; the other is no keyword there and constrains nothing
+    prefix_key = "prefixItems" if cv.draft_number() >= 2020 else "items"
+    if isinstance(schema.get(prefix_key), list):
+        prefix = schema[prefix_key]
+        rest = schema.get("items", True) if prefix_key == "prefixItems" else schema.get("additionalItems", True)
     elif "items" in schema:
         rest = schema["items"]
     lo = schema.get("minItems", 0)

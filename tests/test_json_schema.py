@@ -747,12 +747,16 @@ D2019 = "https://json-schema.org/draft/2019-09/schema"
         {"$schema": D2019, "type": "array", "items": [True], "additionalItems": {"type": "string"}, "unevaluatedItems": False},
         {"$schema": D2019, "type": "array", "items": [True], "contains": {"const": "a"}, "unevaluatedItems": {"type": "integer"}},
         {"$schema": D2019, "type": "array", "contains": {"const": 1}, "unevaluatedItems": False},
+        {"$schema": D2019, "type": "array", "prefixItems": [{"type": "string"}], "items": False},  # tuples: items arrays
+        {"$schema": "http://json-schema.org/draft-07/schema#", "type": "array", "prefixItems": [{"type": "string"}], "maxItems": 2},
+        {"type": "array", "prefixItems": [{"type": "string"}], "items": {"type": "integer"}, "additionalItems": False},
     ],
 )
 def test_which_keywords_evaluate_items_follows_the_draft(schema: Any) -> None:
-    """``unevaluatedItems`` reads the item keywords of the schema's own draft, as ``jsonschema``
-    does (an ``additionalItems`` or ``prefixItems`` the draft does not define evaluates nothing;
-    in 2019-09 an item a ``contains`` matches is evaluated, as in 2020-12)."""
+    """Arrays and ``unevaluatedItems`` read the item keywords of the schema's own draft, as
+    ``jsonschema`` does (an ``additionalItems`` or ``prefixItems`` the draft does not define
+    constrains and evaluates nothing; in 2019-09 an item a ``contains`` matches is evaluated, as
+    in 2020-12)."""
     dfa = compile_lazy(schema_to_ir(schema)[0])
     validator = jsonschema.validators.validator_for(schema)(schema)
     for value in ([], [1], [1, 2], ["a"], ["a", 1], ["a", "b"], [1, "a"], ["a", "a", 3]):
