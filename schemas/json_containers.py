@@ -64,12 +64,10 @@ def convert_array(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
             cv.unsupported("uniqueItems", ptr, "uniqueItems is enforced only over a finite set of item values (enum, const, boolean, null)")
     prefix: list[Any] = []
     rest: Any = True
-    # the draft's own tuple keyword: prefixItems (then items) from 2020-12, an items array (then
-    # additionalItems) before it; the other is no keyword there and constrains nothing
-    prefix_key = "prefixItems" if cv.draft_number() >= 2020 else "items"
+    prefix_key, rest_key = cv.tuple_keywords()  # the draft's own (the other spelling constrains nothing)
     if isinstance(schema.get(prefix_key), list):
         prefix = schema[prefix_key]
-        rest = schema.get("items", True) if prefix_key == "prefixItems" else schema.get("additionalItems", True)
+        rest = schema.get(rest_key, True)
     elif "items" in schema:
         rest = schema["items"]
     lo = schema.get("minItems", 0)

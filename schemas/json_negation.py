@@ -265,7 +265,7 @@ def _rest_items(cv: Converter, v: Any, n: int, ptr: str) -> list[Any]:
     if not n:
         return [{"type": "array", "contains": {"not": v}}]
     # some item after the first n fails v: a leaf that json_not compiles directly
-    prefix_key, rest_key = ("prefixItems", "items") if cv.draft_number() >= 2020 else ("items", "additionalItems")
+    prefix_key, rest_key = cv.tuple_keywords()
     return [{"type": "array", "not": {prefix_key: [True] * n, rest_key: v}}]
 
 

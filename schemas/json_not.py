@@ -112,7 +112,7 @@ def _not_format(cv: Converter, schema: dict[str, Any], name: Any, rest: dict[str
 
 def _items_after_prefix(cv: Converter, neg: dict[str, Any], keys: set[str]) -> tuple[int, Any] | None:
     """(n, v) when ``neg`` is only "items after the first n (any values) meet v"."""
-    prefix_key, rest_key = ("prefixItems", "items") if cv.draft_number() >= 2020 else ("items", "additionalItems")
+    prefix_key, rest_key = cv.tuple_keywords()
     prefix = neg.get(prefix_key)
     if keys != {prefix_key, rest_key} or not isinstance(prefix, list) or not prefix or not all(_is_true(p) for p in prefix):
         return None
@@ -220,8 +220,7 @@ def _number_texts(v: Any) -> list[Node]:
 def _structure(cv: Converter, v: Any) -> dict[str, Any]:
     """A schema only the container ``v`` validates (by JSON Schema equality)."""
     if isinstance(v, list):
-        key = "prefixItems" if cv.draft_number() >= 2020 else "items"
-        return {"type": "array", "minItems": len(v), "maxItems": len(v), key: [{"const": x} for x in v]}
+        return {"type": "array", "minItems": len(v), "maxItems": len(v), cv.tuple_keywords()[0]: [{"const": x} for x in v]}
     return {
         "type": "object",
         "required": list(v),

@@ -175,6 +175,12 @@ class Converter:
             self.validator(True)
         return frozenset(self._validator_cls.VALIDATORS)
 
+    def tuple_keywords(self) -> tuple[str, str]:
+        """(the keyword of an array's leading item schemas, the keyword for the items after
+        them) in the root's draft: ``prefixItems`` / ``items`` from 2020-12, an ``items`` array
+        / ``additionalItems`` before it (the other spelling is no keyword there)."""
+        return ("prefixItems", "items") if self.draft_number() >= 2020 else ("items", "additionalItems")
+
     def draft_ignores_ref_siblings(self) -> bool:
         """Before 2019-09 the keywords next to ``$ref`` are ignored."""
         return self.draft_number() <= 7

@@ -85,10 +85,8 @@ def static_unevaluated(cv: Converter, schema: dict[str, Any], ptr: str, scope: t
             prefix, contains, everything = _evaluated(cv, rest, ptr, _ITEM_WORDS, set(), scope)
             if not everything:  # an item a contains matches is evaluated: it meets that or the keyword
                 after = {"anyOf": [*contains, schema["unevaluatedItems"]]} if contains else schema["unevaluatedItems"]
-                if cv.draft_number() >= 2020:
-                    extra.append({"prefixItems": [True] * len(prefix), "items": after})
-                else:  # 2019-09 spells the prefix as an items list
-                    extra.append({"items": [True] * len(prefix), "additionalItems": after})
+                prefix_key, rest_key = cv.tuple_keywords()
+                extra.append({prefix_key: [True] * len(prefix), rest_key: after})
     except _Dynamic:
         return _by_cases(cv, schema, ptr, scope)
     if not extra:
@@ -235,19 +233,13 @@ def _evaluated_prefix(cv: Converter, s: dict[str, Any]) -> int | None:
     as a list evaluates its prefix, or every item beside ``additionalItems``, and as a schema
     every item (``prefixItems`` is no keyword there, ``additionalItems`` alone evaluates
     nothing); a nested ``unevaluatedItems`` evaluates every item it leaves (``s`` passes)."""
-    items = s.get("items")
     if "unevaluatedItems" in s:
         return None
-    if cv.draft_number() >= 2020:
-        if items is not None:
-            return None
-        prefix = s.get("prefixItems")
-        return len(prefix) if isinstance(prefix, list) else 0
-    if items is None:
-        return 0
-    if not isinstance(items, list) or "additionalItems" in s:
-        return None
-    return len(items)
+    prefix_key, rest_key = cv.tuple_keywords()
+    prefix = s.get(prefix_key)
+    if isinstance(prefix, list):
+        return None if rest_key in s else len(prefix)
+    return None if "items" in s else 0  # items as one schema (or, in 2020-12, beside no prefix) evaluates all
 
 
 def _mentions(cv: Converter, value: Any, ptr: str, words: tuple[str, ...], seen: set[int]) -> bool:

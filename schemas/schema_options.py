@@ -50,6 +50,9 @@ class SchemaOptions:
             depth = getattr(self, name)
             if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
                 raise ValueError(f"{name} must be an int >= 0, got {depth!r}")
+        for name in ("strict", "allow_undeclared_properties", "infer_types"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
         fallback = self.any_value_fallback_depth
         if fallback is not None and (isinstance(fallback, bool) or not isinstance(fallback, int) or fallback < 0):
             raise ValueError(f"any_value_fallback_depth must be None or an int >= 0, got {fallback!r}")

@@ -844,3 +844,11 @@ def test_without_infer_types_a_schema_without_type_allows_every_type() -> None:
         assert exact.accepts(text) == validator.is_valid(value), value
         assert not narrow.accepts(text) or validator.is_valid(value), value  # a narrowing, never wider
     assert not narrow.accepts(b"[1]") and not narrow.accepts(b"null")
+
+
+@pytest.mark.parametrize("name", ["strict", "allow_undeclared_properties", "infer_types"])
+def test_schema_options_flags_must_be_bools(name: str) -> None:
+    """A flag given as anything but a bool (``"no"`` is truthy) is a named error, never a
+    narrowing silently turned on or off."""
+    with pytest.raises(ValueError, match=f"{name} must be a bool"):
+        SchemaOptions(**{name: "no"})
