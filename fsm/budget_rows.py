@@ -104,7 +104,7 @@ class BudgetRows:
         """Whether every state a token leads to from ``state`` is within ``limit`` of
         acceptance by the automaton's bounds alone (no successor walk)."""
         dfa = self.fsm.dfa
-        bound = dfa.distance_bound
+        bound = self.fsm.distance_bound()
         if bound is not None and bound <= limit:
             return True
         reach = dfa.reach_bound(state)

@@ -89,7 +89,8 @@ def ship_blob(fsm: TokenFSM) -> bytes:
     """What a compile process sends for a freshly compiled ``fsm``: its NFA fragments built
     (``FRAGMENT_BUDGET_S``, ``FRAGMENT_MAX_NFA_STATES``) and its automaton expanded whole where
     that fits (``COMPLETE_BUDGET_S``, ``COMPLETE_MAX_ENTRIES``), so the engine and its row
-    worker expand nothing, then pickled without the vocabulary (the receiver has it).  Mutates
+    worker expand nothing, its distance bound worked out (:meth:`TokenFSM.distance_bound`), then
+    pickled without the vocabulary (the receiver has it).  Mutates
     ``fsm`` (same language, same state ids).  Raises ``GrammarCompileError`` as a compile
     does (a state cap met while building fragments), ``TypeError`` for anything but a
     ``TokenFSM``."""
@@ -97,6 +98,7 @@ def ship_blob(fsm: TokenFSM) -> bytes:
         raise TypeError(f"ship_blob takes a TokenFSM, got {type(fsm).__name__}")
     fsm.build_fragments(time.perf_counter() + FRAGMENT_BUDGET_S, FRAGMENT_MAX_NFA_STATES)
     fsm.complete_dfa(time.perf_counter() + COMPLETE_BUDGET_S, COMPLETE_MAX_ENTRIES)
+    fsm.distance_bound()  # worked out here, not on the engine (exact, and cheap, when complete)
     return pickle.dumps(state_without_vocab(fsm), protocol=pickle.HIGHEST_PROTOCOL)
 
 

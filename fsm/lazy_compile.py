@@ -38,7 +38,7 @@ def compile_lazy(node: Node, budget: Budget | None = None, shared: ProductCache 
         start, end = builder.build(pruned)
         budget.check_time()
         dfa = LazyDFA(builder, start, end, budget.max_states)
-        dfa.distance_bound = builder.lengths.worst_distance(pruned)
+        dfa.bound_root = pruned  # its worst distance: worked out when first asked for
         longest = builder.lengths.longest(pruned)
     except RecursionError:  # an IR nested deeper than the interpreter's stack (every pass here recurses)
         raise GrammarCompileError("the constraint is nested too deeply to compile") from None

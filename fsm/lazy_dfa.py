@@ -41,7 +41,7 @@ SMALL_CLOSURE = 64  # closures up to this many NFA states skip the memoizing SCC
 C_CLOSURE = 512
 AHEAD_BATCH = 64  # states per compiled call of complete_ahead between deadline checks
 # the NFA side of an unfinished automaton: pickled as one blob and loaded on first use (below)
-NFA_FIELDS = ("builder", "edges", "eps", "has_edges", "_closures", "_nfa_dist", "_nfa_dist_n")
+NFA_FIELDS = ("builder", "bound_root", "edges", "eps", "has_edges", "_closures", "_nfa_dist", "_nfa_dist_n")
 
 
 class LazyDFA:
@@ -84,7 +84,9 @@ class LazyDFA:
         self._nfa_dist_n = 0
         self._dfa_dist: dict[int, int] = {}  # state -> distance_to_accept, memo while incomplete
         self._dist_all = array("q")  # once complete: per state its distance_to_accept
-        self.distance_bound: int | None = None  # ≥ every state's distance_to_accept (compile_lazy)
+        self.bound_root: Node | None = None  # the IR whose worst distance bounds every state's (compile_lazy)
+        self._distance_bound: int | None = None  # distance_bound, once asked for
+        self._bound_known = False
         self.length_bound: int | None = None  # ≥ the longest accepted string's bytes; None: unbounded
         self._closures: dict[int, tuple[frozenset[int], bool]] = {}  # NFA state -> its closure
         self.use_compiled = True  # expand (fsm/_lazy_expand.c) and extend distances (fsm/_paths.c) in C where built
@@ -224,7 +226,7 @@ class LazyDFA:
         one = (live.sum(axis=1) == 1) & (self.class_size[first] == 1) & ~acc  # [n] one byte leads on
         self._single = array("h", np.where(one, self.class_first_byte[first], -1).tolist())
         self.complete = True
-        self.builder = self.sets = self.index = self.edges = self.eps = self.has_edges = None  # type: ignore[assignment]
+        self.builder = self.sets = self.index = self.edges = self.eps = self.has_edges = self.bound_root = None  # type: ignore[assignment]
         self._closures, self._nfa_dist, self._nfa_dist_n = {}, [], 0
         return True
 
@@ -494,6 +496,25 @@ class LazyDFA:
         if start == DEAD:
             return None
         return longest_path(start, lambda q: [t for t in np.unique(self.expand(q)).tolist() if t != DEAD], self.acc)
+
+    @property
+    def distance_bound(self) -> int | None:
+        """An upper bound on every state's :meth:`distance_to_accept` (``NO_PATH`` when some
+        state may have none within it), or None where no bound is known; worked out the first
+        time it is asked for, not by the compile (a first mask does not need it): once the
+        automaton is complete, the largest exact distance; before, the worst distance within
+        the compiled IR (:meth:`~.node_lengths.NodeLengths.worst_distance`).  Callers serialize
+        it with expansions (it may build the IR's products)."""
+        if not self._bound_known:
+            if self.complete:
+                self._distance_bound = max(self._dist_all[1:], default=0)  # state 0, the dead one, has none
+            elif self.bound_root is not None:
+                try:
+                    self._distance_bound = self.builder.lengths.worst_distance(self.bound_root)
+                except RecursionError:  # an IR deeper than the stack: no bound, exact distances serve
+                    self._distance_bound = None
+            self._bound_known = True
+        return self._distance_bound
 
     def reach_bound(self, state: int) -> int | None:
         """The largest :meth:`distance_to_accept` among the states ``state`` can reach, itself

@@ -20,6 +20,7 @@ from .eager_subsets import determinize_built
 from .errors import GrammarCompileError
 from .lazy_dfa import has_compiled_expansion
 from .length_product import PLAIN_MIN_CHARS, CountedAutomaton, CountedState, LengthProducts
+from .literal_minus import literal_strings, minus_literals
 from .nfa_graph import NFA
 from .node_lengths import NodeLengths
 from .product_cache import ProductCache, structural_key
@@ -434,6 +435,9 @@ class NFABuilder:
                 acc = product_dfa(acc, d, self.budget, minus=False)
             return acc
         left = self.child_dfa(node.left)
+        strings = literal_strings(node.right)
+        if strings is not None:  # most often property names excluded from the undeclared ones
+            return minus_literals(left, strings, self.budget)
         right = self.child_dfa(node.right)
         return product_dfa(left, right, self.budget, minus=True)
 

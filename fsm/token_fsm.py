@@ -385,10 +385,17 @@ class TokenFSM:
         automaton's bound on every state's distance (:attr:`LazyDFA.distance_bound`) when that
         bound is within ``limit``, at no cost; else exact (which, on a cold grammar, may build
         automaton states and update shortest paths).  Pure query."""
-        bound = self.dfa.distance_bound
+        bound = self.distance_bound()
         if bound is not None and bound <= limit:
             return True
         return self.distance(state) <= limit
+
+    def distance_bound(self) -> int | None:
+        """The automaton's bound on every state's :meth:`distance` in bytes
+        (:attr:`LazyDFA.distance_bound`, worked out under the lock the first time it is asked
+        for; None where none is known)."""
+        with self._lock:
+            return self.dfa.distance_bound
 
     # ------------------------------------------------------------------ whole-FSM views
 
