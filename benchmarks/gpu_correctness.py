@@ -118,9 +118,11 @@ def compare(config: object, device: torch.device, workdir: str) -> list[dict[str
         "flashinfer+graph, triton decode": runner(
             attention_backend="flashinfer", cuda_graph=True, cuda_graph_max_bs=8, decode_kernel="triton"
         ),
-        "flashinfer+graph, fa2 prefill": runner(attention_backend="flashinfer", cuda_graph=True, cuda_graph_max_bs=8, prefill_kernel="fa2"),
-        "flashinfer+graph, extends as decodes": runner(
-            attention_backend="flashinfer", cuda_graph=True, cuda_graph_max_bs=8, extend_as_decode=True
+        "flashinfer+graph, auto prefill": runner(
+            attention_backend="flashinfer", cuda_graph=True, cuda_graph_max_bs=8, prefill_kernel="auto"
+        ),
+        "flashinfer+graph, extends as extends": runner(
+            attention_backend="flashinfer", cuda_graph=True, cuda_graph_max_bs=8, extend_as_decode=False
         ),
     }
     g = torch.Generator().manual_seed(1)

@@ -146,14 +146,15 @@ def _add_serve(sub: Any) -> None:
     )
     srv.add_argument(
         "--prefill-kernel",
-        default="auto",
+        default="fa2",
         choices=["auto", "fa2", "fa3"],
-        help="FlashInfer's paged prefill for extend batches (auto: FlashInfer's choice, FA3 on Hopper)",
+        help="FlashInfer's paged prefill for extend batches (default fa2; auto: FlashInfer's choice, FA3 on Hopper)",
     )
     srv.add_argument(
         "--extend-as-decode",
-        action="store_true",
-        help="run small extend batches (jump-forward chains among decodes) through the decode graphs, one row per token",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run small extend batches (jump-forward chains among decodes) through the decode graphs, one row per token (default: on)",
     )
     srv.add_argument("--random-weights-seed", type=int, default=None, help="draw random weights (benchmarks of a config-only folder)")
     srv.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])

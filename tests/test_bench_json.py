@@ -67,13 +67,13 @@ def test_modes_and_workloads_are_validated() -> None:
     assert mode_config(base, "no-radix")[0].scheduler.radix_cache is False
     assert mode_config(base, "unconstrained")[1] is False
     assert mode_config(base, "no-cuda-graph")[0].cuda_graph is False
-    assert mode_config(base, "prefill-fa2")[0].prefill_kernel == "fa2" and base.prefill_kernel == "auto"
-    assert mode_config(base, "extend-as-decode")[0].extend_as_decode and not base.extend_as_decode
+    assert mode_config(base, "prefill-auto")[0].prefill_kernel == "auto" and base.prefill_kernel == "fa2"
+    assert not mode_config(base, "no-extend-as-decode")[0].extend_as_decode and base.extend_as_decode
     assert set(MODES) >= {"default", "unconstrained"}
-    both = mode_config(base, "prefill-fa2+extend-as-decode+defer-late-rows")[0]
-    assert both.prefill_kernel == "fa2" and both.extend_as_decode and both.scheduler.defer_late_rows
+    both = mode_config(base, "prefill-auto+no-extend-as-decode+defer-late-rows")[0]
+    assert both.prefill_kernel == "auto" and not both.extend_as_decode and both.scheduler.defer_late_rows
     assert mode_config(base, "no-radix+unconstrained") == (mode_config(base, "no-radix")[0], False)
-    for bad in ("default+no-radix", "prefill-fa2+fast"):
+    for bad in ("default+no-radix", "prefill-auto+fast", "prefill-fa2"):
         with pytest.raises(ValueError, match="unknown mode"):
             mode_config(base, bad)
     with pytest.raises(ValueError, match="unknown mode"):
@@ -384,9 +384,9 @@ def test_modes_that_change_the_runner_get_a_runner_of_their_own(tmp_path: Path) 
     from structgen.bench.json_bench import BenchConfig, bench_json
 
     config = BenchConfig(
-        workloads=("character",), modes=("default", "extend-as-decode", "no-jump-forward"), concurrency=(2,), num_requests=2,
+        workloads=("character",), modes=("default", "no-extend-as-decode", "no-jump-forward"), concurrency=(2,), num_requests=2,
         out_dir=str(tmp_path), progress=False, command="test",
     )  # fmt: skip
     rows = bench_json(default_model_path(), config, EngineConfig(device="cpu"))
-    assert [r["mode"] for r in rows] == ["default", "no-jump-forward", "extend-as-decode"]
+    assert [r["mode"] for r in rows] == ["default", "no-jump-forward", "no-extend-as-decode"]
     assert all(r["requests"] == 2 and r["validity"] == 1.0 for r in rows)

@@ -557,7 +557,7 @@ def test_closed_engine_hands_its_runner_to_the_next(tiny_llama_dir: str) -> None
         assert out.usage.cached_tokens == 0  # the new engine starts with an empty radix cache
     assert first.runner.pools_empty()
     # a runner-level setting the reused runner was not built with is refused, never ignored
-    for other in (dataclasses.replace(cfg, prefill_kernel="fa2"), dataclasses.replace(cfg, extend_as_decode=True)):
+    for other in (dataclasses.replace(cfg, prefill_kernel="fa3"), dataclasses.replace(cfg, extend_as_decode=not cfg.extend_as_decode)):
         with pytest.raises(ValueError, match=r"built with other settings: (prefill_kernel|extend_as_decode)="):
             Engine(tiny_llama_dir, other, runner=first.runner)
 

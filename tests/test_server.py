@@ -649,14 +649,14 @@ def test_serve_flags_reach_the_scheduler_config(monkeypatch: pytest.MonkeyPatch)
 
     seen: list[ServerConfig] = []
     monkeypatch.setattr(server_pkg, "serve", lambda config, log_level="info": seen.append(config))
-    assert main(["serve", "--no-overlap-schedule", "--no-jump-forward", "--prefill-kernel", "fa2", "--extend-as-decode"]) == 0
+    assert main(["serve", "--no-overlap-schedule", "--no-jump-forward", "--prefill-kernel", "auto", "--no-extend-as-decode"]) == 0
     assert main(["serve"]) == 0
     off, on = (c.engine.scheduler for c in seen)  # type: ignore[union-attr]
     assert not off.overlap_schedule and not off.jump_forward
     assert on.overlap_schedule and on.jump_forward
     changed, default = (c.engine for c in seen)
-    assert changed.prefill_kernel == "fa2" and changed.extend_as_decode
-    assert default.prefill_kernel == "auto" and not default.extend_as_decode
+    assert changed.prefill_kernel == "auto" and not changed.extend_as_decode
+    assert default.prefill_kernel == "fa2" and default.extend_as_decode
 
 
 def test_peer_load_generator_reads_structgen_streams(server: ServerThread) -> None:

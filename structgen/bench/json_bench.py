@@ -7,10 +7,10 @@ constrained, CUDA graphs), ``no-jump-forward``, ``no-radix``, ``unconstrained`` 
 ``max_tokens``, no grammar; validity still checked), ``no-cuda-graph`` (CUDA only),
 ``no-prefill-while-compiling`` (a request waits for its grammar before its prompt prefills),
 ``defer-late-rows`` (a request whose mask row a row worker still computes once the forward is done
-samples a step later instead of holding up the batch), ``prefill-fa2`` (extend batches on
-FlashInfer's FA2 paged prefill kernel instead of its default, FA3 on Hopper) and
-``extend-as-decode`` (small extend batches replayed through the decode graphs, one row per
-token); modes joined by ``+`` combine.
+samples a step later instead of holding up the batch), ``prefill-auto`` (extend batches on
+FlashInfer's own choice of paged prefill kernel, FA3 on Hopper, instead of the engine's FA2) and
+``no-extend-as-decode`` (small extend batches on the paged prefill kernel instead of replayed
+through the decode graphs, one row per token); modes joined by ``+`` combine.
 
 Metrics per (workload, mode, concurrency): requests/s, output tokens/s, TTFT, grammar wait and
 TPOT p50/p99, forwards per request, forced-token share, cache hit rate, validity rate, peak GPU
@@ -50,13 +50,13 @@ MODES = (
     "no-cuda-graph",
     "no-prefill-while-compiling",
     "defer-late-rows",
-    "prefill-fa2",
-    "extend-as-decode",
+    "prefill-auto",
+    "no-extend-as-decode",
 )
 
 
 def mode_config(base: EngineConfig, mode: str) -> tuple[EngineConfig, bool]:
-    """(engine config, constrained?) of ``mode``; modes joined by ``+`` combine (``prefill-fa2+extend-as-decode``).
+    """(engine config, constrained?) of ``mode``; modes joined by ``+`` combine (``prefill-auto+no-extend-as-decode``).
     Raises ``ValueError`` for an unknown mode, or ``default`` in a combination."""
     parts = mode.split("+")
     for part in parts:
@@ -80,10 +80,10 @@ def _apply_mode(cfg: EngineConfig, mode: str) -> tuple[EngineConfig, bool]:
     if mode == "defer-late-rows":
         sched = dataclasses.replace(sched, defer_late_rows=True)
     cfg = dataclasses.replace(cfg, scheduler=sched, cuda_graph=cfg.cuda_graph and mode != "no-cuda-graph")
-    if mode == "prefill-fa2":
-        cfg = dataclasses.replace(cfg, prefill_kernel="fa2")
-    if mode == "extend-as-decode":
-        cfg = dataclasses.replace(cfg, extend_as_decode=True)
+    if mode == "prefill-auto":
+        cfg = dataclasses.replace(cfg, prefill_kernel="auto")
+    if mode == "no-extend-as-decode":
+        cfg = dataclasses.replace(cfg, extend_as_decode=False)
     return cfg, mode != "unconstrained"
 
 

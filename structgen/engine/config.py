@@ -82,11 +82,15 @@ class EngineConfig:
     ``mask_backend`` ("auto" | "torch" | "triton") and ``attention_backend`` ("auto" |
     "torch" | "flashinfer") kernel choices, ``decode_kernel`` (the decode graphs' attention:
     "auto" | "flashinfer" | "triton"), ``prefill_kernel`` (FlashInfer's paged prefill, which
-    extend batches run, jump-forward chains mixed with decodes among them: "auto" | "fa2" |
-    "fa3"), ``extend_as_decode`` (an extend batch of at most twice ``cuda_graph_max_bs``
-    tokens whose rows would read at most twice its KV runs through the decode graphs, one row
-    per token: FlashInfer's decode kernel instead of its paged prefill, which on Hopper costs
-    1.4–2.8× as much for the same decode rows; a chain's KV is read once per token), ``cuda_graph`` / ``cuda_graph_max_bs`` /
+    extend batches run, jump-forward chains mixed with decodes among them: "fa2" (the default),
+    "fa3", or "auto" for FlashInfer's choice, FA3 on Hopper; on an H100 FA2 with
+    ``extend_as_decode`` served cold ``extraction`` and ``shared-prefix`` 9% faster on average,
+    ``shared-prefix`` at c256 19%, benchmarks/results/bench-json-gpu/kernels-ab-h100.md),
+    ``extend_as_decode`` (on by default: an extend batch of at most twice
+    ``cuda_graph_max_bs`` tokens whose rows would read at most twice its KV runs through the
+    decode graphs, one row per token: FlashInfer's decode kernel instead of its paged prefill,
+    which on Hopper costs 1.4–2.8× as much for the same decode rows; a chain's KV is read once
+    per token), ``cuda_graph`` / ``cuda_graph_max_bs`` /
     ``cuda_graph_max_extend_tokens`` (decode and small-extend graphs with FlashInfer on CUDA; 0
     extend tokens: decode graphs only), ``mask_pool_rows`` (device-resident FSM mask rows),
     ``random_weights_seed`` (draw weights on the device instead of reading a checkpoint: for
@@ -114,8 +118,8 @@ class EngineConfig:
     mask_backend: str = "auto"
     attention_backend: str = "auto"
     decode_kernel: str = "auto"
-    prefill_kernel: str = "auto"
-    extend_as_decode: bool = False
+    prefill_kernel: str = "fa2"
+    extend_as_decode: bool = True
     cuda_graph: bool = True
     cuda_graph_max_bs: int = 256
     cuda_graph_max_extend_tokens: int = 1024
