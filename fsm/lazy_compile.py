@@ -4,6 +4,7 @@ acceptance."""
 
 from __future__ import annotations
 
+import numpy as np
 from structgen.schemas.charset import utf8_sequences
 from structgen.schemas.ir import NOTHING, Alt, And, Automaton, Chars, Join, Lit, Members, Minus, Node, Rep, Seq
 
@@ -11,7 +12,7 @@ from .dfa import Budget
 from .dfa_paths import NO_PATH
 from .errors import GrammarCompileError
 from .lazy_dfa import LazyDFA
-from .nfa import NFABuilder, table_runs
+from .nfa import NFABuilder
 from .product_cache import ProductCache
 from .prune import prune
 
@@ -32,9 +33,7 @@ def compile_lazy(node: Node, budget: Budget | None = None, shared: ProductCache 
         pruned = prune(node, builder, {})
         if pruned is NOTHING:
             pruned = Alt(())
-        for lo, hi in byte_ranges(pruned, builder):
-            builder.nfa.bounds.add(lo)
-            builder.nfa.bounds.add(hi + 1)
+        builder.nfa.bounds.update(byte_bounds(pruned, builder))
         start, end = builder.build(pruned)
         budget.check_time()
         dfa = LazyDFA(builder, start, end, budget.max_states)
@@ -51,9 +50,10 @@ def compile_lazy(node: Node, budget: Budget | None = None, shared: ProductCache 
     return dfa
 
 
-def byte_ranges(node: Node, builder: NFABuilder) -> set[tuple[int, int]]:
-    """Every byte range the NFA of ``node`` can ever use (sub-automata included)."""
-    out: set[tuple[int, int]] = set()
+def byte_bounds(node: Node, builder: NFABuilder) -> set[int]:
+    """Every byte class boundary the NFA of ``node`` can ever need (sub-automata included): for
+    each byte range an edge may carry, its first byte and the byte past its last."""
+    out: set[int] = set()
     seen: set[int] = set()
     classes: set[tuple[tuple[int, int], ...]] = set()  # character classes already spelled out
     single: set[int] = set()  # the bytes of literals
@@ -69,13 +69,17 @@ def byte_ranges(node: Node, builder: NFABuilder) -> set[tuple[int, int]]:
             if n.cs.ranges not in classes:  # one class under many properties: its sequences once
                 classes.add(n.cs.ranges)
                 for sq in utf8_sequences(n.cs):
-                    out.update(sq)
+                    for lo, hi in sq:
+                        out.add(lo)
+                        out.add(hi + 1)
         elif isinstance(n, And) and (counted := builder.counted(n)) is not None:
-            out.update((lo, hi) for runs in counted.edges for lo, hi, _t, _c in runs)
+            for runs in counted.edges:
+                for lo, hi, _t, _c in runs:
+                    out.add(lo)
+                    out.add(hi + 1)
         elif isinstance(n, (And, Minus, Automaton)):
-            dfa = builder.product(n)  # memoized: built while pruning
-            _, los, his, _ = table_runs(dfa.table[1:])
-            out.update(zip(los.tolist(), his.tolist()))
+            table = builder.product(n).table  # [S, 256], memoized: built while pruning
+            out.update((np.flatnonzero((table[:, 1:] != table[:, :-1]).any(axis=0)) + 1).tolist())  # where a column changes
         elif isinstance(n, (Seq, Alt)):
             stack.extend(n.items)
         elif isinstance(n, Rep):
@@ -87,5 +91,6 @@ def byte_ranges(node: Node, builder: NFABuilder) -> set[tuple[int, int]]:
             stack.append(n.sep)
             if n.extra is not None:
                 stack.append(n.extra)
-    out.update((b, b) for b in single)
+    out.update(single)
+    out.update(b + 1 for b in single)
     return out
