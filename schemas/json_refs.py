@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 _SPECS = {4: "DRAFT4", 6: "DRAFT6", 7: "DRAFT7", 2019: "DRAFT201909", 2020: "DRAFT202012"}
 
 
+_BASE_KEYS = ("$id", "$anchor", "$dynamicAnchor", "$recursiveAnchor")  # keywords that set a base URI or name an anchor
+
+
 class RefResolver:
     """Resolves the ``$ref`` values of one root schema (built lazily, on the first ``$ref``).
 
@@ -51,6 +54,7 @@ class RefResolver:
         self._objects: dict[int, Any] = {}  # id(subschema) -> subschema
         self._bases: dict[int, str] = {}  # id(subschema) -> its base URI
         self._registry: Any = None
+        self._plain: bool | None = None  # _plain_document, once scanned
 
     def resolve(self, ref: Any, pointer: str, holder: Any = None, keyword: str = "$ref") -> tuple[Any, str]:
         """The schema ``ref`` names and its JSON pointer in the root (``"#/…"``).
@@ -65,6 +69,12 @@ class RefResolver:
 
         if not isinstance(ref, str):
             raise SchemaError(f"{keyword} must be a string", keyword=keyword, pointer=pointer)
+        if (ref == "#" or ref.startswith("#/")) and self._plain_document():
+            path, found = self._walk(ref)  # no base URI or anchor anywhere: a JSON pointer into the root
+            if found:
+                if not self._pointers:
+                    self._index_pointers(self.root, "#")
+                return path[-1], self._where(path[-1], ref)
         resolver = self._resolver_for(holder, pointer)
         got = self._memo.get((id(resolver), ref))
         if got is not None:
@@ -82,6 +92,26 @@ class RefResolver:
         got = (target, self._where(target, ref))
         self._memo[(id(resolver), ref)] = got
         return got
+
+    def _plain_document(self) -> bool:
+        """Whether no object in the root sets a base URI or an anchor (``$id``, ``id`` with a
+        string value, ``$anchor``, ``$dynamicAnchor``, ``$recursiveAnchor``), so that every
+        ``#/…`` reference names the value at that JSON pointer of the root, as ``referencing``
+        would resolve it, without crawling the document's resources (which costs about a
+        millisecond per schema).  A property or value that merely spells one of those names
+        only sends references the general way."""
+        if self._plain is None:
+            self._plain = True
+            stack = [self.root]
+            while stack and self._plain:
+                node = stack.pop()
+                if isinstance(node, dict):
+                    if any(k in node for k in _BASE_KEYS) or isinstance(node.get("id"), str):
+                        self._plain = False
+                    stack.extend(v for v in node.values() if isinstance(v, (dict, list)))
+                elif isinstance(node, list):
+                    stack.extend(v for v in node if isinstance(v, (dict, list)))
+        return self._plain
 
     def _where(self, target: Any, ref: str) -> str:
         where = self._pointers.get(id(target)) if isinstance(target, (dict, list)) else None

@@ -602,6 +602,29 @@ def test_references_into_other_documents_are_refused_by_name() -> None:
         schema_to_ir({"$ref": "#nowhere"})
 
 
+def test_pointer_refs_of_a_document_without_base_uris_resolve_as_referencing_does() -> None:
+    """A ``#/…`` reference in a document that sets no base URI or anchor is read as a JSON
+    pointer without crawling the document: the same target as ``referencing`` (the resolver
+    ``jsonschema`` uses) finds, escapes and percent-encoding included; a pointer to nowhere is
+    still refused by name, and a document holding a ``$id`` goes the general way."""
+    import referencing
+    import referencing.jsonschema
+    from structgen.schemas.json_refs import RefResolver
+
+    root: dict[str, Any] = {"$defs": {"a/b": {"type": "integer"}, "c~d": {"type": "string"}, "e f": {"enum": [1]}}, "prefixItems": [{}]}
+    lookup = referencing.Registry().with_resource("", referencing.jsonschema.DRAFT202012.create_resource(root)).resolver()
+    refs = RefResolver(root, 2020)
+    for ref in ("#", "#/$defs/a~1b", "#/$defs/c~0d", "#/$defs/e%20f", "#/prefixItems/0"):
+        target, pointer = refs.resolve(ref, "#/x")
+        assert target is lookup.lookup(ref).contents, ref
+        assert refs.value_at(pointer) is target, ref
+    with pytest.raises(SchemaError, match="does not resolve"):
+        refs.resolve("#/$defs/missing", "#/x")
+    with_id = {"$defs": {"n": {"$id": "http://example.com/n", "type": "null"}}}
+    assert RefResolver(with_id, 2020).resolve("http://example.com/n", "#/x")[0] is with_id["$defs"]["n"]
+    assert RefResolver(with_id, 2020).resolve("#/$defs/n", "#/x")[0] is with_id["$defs"]["n"]
+
+
 UNEVALUATED_CASES: list[tuple[Any, list[Any], list[Any]]] = [
     # evaluated by adjacent keywords, allOf and $ref: a static set
     (
