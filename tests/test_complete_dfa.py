@@ -403,3 +403,20 @@ def test_ship_blob_ships_a_complete_automaton_and_names_bad_input(gpt2_vocab: Vo
     assert loaded.dfa.complete and loaded.dfa.sets is None and loaded.dfa.accepts(b"[1, 2.5]")
     with pytest.raises(TypeError, match="ship_blob takes a TokenFSM, got dict"):
         ship_blob({})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("index", range(len(CASES)))
+def test_distance_bound_is_worked_out_when_asked_and_exact_once_complete(index: int) -> None:
+    """The compile leaves the distance bound to its first use: before completion the IR's worst
+    distance (at least every state's distance), after it the largest exact distance; a pickled
+    copy of either keeps the answer, and a copy asked first works it out as its original did."""
+    case = CASES[index]
+    node = regex_to_ir(case) if isinstance(case, str) else schema_to_ir(case, SchemaOptions())[0]
+    lazy, complete = compile_lazy(node), compile_lazy(node)
+    shipped = pickle.loads(pickle.dumps(compile_lazy(node)))  # asked for only after the trip
+    loose = lazy.distance_bound
+    assert loose is not None and shipped.distance_bound == loose
+    assert complete.complete_ahead(float("inf"), 1 << 24)
+    exact = [complete.distance_to_accept(s) for s in range(1, complete.num_states)]
+    assert complete.distance_bound == max(exact) <= loose
+    assert pickle.loads(pickle.dumps(complete)).distance_bound == max(exact)
