@@ -502,12 +502,13 @@ class LazyDFA:
         """An upper bound on every state's :meth:`distance_to_accept` (``NO_PATH`` when some
         state may have none within it), or None where no bound is known; worked out the first
         time it is asked for, not by the compile (a first mask does not need it): once the
-        automaton is complete, the largest exact distance; before, the worst distance within
-        the compiled IR (:meth:`~.node_lengths.NodeLengths.worst_distance`).  Callers serialize
-        it with expansions (it may build the IR's products)."""
+        automaton is complete, the largest exact distance (:meth:`reach_bound` of the initial
+        state); before, the worst distance within the compiled IR
+        (:meth:`~.node_lengths.NodeLengths.worst_distance`).  Callers serialize it with
+        expansions (it may build the IR's products)."""
         if not self._bound_known:
-            if self.complete:
-                self._distance_bound = max(self._dist_all[1:], default=0)  # state 0, the dead one, has none
+            if self.complete:  # every state is reachable from the initial one
+                self._distance_bound = self.reach_bound(self.initial)
             elif self.bound_root is not None:
                 try:
                     self._distance_bound = self.builder.lengths.worst_distance(self.bound_root)

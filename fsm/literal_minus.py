@@ -49,7 +49,6 @@ def minus_literals(left: ByteDFA, strings: Sequence[bytes], budget: Budget) -> B
     if left.is_empty():
         return empty_dfa()
     table = left.table  # [S, 256]
-    rows = table.tolist()  # state -> its 256 targets (Python ints: the walk below reads them one by one)
     children: list[dict[int, int]] = [{}]  # trie node -> byte -> trie node
     state_of = [left.initial]  # trie node -> left's state on its path
     terminal = [False]  # trie node -> its path is one of ``strings``
@@ -58,7 +57,7 @@ def minus_literals(left: ByteDFA, strings: Sequence[bytes], budget: Budget) -> B
         for b in s:
             nxt = children[t].get(b)
             if nxt is None:
-                d = rows[state_of[t]][b]
+                d = table.item(state_of[t], b)
                 if d == DEAD:
                     break  # left rejects every string through here: nothing to exclude
                 nxt = len(state_of)

@@ -157,10 +157,11 @@ def _alarm(_sig: int, _frame: Any) -> None:
 
 
 OURS = "structgen"
-# JSON Schema's own reading, where the defaults narrow: undeclared properties allowed, and a
-# schema without ``type`` allows every type (its keywords constrain their own types only)
-EXACT_OPTIONS = SchemaOptions(allow_undeclared_properties=True, infer_types=False)
 """The engine name of :func:`run_task`'s own tasks (the others are anchors)."""
+
+EXACT_OPTIONS = SchemaOptions(allow_undeclared_properties=True, infer_types=False)
+"""JSON Schema's own reading where the defaults narrow: undeclared properties allowed, and a
+schema without ``type`` open to every type (its keywords constrain their own types only)."""
 
 Task = tuple[int, Item, str]
 """One engine on one schema: (the schema's index in the run, the schema, :data:`OURS` or an anchor's name)."""
