@@ -97,9 +97,8 @@ class RefResolver:
         """Whether no object in the root sets a base URI or an anchor (``$id``, ``id`` with a
         string value, ``$anchor``, ``$dynamicAnchor``, ``$recursiveAnchor``), so that every
         ``#/…`` reference names the value at that JSON pointer of the root, as ``referencing``
-        would resolve it, without crawling the document's resources (which costs about a
-        millisecond per schema).  A property or value that merely spells one of those names
-        only sends references the general way."""
+        would resolve it, without crawling the document's resources.  A property or value that
+        merely spells one of those names only sends references the general way."""
         if self._plain is None:
             self._plain = True
             stack = [self.root]
