@@ -39,6 +39,14 @@ def disjoint_plan(cv: Converter, branches: list[Any], ptr: str, rest: dict[str, 
     return out
 
 
+def excludes(cv: Converter, a: Any, b: Any, ptr: str, rest: dict[str, Any]) -> bool:
+    """True if no value generated from ``a`` together with ``rest`` validates ``b``, by the
+    tests of :func:`disjoint_plan` that narrow nothing (a discriminator ``a`` does not require
+    does not count)."""
+    force: set[str] = set()
+    return _excludes(cv, _plain_ref_target(cv, a, ptr), _plain_ref_target(cv, b, ptr), force, ptr, rest) and not force
+
+
 def _plain_ref_target(cv: Converter, s: Any, ptr: str) -> Any:
     """``s`` with a bare ``$ref`` (nothing beside it but annotations) followed to its target,
     chains included; anything else as it is."""

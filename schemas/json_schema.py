@@ -49,7 +49,7 @@ from .json_not import convert_not
 from .json_refs import RefResolver, convert_dynamic_ref, convert_ref, holds_dynamic_ref
 from .json_scalars import convert_enum, convert_types
 from .json_strings import ANY_STRING_CONTENT, json_string
-from .json_unevaluated import rewrite_static_unevaluated, static_unevaluated
+from .json_unevaluated import MAX_ANY_OF_CASES, rewrite_static_unevaluated, static_unevaluated
 from .numbers import (
     NUMBER,
 )
@@ -336,7 +336,7 @@ class Converter:
                 if static is not None:
                     return self.convert(static, ptr)
                 why = "which properties (items) it sees depends on the branch an instance passes"
-                why += " (past the cases built, or before 2020-12 on contains)"
+                why += f" (an anyOf making more than {MAX_ANY_OF_CASES} sets of branches to tell apart, or before 2020-12 on contains)"
                 self.unsupported(key, ptr, f"'{key}': {why}")
         if not any(k in CONSTRAINTS for k in schema):
             return self.any_value(self.opt.any_value_depth)  # {} (annotations only) is `true`

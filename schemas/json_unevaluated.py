@@ -2,7 +2,8 @@
 
 Which properties (items) count as evaluated depends on which subschemas of ``anyOf`` /
 ``oneOf`` / ``if`` the instance passes; such a schema is split into one case per set of
-branches an instance can pass (those branches required, the others negated), which fixes the
+branches an instance can pass (those branches required; for ``oneOf`` and ``if`` the others
+negated, while an ``anyOf`` needs no negation: :func:`_any_of_picks`), which fixes the
 evaluated set of each case.  When the only in-place applicators that declare properties
 (items) are ``allOf`` and ``$ref`` — which always apply, since the instance must pass them —
 the evaluated set is fixed by the schema: the declared property names and ``patternProperties`` patterns (the longest
@@ -22,6 +23,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
+from .json_disjoint import excludes
 from .json_refs import dynamic_target, followed_scope
 
 if TYPE_CHECKING:
@@ -94,16 +96,16 @@ def static_unevaluated(cv: Converter, schema: dict[str, Any], ptr: str, scope: t
     return {**rest, "allOf": [*rest.get("allOf", []), *extra]} if isinstance(rest.get("allOf", []), list) else None
 
 
-MAX_ANY_OF_CASES = 4  # anyOf branches that declare what unevaluated* reads, split into the 2^k - 1 sets an instance can pass
+MAX_ANY_OF_CASES = 256  # sets of anyOf branches that declare what unevaluated* reads, each a case of its own
 
 
 def _by_cases(cv: Converter, schema: dict[str, Any], ptr: str, scope: tuple[str, ...] | None) -> dict[str, Any] | None:
     """``schema`` as the union of one case per set of its ``anyOf`` / ``oneOf`` / ``if``
-    branches an instance passes (those branches in ``allOf``, the others negated), each case's
-    evaluated set then static; None when a case is still dynamic or ``anyOf`` has more than
-    :data:`MAX_ANY_OF_CASES` branches that declare what the keyword reads
-    (:func:`_any_of_picks`).  The schema's other keywords stay (its ``$defs`` keep their
-    pointers); the split keyword's cases imply it."""
+    branches an instance passes, each case's evaluated set then static; None when a case is
+    still dynamic or an ``anyOf`` needs more than :data:`MAX_ANY_OF_CASES` cases
+    (:func:`_any_of_picks`).  A ``oneOf`` case requires its branch and negates the others, an
+    ``if`` case its condition or the condition's negation.  The schema's other keywords stay (its
+    ``$defs`` keep their pointers); the split keyword's cases imply it."""
     key = next((k for k in ("anyOf", "oneOf", "if") if k in schema), None)
     if key is None:
         hoisted = _hoisted(cv, schema, ptr)
@@ -121,7 +123,8 @@ def _by_cases(cv: Converter, schema: dict[str, Any], ptr: str, scope: tuple[str,
     elif key == "oneOf":
         picks = [[b if i == j else {"not": b} for i, b in enumerate(branches)] for j in range(len(branches))]
     else:
-        picks = _any_of_picks(cv, schema, branches, ptr)
+        beside = {k: v for k, v in rest.items() if k not in ("unevaluatedProperties", "unevaluatedItems")}
+        picks = _any_of_picks(cv, schema, branches, ptr, beside)
     if picks is None:
         return None
     cases = []
@@ -134,20 +137,41 @@ def _by_cases(cv: Converter, schema: dict[str, Any], ptr: str, scope: tuple[str,
     return {**outer, "anyOf": cases}
 
 
-def _any_of_picks(cv: Converter, schema: dict[str, Any], branches: list[Any], ptr: str) -> list[list[Any]] | None:
-    """The cases of ``anyOf: branches``: one per non-empty set of the branches that declare
-    what ``schema``'s ``unevaluated*`` reads (those required, the others negated), and, where
-    some branch declares none of it, one where none of the declaring branches passes and one
-    of the others does; None past :data:`MAX_ANY_OF_CASES` declaring branches.  Branches that
-    declare nothing leave every case's evaluated set as it is, so they are never split."""
+def _any_of_picks(cv: Converter, schema: dict[str, Any], branches: list[Any], ptr: str, rest: dict[str, Any]) -> list[list[Any]] | None:
+    """The cases of ``anyOf: branches`` beside ``schema``'s ``unevaluated*``: one per non-empty
+    set D of the branches that declare what it reads, requiring the branches of D and
+    evaluating what they declare, and, where some branch declares none of it, one requiring one
+    of those others and evaluating what neither declares; None past :data:`MAX_ANY_OF_CASES`.
+
+    No case negates a branch.  Whether a property (item) must meet ``unevaluated*`` only
+    weakens as more branches pass and evaluate it, so an instance is valid exactly when some
+    set D of branches it passes makes it valid with D's evaluated set: the set of every
+    declaring branch it passes is one, and any D it passes evaluates no more than that set.
+    Sets holding two branches that provably exclude each other (:func:`excludes`, e.g. two
+    tags of a discriminated union) are left out: no instance passes both.  Branches that
+    declare nothing never change the evaluated set, so they are never split.  JSON Schema
+    2020-12 §11.2-§11.3 (annotations collected from the passing subschemas)."""
     words = [w for key, w in (("unevaluatedProperties", _PROPERTY_WORDS), ("unevaluatedItems", _ITEM_WORDS)) if key in schema]
     declaring = [b for b in branches if any(_mentions(cv, b, ptr, w, set()) for w in words)]
     others = [b for b in branches if not any(b is d for d in declaring)]
-    if len(declaring) > MAX_ANY_OF_CASES:
+    compatible = [
+        {j for j, c in enumerate(declaring) if j != i and not excludes(cv, b, c, ptr, rest) and not excludes(cv, c, b, ptr, rest)}
+        for i, b in enumerate(declaring)
+    ]
+    sets: list[list[int]] = []
+
+    def grow(chosen: list[int], allowed: set[int]) -> bool:
+        for j in sorted(allowed):
+            sets.append([*chosen, j])
+            if len(sets) > MAX_ANY_OF_CASES or not grow([*chosen, j], {k for k in allowed & compatible[j] if k > j}):
+                return False
+        return True
+
+    if not grow([], set(range(len(declaring)))) or len(sets) + bool(others) > MAX_ANY_OF_CASES:
         return None
-    picks = [[b if m >> i & 1 else {"not": b} for i, b in enumerate(declaring)] for m in range(1, 1 << len(declaring))]
+    picks = [[declaring[j] for j in chosen] for chosen in sets]
     if others:
-        picks.append([*({"not": b} for b in declaring), {"anyOf": others}])
+        picks.append([{"anyOf": others}])
     return picks
 
 
