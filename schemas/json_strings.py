@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .charset import CharSet
 from .errors import RegexError, SchemaError, UnsupportedSchemaError
 from .formats import STANDARD_FORMATS, format_ir
-from .ir import EPSILON, NOTHING, Alt, And, Chars, Join, Lit, Minus, Node, Rep, Seq, alt, char_length_bounds, lit, rep, seq
+from .ir import EPSILON, NOTHING, Alt, And, Automaton, Chars, Join, Lit, Minus, Node, Rep, Seq, alt, char_length_bounds, lit, rep, seq
 from .regex import parse_regex
 from .regex_assertions import resolve_anchors
 
@@ -63,10 +63,56 @@ def _encode(n: Node, memo: dict[int, Node]) -> Node:
         out = Minus(_encode(n.left, memo), _encode(n.right, memo))
     elif isinstance(n, Join):
         out = Join(_encode(n.item, memo), _encode(n.sep, memo), n.lo, n.hi)
+    elif isinstance(n, Automaton):
+        out = _encode_automaton(n)
     else:
         raise TypeError(f"cannot JSON-encode {n!r}")
     memo[id(n)] = out
     return out
+
+
+def _escape(cp: int) -> bytes:
+    return SHORT_ESCAPES.get(cp, f"\\u{cp:04x}").encode()
+
+
+def _encode_automaton(a: Automaton) -> Automaton:
+    """Automaton ``a`` over the raw UTF-8 text, read through the JSON string encoding: each
+    edge on a byte that ``json.dumps`` escapes (control characters, ``"``, ``\\``; one-byte
+    code points, so an edge of their own) becomes the path spelling its escape, the escapes
+    of one state sharing their ``\\`` and what follows it (a trie of new states)."""
+    edges: list[tuple[tuple[int, int, int], ...]] = []
+    accepting = list(a.accepting)
+    tries: dict[frozenset[tuple[bytes, int]], int] = {}
+
+    def trie(items: frozenset[tuple[bytes, int]]) -> int:
+        got = tries.get(items)
+        if got is None:
+            got = tries[items] = len(accepting)
+            accepting.append(False)
+            edges.append(())
+            by_byte: dict[int, set[tuple[bytes, int]]] = {}
+            for text, target in items:
+                by_byte.setdefault(text[0], set()).add((text[1:], target))
+            row = []
+            for byte, rest in sorted(by_byte.items()):
+                ends = [t for text, t in rest if not text]
+                row.append((byte, byte, ends[0] if ends else trie(frozenset(rest))))
+            edges[got - len(a.accepting)] = tuple(row)
+        return got
+
+    rows: list[tuple[tuple[int, int, int], ...]] = []
+    for row in a.edges:
+        plain: list[tuple[int, int, int]] = []
+        escaped: set[tuple[bytes, int]] = set()
+        for lo, hi, target in row:
+            for plo, phi in CharSet.of_ranges([(lo, hi)]).difference(JSON_SPECIAL).ranges:
+                plain.append((plo, phi, target))
+            for slo, shi in CharSet.of_ranges([(lo, hi)]).intersect(JSON_SPECIAL).ranges:
+                escaped |= {(_escape(b)[1:], target) for b in range(slo, shi + 1)}
+        if escaped:
+            plain.append((0x5C, 0x5C, trie(frozenset(escaped))))
+        rows.append(tuple(sorted(plain)))
+    return Automaton(f"json:{a.key}", (*rows, *edges), tuple(accepting))
 
 
 @functools.lru_cache(maxsize=4096)

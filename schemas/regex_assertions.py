@@ -42,8 +42,17 @@ from .ir import (
     seq,
 )
 from .regex import parse_alternation_at, parse_regex, word_boundary_parts, word_class
+from .regex_automaton import assertion_automaton
 
 MAX_ASSERTION_BRANCHES = 64  # alternatives an anchor or look-ahead inside an alternation expands to
+
+
+class _Unplaced(RegexError):
+    """An assertion the fold cannot place (inside a repetition or a look-around, or past
+    :data:`MAX_ASSERTION_BRANCHES`): :func:`resolve_anchors` builds the pattern's automaton
+    instead (:func:`.regex_automaton.assertion_automaton`)."""
+
+
 _ANYTHING = Rep(Chars(CharSet.any()), 0, None)
 
 
@@ -66,16 +75,16 @@ def _kind(node: Look) -> str:
 
 def _check_no_assertion(node: Node, pattern: str) -> None:
     if isinstance(node, Anchor):
-        raise RegexError("anchor inside a repetition is not supported", pattern, node.pos)
+        raise _Unplaced("anchor inside a repetition is not supported", pattern, node.pos)
     if isinstance(node, Look):
-        raise RegexError(f"{_kind(node)} inside a repetition is not supported", pattern, node.pos)
+        raise _Unplaced(f"{_kind(node)} inside a repetition is not supported", pattern, node.pos)
     for child in children(node):
         _check_no_assertion(child, pattern)
 
 
 def _check_no_behind(node: Node, pattern: str) -> None:
     if isinstance(node, Look) and (node.behind or node.word == "b"):
-        raise RegexError(f"{_kind(node)} inside a repetition is not supported", pattern, node.pos)
+        raise _Unplaced(f"{_kind(node)} inside a repetition is not supported", pattern, node.pos)
     for child in children(node):
         _check_no_behind(child, pattern)
 
@@ -96,7 +105,7 @@ def _sequences(node: Node, pattern: str) -> list[tuple[Node, ...]]:
             out = [a + b for a in out for b in parts]
             if len(out) > MAX_ASSERTION_BRANCHES:
                 why = f"anchors or look-arounds in alternations expand past {MAX_ASSERTION_BRANCHES} alternatives"
-                raise RegexError(why, pattern, _first_assertion(node))
+                raise _Unplaced(why, pattern, _first_assertion(node))
         return out
     if isinstance(node, Alt) and _has_assertion(node):
         return [s for item in node.items for s in _sequences(item, pattern)]
@@ -205,7 +214,7 @@ def _fold(item: Node, branches: _Branches, pattern: str, wide: bool, at_start: b
         ways = [(new, ahead) for behind, ahead in pairs for new in _behind(behind, pattern, wide)]
         if len(ways) * len(branches) > MAX_ASSERTION_BRANCHES:
             why = f"look-behinds expand past {MAX_ASSERTION_BRANCHES} alternatives"
-            raise RegexError(why, pattern, item.pos)
+            raise _Unplaced(why, pattern, item.pos)
         for ob, acc in branches.items():
             for new, ahead in ways:
                 add(new if ob is None else ob.both(new), acc if ahead is None else _assert(ahead, acc, pattern, wide, at_start))
@@ -217,7 +226,7 @@ def _fold(item: Node, branches: _Branches, pattern: str, wide: bool, at_start: b
             _check_no_behind(item, pattern)
         if any(ob is not None for ob in branches):
             why = "a look-behind or word boundary next to a repetition holding assertions is not supported"
-            raise RegexError(why, pattern, _first_assertion(item))
+            raise _Unplaced(why, pattern, _first_assertion(item))
         add(None, _repetition(item, branches[None], pattern, wide))
     else:
         for ob, acc in branches.items():
@@ -259,6 +268,8 @@ def _behind(item: Look, pattern: str, wide: bool) -> list[_Behind]:
         strings: list[tuple[CharSet, ...]] = [(word_class(item.word, body_wide),)]
     else:
         node = parse_alternation_at(pattern, item.start, wide=body_wide)
+        if _has_assertion(node):
+            raise RegexError("an anchor or look-around inside a look-behind is not supported", pattern, item.pos)
         got = _class_strings(node)
         if not got or len({len(x) for x in got}) != 1 or not got[0]:
             why = "look-behind of other than a fixed number of characters is not supported"
@@ -271,7 +282,7 @@ def _behind(item: Look, pattern: str, wide: bool) -> list[_Behind]:
         misses = [_Behind(x[:i] + (x[i].complement(),), (True,) * (i + 1)) for i in range(len(x))]
         ways = [w.both(m) for w in ways for m in misses]
         if len(ways) > MAX_ASSERTION_BRANCHES:
-            raise RegexError(f"look-behinds expand past {MAX_ASSERTION_BRANCHES} alternatives", pattern, item.pos)
+            raise _Unplaced(f"look-behinds expand past {MAX_ASSERTION_BRANCHES} alternatives", pattern, item.pos)
     return [w for w in ways if not w.impossible()]
 
 
@@ -378,10 +389,10 @@ def _look_prefix(item: Look, pattern: str, body_wide: bool, at_start: bool) -> N
     starts: list[Node] = []
     body = parse_alternation_at(pattern, item.start, wide=body_wide)
     if _has_behind(body):  # its look-behinds would need the input before the look-ahead
-        raise RegexError("a look-behind or word boundary inside a look-ahead is not supported", pattern, item.pos)
+        raise _Unplaced("a look-behind or word boundary inside a look-ahead is not supported", pattern, item.pos)
     for items in _sequences(body, pattern):
         if not at_start and any(isinstance(x, Anchor) and x.start for x in items):
-            raise RegexError("'^' inside a look-ahead is supported only at the input's start", pattern, item.pos)
+            raise _Unplaced("'^' inside a look-ahead is supported only at the input's start", pattern, item.pos)
         starts.append(_resolve_sequence(items, pattern, EPSILON, _ANYTHING, body_wide))
     return starts[0] if len(starts) == 1 else Alt(tuple(starts))
 
@@ -408,15 +419,20 @@ def resolve_anchors(node: Node, pattern: str, *, search: bool, wide: bool = Fals
 
     ``search=False`` (fullmatch, for user regexes): the match is the whole input.
     ``search=True`` (JSON Schema ``pattern``, which is unanchored): the input is anything, a
-    match, anything; ``^`` / ``$`` pin the match to the input's start / end.  An anchor or
-    look-ahead may sit anywhere outside a repetition (inside one it raises
-    :class:`RegexError`): alternations holding one are distributed into alternatives (at most
-    ``MAX_ASSERTION_BRANCHES``), then each alternative is resolved as a sequence.  ``wide``
+    match, anything; ``^`` / ``$`` pin the match to the input's start / end.  Alternations
+    holding an anchor or look-around are distributed into alternatives (at most
+    ``MAX_ASSERTION_BRANCHES``), then each alternative is resolved as a sequence; where one sits
+    where the fold cannot place it (inside a repetition or a look-around, or past that many
+    alternatives) the whole pattern becomes a byte automaton instead
+    (:func:`.regex_automaton.assertion_automaton`; :class:`RegexError` past its state cap).  ``wide``
     reads ``$`` as Python does (end, or before a final newline) for patterns used
     negatively; the result is then a superset of what both dialects match.
     """
     pad = _ANYTHING if search else EPSILON
-    out = [_resolve_sequence(items, pattern, pad, pad, wide) for items in _sequences(node, pattern)]
+    try:
+        out = [_resolve_sequence(items, pattern, pad, pad, wide) for items in _sequences(node, pattern)]
+    except _Unplaced:
+        return assertion_automaton(node, pattern, search=search, wide=wide)
     return out[0] if len(out) == 1 else Alt(tuple(out))
 
 
