@@ -88,22 +88,26 @@ def _complement_ref(cv: Converter, schema: dict[str, Any], ptr: str) -> list[Any
 
 def _complement_target(cv: Converter, keyword: str, target: Any, target_ptr: str, scope: tuple[str, ...], ptr: str) -> list[Any]:
     """The complement of reference ``keyword``'s ``target`` (at ``target_ptr``), followed
-    into dynamic scope ``scope``.  The violations are converted in the scope of the ``not``
-    (or ``if``) being built, so a target whose dynamic references would resolve differently in
-    ``scope`` raises :class:`NotExpressible`, as does one negated :data:`MAX_REF_NEGATIONS`
-    times on one path (a recursive reference)."""
-    if scope != cv.dynamic_scope and cv.reachable_refs(target) is None:
-        why = f"the complement of a {keyword} target whose dynamic references resolve in another dynamic scope is not built"
-        raise NotExpressible(keyword, ptr, why)
+    into dynamic scope ``scope``: where that scope differs from the converter's and the target
+    may reach a dynamic reference, it is worked out in ``scope`` and each violation converts in
+    it (:meth:`Converter.in_scope`), so those references resolve as they do for the target.
+    One negated :data:`MAX_REF_NEGATIONS` times on one path (a recursive reference) raises
+    :class:`NotExpressible`."""
     depth = cv.negated_refs.get(target_ptr, 0)
     if depth >= MAX_REF_NEGATIONS:
         raise NotExpressible(keyword, ptr, f"the complement of a recursive {keyword} is not regular")
     cv.negated_refs[target_ptr] = depth + 1
     cv.resolved_refs.append(target_ptr)
+    moved = scope != cv.dynamic_scope and cv.reachable_refs(target) is None
+    outer = cv.dynamic_scope
+    if moved:
+        cv.dynamic_scope = scope
     try:
-        return complement(cv, target, target_ptr)
+        out = complement(cv, target, target_ptr)
     finally:
         cv.negated_refs[target_ptr] = depth
+        cv.dynamic_scope = outer
+    return [cv.in_scope(v, scope) if moved and not isinstance(v, bool) else v for v in out]
 
 
 def _violations(cv: Converter, kw: str, v: Any, s: dict[str, Any], ptr: str) -> list[Any]:

@@ -95,6 +95,7 @@ class Converter:
         # each reference on the way was followed, outermost first (:func:`.json_refs.followed_scope`)
         self.tracks_dynamic_scope = False
         self.dynamic_scope: tuple[str, ...] = ()
+        self.scoped: dict[int, tuple[str, ...]] = {}  # id of a schema made by :meth:`in_scope` → its dynamic scope
         self.negated_refs: dict[str, int] = {}  # $ref targets being negated on this path
         self.resolved_refs: list[str] = []  # $ref targets the last complement resolved
         self.distributing = 0  # intersections being converted spread over their unions, nested
@@ -227,12 +228,28 @@ class Converter:
             self._keep.append(schema)
         return got
 
+    def in_scope(self, schema: Any, scope: tuple[str, ...]) -> dict[str, Any]:
+        """A new schema, ``{"allOf": [schema]}``, that converts in dynamic scope ``scope``
+        wherever the converter meets it (the complement of a reference target followed into
+        another scope, whose own dynamic references resolve there)."""
+        wrapper = {"allOf": [schema]}
+        self.scoped[id(wrapper)] = scope
+        self._keep.append(wrapper)
+        return wrapper
+
     # ------------------------------------------------------------------ dispatch
 
     def convert(self, schema: Any, ptr: str) -> Node:
         """IR of ``schema`` (memoized: the result depends only on the schema object, the
-        recursion depths of the ``$ref``s being unrolled or merged, the options and the key
-        order)."""
+        recursion depths of the ``$ref``s being unrolled or merged, the options, the key
+        order and the dynamic scope; a schema made by :meth:`in_scope` converts in its own)."""
+        scope = self.scoped.get(id(schema)) if self.scoped else None
+        if scope is not None and scope != self.dynamic_scope:
+            outer, self.dynamic_scope = self.dynamic_scope, scope
+            try:
+                return self.convert(schema, ptr)
+            finally:
+                self.dynamic_scope = outer
         self.calls += 1
         if self.check is not None and not self.calls & 255:
             self.check()

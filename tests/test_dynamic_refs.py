@@ -304,17 +304,36 @@ def test_the_complement_of_a_dynamic_ref_is_its_target_s_in_scope(name: str, sch
     _check_as_jsonschema(schema, valid, invalid)
 
 
-def test_a_complement_whose_references_would_change_scope_is_refused_by_name() -> None:
-    """Violations are converted in the scope of the ``not``; a target followed into another
-    dynamic scope whose own dynamic references would resolve there is refused, never guessed."""
+def test_a_complement_followed_into_another_scope_resolves_its_references_there() -> None:
+    """The complement of a target reached in another dynamic scope is worked out and converted
+    in that scope, where its own dynamic references resolve as they do for the target: here
+    the outer resource's anchor (integers), not the library's (strings).  A recursive one is
+    unrolled as every recursive negation is (a narrowing: never an invalid value)."""
     schema = {
+        "$id": "https://example.com/outer",
+        "$defs": {
+            "item": {"$dynamicAnchor": "item", "type": "integer"},
+            "lib": {
+                "$id": "lib",
+                "$defs": {
+                    "item": {"$dynamicAnchor": "item", "type": "string"},
+                    "box": {"type": "object", "properties": {"v": {"$dynamicRef": "#item"}}, "required": ["v"]},
+                },
+            },
+        },
+        "not": {"$ref": "lib#/$defs/box"},
+    }
+    _check_as_jsonschema(schema, [{"v": "a"}, 1, {}], [{"v": 1}])
+    recursive = {
         "$id": "https://example.com/r",
         "$defs": {"s": {"$dynamicAnchor": "x", "type": "array", "items": {"$dynamicRef": "#x"}}},
         "not": {"$dynamicRef": "#x"},
     }
-    with pytest.raises(UnsupportedSchemaError, match="dynamic scope") as e:
-        schema_to_ir(schema)
-    assert e.value.pointer == "#/not/$dynamicRef"
+    dfa = compile_lazy(schema_to_ir(recursive, WIDE)[0])
+    validator = jsonschema.Draft202012Validator(recursive)
+    for value in (1, "a", [1], [[1]], [], [[]], [[], [[]]]):
+        assert not _accepts(dfa, value) or validator.is_valid(value), value
+    assert _accepts(dfa, 1) and not _accepts(dfa, []) and not _accepts(dfa, [[]])
 
 
 D2019 = "https://json-schema.org/draft/2019-09/schema"
@@ -425,8 +444,11 @@ def test_recursive_ref_errors_and_refusals_name_the_keyword() -> None:
         schema_to_ir({"$schema": D2019, "$recursiveAnchor": "yes", "items": {"$recursiveRef": "#"}})
     assert e.value.keyword == "$recursiveAnchor"
     nested = {"$schema": D2019, "$recursiveAnchor": True, "type": "array", "items": {"not": {"$recursiveRef": "#"}}}
-    with pytest.raises(UnsupportedSchemaError, match="dynamic scope") as e:
-        schema_to_ir({**nested, "$id": "https://example.com/nested"})  # the step into the root adds its base URI
-    assert e.value.pointer == "#/items/not/$recursiveRef"
+    with_base = {**nested, "$id": "https://example.com/nested"}  # the step into the root adds its base URI
+    dfa = compile_lazy(schema_to_ir(with_base, WIDE)[0])
+    validator = jsonschema.validators.validator_for(with_base)(with_base)
+    for value in ([], [1, "a"], [[1]], [[[]]], [[]], 1):
+        assert not _accepts(dfa, value) or validator.is_valid(value), value
+    assert _accepts(dfa, []) and _accepts(dfa, [1, "a"]) and not _accepts(dfa, [[]])
     # without a base URI the scope stays as it is: arrays whose items are not such arrays
     _check_as_jsonschema(nested, [[], [1, "a"], [[[]]]], [[[]], [[1]], 1, None])
