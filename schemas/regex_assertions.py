@@ -269,7 +269,7 @@ def _behind(item: Look, pattern: str, wide: bool) -> list[_Behind]:
     else:
         node = parse_alternation_at(pattern, item.start, wide=body_wide)
         if _has_assertion(node):
-            raise RegexError("an anchor or look-around inside a look-behind is not supported", pattern, item.pos)
+            raise _Unplaced("an anchor or look-around inside a look-behind is not supported", pattern, item.pos)
         got = _class_strings(node)
         if not got or len({len(x) for x in got}) != 1 or not got[0]:
             why = "look-behind of other than a fixed number of characters is not supported"

@@ -8,8 +8,9 @@ while the subset construction reads the input, the way RE2 and Rust's regex-auto
 * ``^``: the input's start; ``$``: its end (read wide, also before one final newline, as
   Python's ``$``); a look-ahead of one character class (``(?=\\w)``, the halves of ``\\b`` /
   ``\\B``): the next character, known while the closure before it is built;
-* a look-behind ``(?<=Y)`` / ``(?<!Y)`` runs an automaton of "anything, then ``Y``" beside the
-  input; its state is part of the DFA state, and the assertion reads whether it accepts;
+* a look-behind ``(?<=Y)`` / ``(?<!Y)`` runs "anything, then ``Y``" beside the input (runs of
+  ``Y`` started at every position, part of the DFA state); the assertion reads whether one
+  ends here (with the obligations of look-aheads inside ``Y`` it still carries);
 * a longer look-ahead ``(?=X)`` / ``(?!X)`` becomes an obligation of the thread that passed it:
   the runs of ``X`` started there, carried along until one accepts (negated: until none is
   left); a thread lives while its obligations can still hold.  This is the subset construction
@@ -29,7 +30,7 @@ from typing import NamedTuple
 
 from .charset import CharSet, utf8_sequences
 from .errors import RegexError
-from .ir import Alt, Anchor, Automaton, Chars, Lit, Look, Node, Rep, Seq, char_length_bounds, children
+from .ir import Alt, Anchor, Automaton, Chars, Lit, Look, Node, Rep, Seq, char_length_bounds
 from .regex import parse_alternation_at, word_boundary_parts, word_class
 
 MAX_REGEX_STATES = 5000  # DFA states over character classes, before minimization
@@ -39,7 +40,7 @@ _END = -1  # the "next character" at the end of the input
 
 class _Check(NamedTuple):
     """An assertion edge to ``target``: ``kind`` ``start`` / ``end`` (the input's ends), ``next``
-    (the next character in ``atoms``), ``behind`` (look-behind automaton ``body`` accepts) or
+    (the next character in ``atoms``), ``behind`` (a run of look-behind ``body`` ends here) or
     ``ahead`` (a run of the body from state ``body`` reaches state ``accept``); ``negate``
     flips it."""
 
@@ -69,11 +70,11 @@ _Alts = list[frozenset[_Ob]]  # a disjunction of conjunctions of obligations ([]
 
 
 class _Ctx(NamedTuple):
-    """What the input read so far tells every thread: at its start, and the state (a set of NFA
-    states) of each look-behind automaton."""
+    """What the input read so far tells every thread: at its start, and the runs of each
+    look-behind body started before this position and still going."""
 
     at_start: bool
-    behinds: tuple[frozenset[int], ...]
+    behinds: tuple[frozenset[_Thread], ...]
 
 
 class _NFA:
@@ -189,9 +190,7 @@ class _Builder:
             body = parse_alternation_at(self.pattern, node.start, wide=body_wide)
         e = nfa.new()
         if node.behind:
-            if _has_assertion(body):
-                raise RegexError("an anchor or look-around inside a look-behind is not supported", self.pattern, node.pos)
-            lo, hi = char_length_bounds(body)
+            lo, hi = _widths(body)
             if hi is None or lo != hi:
                 raise RegexError("look-behind of other than a fixed number of characters is not supported", self.pattern, node.pos)
             nfa.behinds.append(self.fragment(body, body_wide))
@@ -202,8 +201,20 @@ class _Builder:
         return self._edge(_Check("ahead", node.negate, e, a, b))
 
 
-def _has_assertion(node: Node) -> bool:
-    return isinstance(node, Anchor | Look) or any(_has_assertion(c) for c in children(node))
+def _widths(node: Node) -> tuple[int, int | None]:
+    """(min, max) characters ``node`` matches, its assertions zero wide (max None: unbounded)."""
+    if isinstance(node, Anchor | Look):
+        return 0, 0
+    if isinstance(node, Seq | Alt) and node.items:
+        bounds = [_widths(c) for c in node.items]
+        his = [h for _l, h in bounds]
+        if isinstance(node, Alt):
+            return min(lo for lo, _h in bounds), None if None in his else max(h for h in his if h is not None)
+        return sum(lo for lo, _h in bounds), None if None in his else sum(h for h in his if h is not None)
+    if isinstance(node, Rep):
+        lo, hi = _widths(node.item)
+        return lo * node.lo, None if node.hi is None or hi is None else hi * node.hi
+    return char_length_bounds(node)
 
 
 def _atoms(sets: list[CharSet]) -> list[CharSet]:
@@ -231,29 +242,39 @@ class _Subsets:
             for c in checks:
                 if c.cs is not None and c.cs not in self.check_atoms:
                     self.check_atoms[c.cs] = frozenset(i for i, a in enumerate(atoms) if a.intersect(c.cs))
-        self.accepts = {accept} | {c.accept for checks in nfa.checks for c in checks if c.kind == "ahead"}
+        self.accepts = {accept} | {c.accept for checks in nfa.checks for c in checks if c.kind == "ahead"} | {e for _s, e in nfa.behinds}
         self.memo: dict[tuple[_Thread, _Ctx, int], frozenset[_Thread]] = {}
 
-    # -- look-behind automata
-    def _eps(self, states: frozenset[int] | set[int]) -> frozenset[int]:
-        seen = set(states)
-        stack = list(states)
-        while stack:
-            for t in self.nfa.eps[stack.pop()]:
-                if t not in seen:
-                    seen.add(t)
-                    stack.append(t)
-        return frozenset(seen)
-
+    # -- look-behinds
     def start_ctx(self) -> _Ctx:
-        return _Ctx(True, tuple(self._eps({s}) for s, _e in self.nfa.behinds))
+        return _Ctx(True, tuple(frozenset() for _ in self.nfa.behinds))
+
+    def _behind_runs(self, k: int, ctx: _Ctx, nxt: int) -> frozenset[_Thread]:
+        """Look-behind ``k``'s runs before ``nxt``, one started here included."""
+        return self.closure(ctx.behinds[k] | {_Thread(self.nfa.behinds[k][0], frozenset())}, ctx, nxt)
 
     def advance(self, ctx: _Ctx, atom: int) -> _Ctx:
-        out = []
-        for (start, _e), states in zip(self.nfa.behinds, ctx.behinds):
-            moved = {c[1] for p in states if (c := self.nfa.chars[p]) is not None and atom in (self.char_atoms[p] or ())}
-            out.append(self._eps(moved | {start}))
-        return _Ctx(False, tuple(out))
+        """The context after reading ``atom``."""
+        return _Ctx(False, tuple(self.step(self._behind_runs(k, ctx, atom), atom) for k in range(len(ctx.behinds))))
+
+    def _behind(self, c: _Check, ctx: _Ctx, nxt: int) -> _Alts:
+        """Look-behind check ``c`` as alternatives of obligations (those of look-aheads in its
+        body that a run ending here still carries)."""
+        accept = self.nfa.behinds[c.body][1]
+        done = [r.obs for r in self._behind_runs(c.body, ctx, nxt) if r.pos == accept]
+        if any(not obs for obs in done):
+            return [] if c.negate else [frozenset()]
+        if not c.negate:
+            return list(dict.fromkeys(done))
+        return self._none_of(done)
+
+    @staticmethod
+    def _none_of(done: list[frozenset[_Ob]]) -> _Alts:
+        """That no set in ``done`` holds whole: not (o1 and o2 …) = (not o1) or (not o2) …"""
+        alts: _Alts = [frozenset()]
+        for obs in done:
+            alts = list(dict.fromkeys(a | {_Ob(not o.negate, o.accept, o.threads)} for a in alts for o in obs))
+        return alts
 
     # -- threads
     def closure(self, threads: frozenset[_Thread], ctx: _Ctx, nxt: int) -> frozenset[_Thread]:
@@ -287,6 +308,8 @@ class _Subsets:
                 if c.kind == "ahead":
                     body = _Ob(c.negate, c.accept, frozenset({_Thread(c.body, frozenset())}))
                     stack += [_Thread(c.target, t.obs | alt) for alt in self._resolve(body, ctx, nxt)]
+                elif c.kind == "behind":
+                    stack += [_Thread(c.target, t.obs | alt) for alt in self._behind(c, ctx, nxt)]
                 elif self._holds(c, ctx, nxt):
                     stack.append(_Thread(c.target, t.obs))
         return frozenset(out)
@@ -296,11 +319,9 @@ class _Subsets:
             got = ctx.at_start
         elif c.kind == "end":
             got = nxt == _END
-        elif c.kind == "next":
+        else:  # next
             assert c.cs is not None
             got = nxt != _END and nxt in self.check_atoms[c.cs]
-        else:  # behind
-            got = self.nfa.behinds[c.body][1] in ctx.behinds[c.body]
         return got != c.negate
 
     def _resolve_all(self, obs: frozenset[_Ob], ctx: _Ctx, nxt: int) -> _Alts:
@@ -320,10 +341,8 @@ class _Subsets:
             return [] if ob.negate else [frozenset()]
         if not ob.negate:
             return list(dict.fromkeys([*done, *([frozenset({_Ob(False, ob.accept, rest)})] if rest else [])]))
-        alts: _Alts = [frozenset({_Ob(True, ob.accept, rest)}) if rest else frozenset()]
-        for obs in done:  # not (o1 and o2 …) = (not o1) or (not o2) …
-            alts = list(dict.fromkeys(a | {_Ob(not o.negate, o.accept, o.threads)} for a in alts for o in obs))
-        return alts
+        pending = frozenset({_Ob(True, ob.accept, rest)}) if rest else frozenset()
+        return [a | pending for a in self._none_of(done)]
 
     def step(self, threads: frozenset[_Thread], atom: int) -> frozenset[_Thread]:
         """The threads after reading ``atom`` (those at a character edge that takes it, with
@@ -466,7 +485,7 @@ def assertion_automaton(node: Node, pattern: str, *, search: bool, wide: bool) -
     """``node`` (parsed from ``pattern``, read ``wide`` or narrow) with its anchors and
     look-arounds, as a byte automaton over the raw UTF-8 text: the whole input (``search``:
     anything, a match, anything).  Raises :class:`RegexError` past the state cap, for a
-    look-behind of variable width and for an assertion inside a look-behind."""
+    look-behind of variable width."""
     builder = _Builder(pattern)
     nfa = builder.nfa
     try:
