@@ -244,14 +244,26 @@ def _wide_pattern(pattern: Any, ptr: str) -> Node:
         raise NotExpressible("pattern", ptr, f"pattern: {e.reason} at position {e.position} of {pattern!r}") from e
 
 
+_KEY_COMPLEMENT_KEYWORDS = frozenset({"type", "enum", "const", "maxLength", "minLength", "pattern"})
+
+
 def _some_key_outside(cv: Converter, schema: dict[str, Any], names: Any, rest: dict[str, Any], ptr: str) -> Node:
-    """Objects with at least one property name that ``names`` rejects."""
-    outside = key_complement(cv, names, ptr + "/not/propertyNames")
-    obj = cv.convert(_with_type(cv, schema, rest, "object"), ptr)
-    if outside is NOTHING:
+    """Objects with at least one property name that ``names`` rejects: its strings' complement
+    by :func:`key_complement` for the string keywords, else the converter's JSON texts of
+    ``{"type": "string", "not": names}`` (any subschema whose complement it builds, in the
+    canonical encoding keys are written in)."""
+    known = cv.draft_keywords()
+    general = isinstance(names, dict) and any(k in CONSTRAINTS and k in known and k not in _KEY_COMPLEMENT_KEYWORDS for k in names)
+    if general:
+        texts = cv.convert(cv.rewritten(names, "key-complement", lambda: {"type": "string", "not": names}), ptr + "/not/propertyNames")
+    else:
+        outside = key_complement(cv, names, ptr + "/not/propertyNames")
+        texts = NOTHING if outside is NOTHING else json_string(outside)
+    if texts is NOTHING:
         return NOTHING
+    obj = cv.convert(_with_type(cv, schema, rest, "object"), ptr)
     value = cv.any_value(cv.opt.product_value_depth + 2)
-    return And((obj, _object_with(cv, seq(json_string(outside), cv.key_sep, value), None)))
+    return And((obj, _object_with(cv, seq(texts, cv.key_sep, value), None)))
 
 
 def _object_with(cv: Converter, hit: Node, after: Node | None) -> Node:

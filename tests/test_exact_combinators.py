@@ -205,6 +205,15 @@ CASES: list[tuple[Any, list[str], list[str]]] = [
         ['{"ab": 1}', '{"a": 1, "bc": 2}'],
         ['{"a": 1}', "{}"],
     ),
+    (
+        {
+            "type": "object",
+            "additionalProperties": {"type": "integer"},
+            "not": {"propertyNames": {"anyOf": [{"const": "ab"}, {"pattern": "^x"}], "not": {"const": "xy"}}},
+        },
+        ['{"abc": 1}', '{"ab": 1, "xy": 2}', '{"q": 1}'],
+        ['{"ab": 1}', '{"xz": 1}', "{}"],
+    ),
 ]
 
 

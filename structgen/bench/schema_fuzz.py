@@ -45,9 +45,11 @@ def _value(rng: random.Random, depth: int) -> Any:
 
 
 # patterns: anchors in the middle and inside a repetition, look-aheads (also at the start of an
-# optional group, after `^`, inside `((?!x).)*$`), besides plain ones
+# optional group, after `^`, inside `((?!x).)*$`), besides plain ones; look-arounds and word
+# boundaries inside repetitions and inside one another (the pattern's own automaton)
 PATTERNS = ("^a", "b$", "^[a-c]*$", "x|y", "^\\d+$", "(^|b)a", "a($|,)", "^(a(,|$))*$", "^(?!ab)", "^(?!^b|c)[a-c]*", "(?=.{0,2}$)a",
-            "^((?!bc).)*$", "^a(?:(?!.*bb)[ab]*)?$", "/^a$/")  # fmt: skip
+            "^((?!bc).)*$", "^a(?:(?!.*bb)[ab]*)?$", "/^a$/", "^(?:[a-c]+\\b ?)+$", "(?:a(?=b)|[bc])+$", "^(?:(?<=a)b|a|c)*$",
+            "(?:\\bab)+", "^(?:(?!ab).(?<!c))*$", "(?<=\\ba)b", "(?:x(?<=\\bx(?!y))|y)+")  # fmt: skip
 FORMATS = ("date", "date-time", "email", "hostname", "ipv4", "ipv6", "uri", "uri-reference", "uuid", "duration", "regex")
 
 
@@ -184,7 +186,7 @@ def _unevaluated(rng: random.Random, depth: int, defs: dict[str, Any]) -> dict[s
         s["if"] = branch()
         s[rng.choice(["then", "else"])] = branch()
     else:
-        s[applicator] = [branch() for _ in range(rng.randint(1, 3))]
+        s[applicator] = [branch() for _ in range(rng.randint(1, 6 if applicator == "anyOf" else 3))]
     if depth > 1 and rng.random() < 0.3:
         name = f"d{len(defs)}"
         defs[name] = branch()
