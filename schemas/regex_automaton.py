@@ -21,11 +21,13 @@ bytes as an :class:`~.ir.Automaton` over the raw text
 (:func:`~.json_strings.encode_json_string_content` escapes it for JSON strings).  Bodies are read
 narrow where they must match and wide where they must not, as in :mod:`.regex_assertions`, so the
 result stays on its side of both ECMA-262 and Python.  Past :data:`MAX_REGEX_STATES` DFA states
-it raises :class:`~.errors.RegexError` naming the state cap.
+or :data:`MAX_BUILD_S` seconds it raises :class:`~.errors.RegexError` naming the state cap or the
+time-out.
 """
 
 from __future__ import annotations
 
+import time
 from typing import NamedTuple
 
 from .charset import CharSet, utf8_sequences
@@ -34,6 +36,7 @@ from .ir import Alt, Anchor, Automaton, Chars, Lit, Look, Node, Rep, Seq, char_l
 from .regex import parse_alternation_at, word_boundary_parts, word_class
 
 MAX_REGEX_STATES = 5000  # DFA states over character classes, before minimization
+MAX_BUILD_S = 2.0  # seconds the subset construction may take (a time-out past it)
 MAX_NFA_STATES = 20000
 _END = -1  # the "next character" at the end of the input
 
@@ -376,7 +379,10 @@ def _dfa(pattern: str, sub: _Subsets, start: int) -> tuple[list[dict[int, int]],
     order = [first]
     trans: list[dict[int, int]] = []
     accepting: list[bool] = []
+    deadline = time.perf_counter() + MAX_BUILD_S
     for ctx, threads in order:
+        if time.perf_counter() > deadline:
+            raise RegexError(f"the automaton of its anchors and look-arounds takes over {MAX_BUILD_S:g} s to build (time-out)", pattern, 0)
         row: dict[int, int] = {}
         for atom in range(len(sub.atoms)):
             moved = sub.step(sub.closure(threads, ctx, atom), atom)

@@ -207,7 +207,7 @@ def test_anchors_and_look_arounds_match_as_python_re_searches(pattern: str, samp
         narrow = compile_lazy(resolve_anchors(parse_regex(pattern), pattern, search=True))
         wide = compile_lazy(resolve_anchors(parse_regex(pattern, wide=True), pattern, search=True, wide=True))
     except RegexError as e:  # the forms left out are refused by name
-        assert any(r in str(e) for r in ("state cap", "nothing to repeat")), (pattern, str(e))
+        assert any(r in str(e) for r in ("state cap", "time-out", "nothing to repeat")), (pattern, str(e))
         return
     except GrammarCompileError as e:  # a product past the state cap is refused by name too
         assert "max_states" in str(e), (pattern, str(e))
