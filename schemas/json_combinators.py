@@ -204,17 +204,25 @@ def member_order(cv: Converter, parts: list[Any], ptr: str) -> tuple[str, ...]:
     return tuple(list(dict.fromkeys([*declared, *required]))[:MAX_ORDERED_NAMES])
 
 
-def merge_all(cv: Converter, parts: list[Any], ptr: str, inlined: list[str] | None = None) -> tuple[Any, list[Any]]:
+def merge_all(
+    cv: Converter, parts: list[Any], ptr: str, inlined: list[str] | None = None, merging: frozenset[str] = frozenset()
+) -> tuple[Any, list[Any]]:
     """Merge schemas keyword by keyword; what cannot be merged is returned as residue
     (converted separately and intersected, which is always sound).  ``inlined`` collects the
-    pointers of the ``$ref`` targets merged in place."""
+    pointers of the ``$ref`` targets merged in place; ``merging``: those being merged by the
+    calls above, whose ``$ref`` stays residue here (an ``allOf`` that reaches itself through
+    references is converted, and its recursion bounded, rather than merged without end)."""
     merged: dict[str, Any] = {}
     residue: list[Any] = []
     for part in parts:
         seen: set[str] = set()
+        active = merging
         while isinstance(part, dict) and "$ref" in part and part["$ref"] not in seen:
             seen.add(part["$ref"])
             target, target_ptr = cv.resolve_ref(part["$ref"], ptr, part)
+            if target_ptr in active:
+                break  # the residue check below keeps the reference
+            active = active | {target_ptr}
             if inlined is not None:
                 inlined.append(target_ptr)
             extra = {k: v for k, v in part.items() if k != "$ref"}
@@ -242,7 +250,7 @@ def merge_all(cv: Converter, parts: list[Any], ptr: str, inlined: list[str] | No
             continue
         if "allOf" in part:
             inner_rest = {k: v for k, v in part.items() if k != "allOf"}
-            sub, sub_res = merge_all(cv, [inner_rest, *part["allOf"]], ptr, inlined)
+            sub, sub_res = merge_all(cv, [inner_rest, *part["allOf"]], ptr, inlined, active)
             residue.extend(sub_res)
             if sub is False:
                 return False, []

@@ -896,3 +896,25 @@ def test_schema_options_flags_must_be_bools(name: str) -> None:
     narrowing silently turned on or off."""
     with pytest.raises(ValueError, match=f"{name} must be a bool"):
         SchemaOptions(**{name: "no"})
+
+
+def test_an_all_of_that_reaches_itself_through_refs_is_converted_not_merged_forever() -> None:
+    """``allOf`` parts are merged through their ``$ref``s; a part that leads back to a target
+    being merged stays a reference, whose recursion the converter bounds and names, instead
+    of the merge recursing until Python's stack runs out."""
+    cyclic = {
+        "$defs": {"a": {"allOf": [{"$ref": "#/$defs/b"}], "required": ["x"]}, "b": {"allOf": [{"$ref": "#/$defs/a"}], "type": "object"}},
+        "$ref": "#/$defs/a",
+    }
+    with pytest.raises(UnsupportedSchemaError, match="recursive \\$ref") as e:
+        schema_to_ir(cyclic)
+    assert e.value.pointer == "#/$defs/a"
+    chain = {
+        "$defs": {
+            "a": {"allOf": [{"$ref": "#/$defs/b"}], "required": ["x"]},
+            "b": {"type": "object", "properties": {"x": {"type": "integer"}}},
+        },
+        "allOf": [{"$ref": "#/$defs/a"}, {"$ref": "#/$defs/b"}],
+    }
+    dfa = compile_lazy(schema_to_ir(chain)[0])
+    assert dfa.accepts(b'{"x": 1}') and not dfa.accepts(b"{}") and not dfa.accepts(b'{"x": "a"}')
