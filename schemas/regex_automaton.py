@@ -37,13 +37,13 @@ from .regex import parse_alternation_at, word_boundary_parts, word_class
 
 MAX_REGEX_STATES = 5000  # DFA states over character classes, before minimization
 MAX_BUILD_S = 2.0  # seconds the subset construction may take (a time-out past it)
-MAX_NFA_STATES = 20000
+MAX_NFA_STATES = 20000  # Thompson states (counted repetitions are unrolled)
 _END = -1  # the "next character" at the end of the input
 
 
 class _Check(NamedTuple):
     """An assertion edge to ``target``: ``kind`` ``start`` / ``end`` (the input's ends), ``next``
-    (the next character in ``atoms``), ``behind`` (a run of look-behind ``body`` ends here) or
+    (the next character in class ``cs``), ``behind`` (a run of look-behind ``body`` ends here) or
     ``ahead`` (a run of the body from state ``body`` reaches state ``accept``); ``negate``
     flips it."""
 
@@ -490,8 +490,9 @@ def _bytes(trans: list[dict[int, int]], accepting: list[bool], atoms: list[CharS
 def assertion_automaton(node: Node, pattern: str, *, search: bool, wide: bool) -> Automaton:
     """``node`` (parsed from ``pattern``, read ``wide`` or narrow) with its anchors and
     look-arounds, as a byte automaton over the raw UTF-8 text: the whole input (``search``:
-    anything, a match, anything).  Raises :class:`RegexError` past the state cap, for a
-    look-behind of variable width."""
+    anything, a match, anything).  Raises :class:`RegexError` past the state cap
+    (:data:`MAX_NFA_STATES`, :data:`MAX_REGEX_STATES`) or the time-out (:data:`MAX_BUILD_S`),
+    and for a look-behind of variable width."""
     builder = _Builder(pattern)
     nfa = builder.nfa
     try:
