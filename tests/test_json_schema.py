@@ -918,3 +918,15 @@ def test_an_all_of_that_reaches_itself_through_refs_is_converted_not_merged_fore
     }
     dfa = compile_lazy(schema_to_ir(chain)[0])
     assert dfa.accepts(b'{"x": 1}') and not dfa.accepts(b"{}") and not dfa.accepts(b'{"x": "a"}')
+
+
+def test_a_pattern_automaton_reads_json_escapes() -> None:
+    """A ``pattern`` whose look-arounds sit in a repetition becomes one byte automaton over the
+    raw text; inside a JSON string its quotes, backslashes and control characters are read
+    through their escapes, as ``jsonschema`` reads the decoded string."""
+    schema = {"type": "string", "pattern": '^(?:(?<!\\\\)"|[^"])*$', "maxLength": 6}
+    dfa = compile_lazy(schema_to_ir(schema)[0])
+    validator = jsonschema.Draft202012Validator(schema)
+    for value in ['a"b', 'a\\"b', "\\", "\n\t", 'x"\n"', '\\\\"', "ab\\c", "é\"'", "a" * 7]:
+        text = json.dumps(value, ensure_ascii=False).encode()
+        assert dfa.accepts(text) == validator.is_valid(value), value
