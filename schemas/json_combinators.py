@@ -239,6 +239,9 @@ def merge_all(
                     part = {**target, **extra}
             else:
                 part = target
+        if isinstance(part, dict) and cv.opaque(part):
+            residue.append(part)  # converts only as itself (Converter.in_scope / prebuilt): never merged
+            continue
         if part is True:
             continue
         if part is False:

@@ -131,13 +131,10 @@ def convert_array(cv: Converter, schema: dict[str, Any], ptr: str) -> Node:
     return parts[0] if len(parts) == 1 else And(tuple(parts))
 
 
-def _unique_value_classes(cv: Converter, schema: dict[str, Any]) -> list[list[Node]] | None:
-    """The item texts grouped by JSON equality, when the items are a small finite set of values
-    (``enum`` / ``const`` / ``type`` boolean or null, through ``$ref``) and there is no prefix;
-    None otherwise."""
-    from .json_keywords import json_equal
-    from .json_scalars import value_literal
-
+def finite_item_values(cv: Converter, schema: dict[str, Any]) -> list[Any] | None:
+    """The values every item of ``schema``'s arrays is one of, when ``items`` (through ``$ref``)
+    is a finite set of them (``enum`` / ``const`` / ``type`` boolean or null) and there is no
+    prefix; None otherwise."""
     if schema.get("prefixItems") or isinstance(schema.get("items"), list):
         return None
     items = schema.get("items")
@@ -148,15 +145,18 @@ def _unique_value_classes(cv: Converter, schema: dict[str, Any]) -> list[list[No
     if not isinstance(items, dict):
         return None
     if "const" in items or isinstance(items.get("enum"), list):
-        values = [items["const"]] if "const" in items else list(items["enum"])
-    elif items.keys() & CONSTRAINTS == {"type"} and set(items["type"] if isinstance(items["type"], list) else [items["type"]]) <= {
-        "boolean",
-        "null",
-    }:
-        types = items["type"] if isinstance(items["type"], list) else [items["type"]]
-        values = ([True, False] if "boolean" in types else []) + ([None] if "null" in types else [])
-    else:
-        return None
+        return [items["const"]] if "const" in items else list(items["enum"])
+    types = items.get("type")
+    types = types if isinstance(types, list) else [types]
+    if items.keys() & CONSTRAINTS == {"type"} and set(types) <= {"boolean", "null"}:
+        return ([True, False] if "boolean" in types else []) + ([None] if "null" in types else [])
+    return None
+
+
+def unique_value_classes(values: list[Any]) -> list[list[Any]]:
+    """``values`` grouped by JSON equality (``1`` and ``1.0`` together, ``true`` apart from ``1``)."""
+    from .json_keywords import json_equal
+
     classes: list[list[Any]] = []
     for v in values:
         for cls in classes:
@@ -165,6 +165,18 @@ def _unique_value_classes(cv: Converter, schema: dict[str, Any]) -> list[list[No
                 break
         else:
             classes.append([v])
+    return classes
+
+
+def _unique_value_classes(cv: Converter, schema: dict[str, Any]) -> list[list[Node]] | None:
+    """The item texts grouped by JSON equality, when the items are a small finite set of values
+    (:func:`finite_item_values`, at most :data:`MAX_UNIQUE_VALUES` classes); None otherwise."""
+    from .json_scalars import value_literal
+
+    values = finite_item_values(cv, schema)
+    if values is None:
+        return None
+    classes = unique_value_classes(values)
     if len(classes) > MAX_UNIQUE_VALUES:
         return None
     return [[value_literal(cv, v, cv.opt.dumps(v)) for v in cls] for cls in classes]

@@ -29,8 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import SchemaError
 from .formats import EXACT_FORMATS, NO_WIDE_FORMATS, STANDARD_FORMATS, WIDE_FORMAT_REGEXES
+from .ir import alt
+from .json_containers import MAX_UNIQUE_VALUES, counted_items, finite_item_values, unique_value_classes
 from .json_keywords import CONSTRAINTS, escape_pointer
 from .json_refs import dynamic_target, followed_scope
+from .json_scalars import value_literal
 
 if TYPE_CHECKING:
     from .json_schema import Converter
@@ -225,9 +228,25 @@ def _max_items(cv: Converter, v: Any, s: dict[str, Any], ptr: str) -> list[Any]:
 
 
 def _unique_items(cv: Converter, v: Any, s: dict[str, Any], ptr: str) -> list[Any]:
+    """Arrays with a repeated item, when ``s``'s items are a small finite set of values: those
+    holding one value (up to JSON equality) at least twice, built as IR
+    (:meth:`Converter.prebuilt`; no keyword of the drafts before 2019-09 counts items);
+    arrays with an item outside the set are ``items``' violations.  Over an open item language
+    it raises :class:`NotExpressible`."""
     if v is not True:
         return []
-    raise NotExpressible("uniqueItems", ptr, "the complement of uniqueItems (a repeated item) is not regular")
+    values = finite_item_values(cv, s)
+    classes = None if values is None else unique_value_classes(values)
+    if classes is None:
+        raise NotExpressible(
+            "uniqueItems", ptr, "the complement of uniqueItems (a repeated item) is not regular over an open item language"
+        )
+    if len(classes) > MAX_UNIQUE_VALUES:
+        raise NotExpressible("uniqueItems", ptr, f"the complement of uniqueItems over more than {MAX_UNIQUE_VALUES} item values (size cap)")
+    texts = [[value_literal(cv, x, cv.opt.dumps(x)) for x in cls] for cls in classes]
+    everything = [t for cls in texts for t in cls]
+    node = alt(*(counted_items(cv, alt(*cls), alt(*[t for t in everything if t not in cls]), 2, None) for cls in texts))
+    return [cv.prebuilt(node, "array")]
 
 
 def _dynamic_ref(keyword: str) -> Callable[[Converter, Any, dict[str, Any], str], list[Any]]:

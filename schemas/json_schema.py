@@ -96,6 +96,7 @@ class Converter:
         self.tracks_dynamic_scope = False
         self.dynamic_scope: tuple[str, ...] = ()
         self.scoped: dict[int, tuple[str, ...]] = {}  # id of a schema made by :meth:`in_scope` → its dynamic scope
+        self.built: dict[int, Node] = {}  # id of a schema made by :meth:`prebuilt` → its IR
         self.negated_refs: dict[str, int] = {}  # $ref targets being negated on this path
         self.resolved_refs: list[str] = []  # $ref targets the last complement resolved
         self.distributing = 0  # intersections being converted spread over their unions, nested
@@ -237,12 +238,30 @@ class Converter:
         self._keep.append(wrapper)
         return wrapper
 
+    def prebuilt(self, node: Node, json_type: str) -> dict[str, Any]:
+        """A new schema, ``{"type": json_type}``, whose IR is ``node`` wherever the converter
+        meets it: a violation no keywords spell in the root's draft (arrays in which a value
+        repeats); its ``type`` bounds ``node``, for the tests that read keywords."""
+        wrapper = {"type": json_type}
+        self.built[id(wrapper)] = node
+        self._keep.append(wrapper)
+        return wrapper
+
+    def opaque(self, schema: Any) -> bool:
+        """Whether ``schema`` was made by :meth:`in_scope` or :meth:`prebuilt`: it converts
+        only as itself (never merged keyword by keyword into another schema)."""
+        return id(schema) in self.scoped or id(schema) in self.built
+
     # ------------------------------------------------------------------ dispatch
 
     def convert(self, schema: Any, ptr: str) -> Node:
         """IR of ``schema`` (memoized: the result depends only on the schema object, the
         recursion depths of the ``$ref``s being unrolled or merged, the options, the key
-        order and the dynamic scope; a schema made by :meth:`in_scope` converts in its own)."""
+        order and the dynamic scope; a schema made by :meth:`in_scope` converts in its own, one
+        made by :meth:`prebuilt` is its IR)."""
+        built = self.built.get(id(schema)) if self.built else None
+        if built is not None:
+            return built
         scope = self.scoped.get(id(schema)) if self.scoped else None
         if scope is not None and scope != self.dynamic_scope:
             outer, self.dynamic_scope = self.dynamic_scope, scope

@@ -191,7 +191,7 @@ def _hoisted(cv: Converter, schema: dict[str, Any], ptr: str) -> dict[str, Any] 
             got, at = cv.resolve_ref(part["$ref"], ptr + f"/allOf/{i}/$ref", part)
             if refs.base_for(got, at) == refs.base_for(schema, ptr):
                 target = got
-        if not isinstance(target, dict) or any(k in target for k in ("unevaluatedProperties", "unevaluatedItems")):
+        if not isinstance(target, dict) or cv.opaque(target) or any(k in target for k in ("unevaluatedProperties", "unevaluatedItems")):
             continue
         key = next((k for k in ("anyOf", "oneOf", "if") if k in target), None)
         if key is None:

@@ -324,6 +324,8 @@ def test_a_complement_followed_into_another_scope_resolves_its_references_there(
         "not": {"$ref": "lib#/$defs/box"},
     }
     _check_as_jsonschema(schema, [{"v": "a"}, 1, {}], [{"v": 1}])
+    beside = {**{k: v for k, v in schema.items() if k != "not"}, "allOf": [{"not": schema["not"]}, {"type": "object"}]}
+    _check_as_jsonschema(beside, [{"v": "a"}, {}], [{"v": 1}, 1])  # the complement as an allOf part keeps its scope
     recursive = {
         "$id": "https://example.com/r",
         "$defs": {"s": {"$dynamicAnchor": "x", "type": "array", "items": {"$dynamicRef": "#x"}}},

@@ -267,6 +267,28 @@ def test_unexpressible_complements_are_named_errors() -> None:
         assert e.value.keyword == "not"
 
 
+def test_the_complement_of_unique_items_over_a_finite_item_set() -> None:
+    """Over a finite set of item values, arrays that fail ``uniqueItems`` hold one value (up to
+    JSON equality) at least twice: exact, where ``not`` or an overlapping ``oneOf`` needs it,
+    in every draft."""
+    schema = {
+        "oneOf": [
+            {"type": "array", "maxItems": 2, "items": {"enum": ["a", 0, 0.0]}, "uniqueItems": True},
+            {"type": "array", "items": {"const": "a"}},
+        ]
+    }
+    draft7 = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "array",
+        "not": {"items": {"type": "boolean"}, "uniqueItems": True},
+    }
+    for sch in (schema, draft7):
+        dfa = _dfa(sch)
+        for value in ([], ["a"], [0], ["a", "a"], [0, 0.0], ["a", 0], [0, "a", "a"], ["a", "a", "a"], [1], [True, True], [True, False, 1]):
+            text = json.dumps(value, separators=(", ", ": "))
+            assert _accepts(dfa, text) == _valid(sch, text), (sch, value)
+
+
 def test_a_member_count_past_distinct_names_is_refused_by_name(gpt2_vocab: Vocabulary) -> None:
     """Members matched by patternProperties / additionalProperties may repeat a name, so they
     count once: an object whose minProperties is past the declared names plus one is left
