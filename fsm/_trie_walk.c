@@ -338,8 +338,8 @@ static inline Py_ssize_t scan_bits(const int32_t *table, Py_ssize_t num_classes,
             return -1;
         }
         stack[d] = ns;
-        if (within) {
-            lflag[d] = lflag[d - 1] && loop[nd.byte];
+        if (within) { /* with vrow, every first byte leads to the loop state: only later bytes are checked */
+            lflag[d] = (vrow && d == 1) || (lflag[d - 1] && loop[nd.byte]);
         }
         /* branch-free token marking (see walk) */
         const int32_t t = nd.token;
@@ -361,7 +361,10 @@ static inline Py_ssize_t scan_bits(const int32_t *table, Py_ssize_t num_classes,
  *         (subtree_within); with loop (uint8 [256], 1 = the start state loops on the byte)
  *         and lflag (uint8 [max_depth + 1] scratch), the loop-subtree skip of walk: such a
  *         subtree reached by a path of loop bytes only is skipped (its tokens pre-set by the
- *         caller).  Not with vrow.
+ *         caller).  With vrow as well, every vrow entry must be the state that loops on
+ *         `loop`: the path's first byte is then not checked against `loop` (the skipped
+ *         tokens are those whose bytes after the first are loop bytes: per first byte, the
+ *         tails the loop state accepts).
  * Returns as walk: -1 when complete, else the position of an unexpanded state.
  */
 static PyObject *walk_bits(PyObject *self, PyObject *args) {
@@ -399,7 +402,7 @@ static PyObject *walk_bits(PyObject *self, PyObject *args) {
         if (bufs[B_NODES].len % (Py_ssize_t)sizeof(trie_node) || bufs[B_COB].len != 256 * 4 || num_classes <= 0 || state < 0 ||
             state >= n_states || pos < 0 || pos > n || max_depth < 0 ||
             (have_skip && (bufs[B_WITHIN].len != n || bufs[B_LOOP].len != 256 || bufs[B_LFLAG].len < max_depth + 1)) ||
-            (got[B_VROW] && (bufs[B_VROW].len != num_classes * 4 || have_skip))) {
+            (got[B_VROW] && bufs[B_VROW].len != num_classes * 4)) {
             PyErr_SetString(PyExc_ValueError, "walk_bits: inconsistent buffer sizes or arguments");
             goto fail;
         }
@@ -444,7 +447,10 @@ static PyObject *walk_bits(PyObject *self, PyObject *args) {
                 lflag[0] = 1;
             }
         }
-        if (within) {
+        if (within && vrow) {
+            result = scan_bits(table, num_classes, n_states, cob, nodes, n, pos, stack, max_depth, bits, tok_limit, vrow, within, loop,
+                               lflag, &bad);
+        } else if (within) {
             result = scan_bits(table, num_classes, n_states, cob, nodes, n, pos, stack, max_depth, bits, tok_limit, NULL, within, loop,
                                lflag, &bad);
         } else if (vrow) {

@@ -45,8 +45,8 @@ class CharNeeds:
         np.cumsum(self._lengths[:-1], out=self._offsets[1:])
         self._flat = np.frombuffer(b"".join(token_bytes), dtype=np.uint8)
         self._special = np.array(sorted(special_ids), dtype=np.int64)
-        self._needs: dict[tuple[object, ...], tuple[np.ndarray, int]] = {}  # shape -> (needs, largest finite need)
-        self._within: OrderedDict[tuple[tuple[object, ...], int], np.ndarray] = OrderedDict()
+        self._needs: dict[tuple[object, ...], tuple[np.ndarray, int]] = {}  # (shape, skip) -> (needs, largest finite need)
+        self._within: OrderedDict[tuple[object, ...], np.ndarray] = OrderedDict()
 
     def needs(self, automaton: CountedAutomaton) -> np.ndarray:
         """``int32 [V]``: the characters each token needs from ``automaton``'s boundary (its
@@ -61,13 +61,26 @@ class CharNeeds:
         tokens always set, so a row's EOS bits pass).  Read-only; kept in an LRU (every room
         past the largest finite need shares one entry)."""
         needs, top = self._table(automaton)
-        key = (automaton.shape_key(), min(room, top))
+        return self._fits((automaton.shape_key(), min(room, top)), needs)
+
+    def tail_within(self, automaton: CountedAutomaton, room: int, order: np.ndarray) -> np.ndarray:
+        """``uint32 [ceil(K/32)]`` over the tokens ``order`` (``int32 [K]`` token ids, e.g. the
+        trie order's ``k_token``): those whose *tail*, the bytes after the first, needs at most
+        ``room`` characters (:meth:`needs` of the tail as a byte string; an empty tail needs
+        none).  Read-only; kept in the same LRU as :meth:`within` (one order per vocabulary in
+        practice: the key holds its length, not its contents)."""
+        needs, top = self._table(automaton, skip=1)
+        return self._fits((automaton.shape_key(), min(room, top), "tail", len(order)), needs[order])
+
+    def _fits(self, key: tuple[object, ...], needs: np.ndarray) -> np.ndarray:
+        """The LRU-kept bitmask of ``needs <= room`` (``room``: ``key[1]``) over ``needs``'s order."""
         got = self._within.get(key)
         if got is not None:
             self._within.move_to_end(key)
             return got
-        allowed = np.zeros(self.words * 32, dtype=bool)  # [W * 32]
-        allowed[: self.size] = needs <= room
+        n = len(needs)
+        allowed = np.zeros((n + 31) // 32 * 32, dtype=bool)  # [W * 32]
+        allowed[:n] = needs <= key[1]
         got = np.packbits(allowed, bitorder="little").view("<u4")
         got.setflags(write=False)
         self._within[key] = got
@@ -75,19 +88,20 @@ class CharNeeds:
             self._within.popitem(last=False)
         return got
 
-    def _table(self, automaton: CountedAutomaton) -> tuple[np.ndarray, int]:
-        """(:meth:`needs`, the largest finite need), computed once per automaton shape."""
-        key = automaton.shape_key()
+    def _table(self, automaton: CountedAutomaton, skip: int = 0) -> tuple[np.ndarray, int]:
+        """(:meth:`needs` of each token less its first ``skip`` bytes, the largest finite
+        need), computed once per automaton shape and ``skip``."""
+        key = (*automaton.shape_key(), skip)
         got = self._needs.get(key)
         if got is None:
-            needs = self._compute(automaton)
+            needs = self._compute(automaton, skip)
             needs.setflags(write=False)
             got = self._needs[key] = (needs, int(needs[needs < NEVER].max(initial=0)))
         return got
 
-    def _compute(self, automaton: CountedAutomaton) -> np.ndarray:
-        """Run every token through ``automaton`` from its boundary, one byte position at a time
-        (all tokens at once per position)."""
+    def _compute(self, automaton: CountedAutomaton, skip: int = 0) -> np.ndarray:
+        """Run every token, less its first ``skip`` bytes, through ``automaton`` from its
+        boundary, one byte position at a time (all tokens at once per position)."""
         n = automaton.num_states
         nxt = np.zeros((n, 256), dtype=np.int32)  # [S, 256] next state, 0 dead
         inc = np.zeros((n, 256), dtype=np.int32)  # [S, 256] 1 where the byte completes a character
@@ -100,22 +114,25 @@ class CharNeeds:
         state = np.full(self.size, automaton.initial, dtype=np.int32)  # [V]
         chars = np.zeros(self.size, dtype=np.int64)  # [V]
         need = np.full(self.size, NEVER, dtype=np.int64)  # [V]
-        reading = self._lengths > 0  # [V] tokens still inside the string
-        for k in range(int(self._lengths.max(initial=0))):
-            idx = np.flatnonzero(reading & (self._lengths > k))  # [K]
+        lengths = np.maximum(self._lengths - skip, 0)  # [V] the bytes read
+        reading = lengths > 0  # [V] tokens still inside the string, bytes left to read
+        inside = np.ones(self.size, dtype=bool)  # [V] tokens that never left the string (an empty one included)
+        for k in range(int(lengths.max(initial=0))):
+            idx = np.flatnonzero(reading & (lengths > k))  # [K]
             if not idx.size:
                 break
             st = state[idx]  # [K]
-            b = self._flat[self._offsets[idx] + k]  # [K]
+            b = self._flat[self._offsets[idx] + skip + k]  # [K]
             to = nxt[st, b]  # [K]
             out = to == 0  # [K] the byte leaves the string here
             left = idx[out]
             need[left] = np.where(accepting[st[out]], chars[left], NEVER)
             reading[left] = False
+            inside[left] = False
             stay = idx[~out]
             chars[stay] += inc[st[~out], b[~out]]
             state[stay] = to[~out]
-        whole = np.flatnonzero(reading)
+        whole = np.flatnonzero(inside)
         need[whole] = np.minimum(chars[whole] + min_chars[state[whole]], NEVER)
         need[self._special] = 0
         return need.astype(np.int32)

@@ -152,14 +152,14 @@ class TokenFSM:
             return -1
         origin = state
         dfa = self.dfa
-        got = -1
-        if _c_walk_bytes is not None:  # one compiled walk over the table, when it meets no unexpanded state
-            got = _c_walk_bytes(dfa.table, dfa.num_classes, dfa.class_of_byte, state, data)
+        if _c_walk_bytes is not None:  # compiled walks over the table, each unexpanded state met expanded in turn
+            while (got := _c_walk_bytes(dfa.table, dfa.num_classes, dfa.class_of_byte, state, data)) < 0:
+                with self._lock:
+                    dfa.expand(-1 - got)
             if got == DEAD:
                 return -1
-        if got >= 0:
             state = got
-        else:  # a state on the way is not expanded yet (never in a complete table)
+        else:  # the extension is not built: byte by byte
             rows = self._byte_rows
             for b in data:
                 row = rows.get(state)

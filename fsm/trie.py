@@ -304,7 +304,7 @@ class VocabTrie:
         for the root's children; ``skip``: ``(within, loop, lflag)`` of the loop-subtree skip."""
         stack = np.zeros(self.max_depth + 1, dtype=np.int32)
         cob = np.ascontiguousarray(dfa.class_of_byte, dtype=np.int32)
-        extra = (vrow,) if skip is None else (None, *skip)
+        extra = (vrow,) if skip is None else (vrow, *skip)
         depth = nodes["depth"]
         raw = nodes.view(np.uint8)
         pos = 0
@@ -375,18 +375,43 @@ class VocabTrie:
             root_nodes[b] = self.pre_skip[i]
         return TrieOrder(pre_k, self.pre_token[is_tok].astype(np.int32), root_lo, root_hi, root_nodes)
 
-    def class_ranges(self, class_of_byte: np.ndarray, num_classes: int) -> tuple[list[np.ndarray], list[int]]:
-        """Per byte class, ``int64 [R, 2]`` the trie-order token ranges of the tokens whose first
-        byte is in the class, and the number of trie nodes under those first bytes."""
-        order = self.trie_order
-        out: list[list[tuple[int, int]]] = [[] for _ in range(num_classes)]
-        nodes = [0] * num_classes
-        for b in range(256):
-            if order.root_hi[b] > order.root_lo[b]:
-                c = int(class_of_byte[b])
-                out[c].append((int(order.root_lo[b]), int(order.root_hi[b])))
-                nodes[c] += int(order.root_nodes[b])
-        return [np.array(r, dtype=np.int64).reshape(-1, 2) for r in out], nodes
+    def loop_tails(self, dfa: Any, q: int) -> np.ndarray | None:
+        """Per first byte, the tokens whose tail (the bytes after the first) the loop state
+        ``q`` accepts: ``uint32 [ceil(K/32)]`` in trie order, as :meth:`walk_trie_order` with
+        every class sent to ``q`` computes them, but skipping the trie subtrees of ``q``'s
+        body (:meth:`_body`): the tokens whose tail is body bytes only are judged by the body
+        automaton, once per automaton shape (:meth:`_tail_walk`).  None when ``q`` loops on
+        fewer than ``LOOP_SKIP_MIN_BYTES`` bytes or the walk is not compiled.  Expands DFA
+        states on demand (the caller serializes expansions)."""
+        row = np.asarray(dfa.expand(int(q)))  # [C]
+        cob = np.asarray(dfa.class_of_byte)
+        loop_bytes = row[cob] == q  # [256]
+        if not self.use_compiled or int(loop_bytes.sum()) < LOOP_SKIP_MIN_BYTES:
+            return None
+        body, shape = loop_bytes, None
+        for sigma in loop_body_classes(dfa, int(q), row):
+            shape = body_shape(dfa, int(q), sigma)
+            if shape is not None:
+                body = sigma[cob]
+                break
+        if shape is None:  # the loop bytes alone: a one-state body automaton
+            shape = np.zeros((2, 256), dtype=np.int32)
+            shape[1, loop_bytes] = 1
+        key = hashlib.blake2b(shape.tobytes(), digest_size=20).digest()
+        bits = self._memo("_tail_cache", key, LOOP_TOKENS_CACHE, lambda: self._tail_walk(shape)).copy()
+        within = self.loop_within(np.packbits(body, bitorder="little").view("<u8").copy())
+        skip = (within, body.view(np.uint8), np.zeros(self.max_depth + 1, dtype=np.uint8))
+        vrow = np.full(len(row), q, dtype=np.int32)  # [C] every first byte leads to q
+        self._walk_bits(dfa, int(q), bits, self.packed_nodes(trie_order=True), vrow, skip)
+        return bits
+
+    def _tail_walk(self, table: np.ndarray) -> np.ndarray:
+        """Trie order, per first byte, the tokens whose tail the body automaton ``table``
+        (``int32 [n + 1, 256]``, :func:`~.trie_bodies.body_shape`) accepts from its state 1."""
+        bits = np.zeros((len(self.trie_order.k_token) + 31) // 32, dtype=np.uint32)
+        shape = _TableDFA(np.ascontiguousarray(table))
+        self._walk_bits(shape, 1, bits, self.packed_nodes(trie_order=True), np.ones(256, dtype=np.int32), None)
+        return bits
 
     def walk_trie_order(self, dfa: Any, state: int, bits: np.ndarray, root_row: np.ndarray) -> None:
         """OR into ``bits`` (``uint32 [ceil(K/32)]``, trie order) the tokens the lazily built

@@ -178,7 +178,10 @@ def test_conformance_runs_the_anchors_on_the_same_instances(tmp_path: Path) -> N
         assert a["schemas"] == 2 and a["compiled"] + a["unsupported"] + a["errors"] == 2
         assert a["valid_instances"] + a["invalid_instances"] == 2 * a["compiled"]
     assert s["anchors"]["llguidance"]["passing"] >= 1
-    assert "| maskbench | xgrammar |" in (tmp_path / "o" / "conformance-gpt2.md").read_text()
+    both = s["anchors"]["llguidance"]["both"]  # the timings over the schemas both engines compiled
+    assert both["schemas"] == s["anchors"]["llguidance"]["compiled"] and both["structgen"]["token_us"]["mean"] > 0
+    md = (tmp_path / "o" / "conformance-gpt2.md").read_text()
+    assert "| maskbench | xgrammar |" in md and "| maskbench | structgen (with llguidance) |" in md
 
 
 def test_an_anchor_that_kills_its_worker_costs_only_its_own_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,6 +17,7 @@ from structgen.fsm import CompilerConfig, GrammarCompiler, TokenFSM, Vocabulary
 from structgen.fsm import length_product as lp
 from structgen.fsm.compile_process import ship_blob
 from structgen.fsm.constraint import Constraint
+from structgen.fsm.counted_rows import CharNeeds
 from structgen.fsm.dfa import DEAD
 from structgen.fsm.dfa_paths import distances_to_accept
 from structgen.fsm.lazy_compile import compile_lazy
@@ -262,16 +263,23 @@ def test_character_needs_of_tokens(tiny_vocab: Vocabulary) -> None:
     within = tiny_vocab.char_needs.within(automaton, 0)
     bits = np.unpackbits(within.view(np.uint8), bitorder="little")[: tiny_vocab.size]
     assert bits.tolist() == [int(n <= 0) for n in needs.tolist()]
+    # a tail's need (the bytes after the first) is the need of the tail as a token of its own
+    tails = CharNeeds([b[1:] for b in tiny_vocab.token_bytes], tiny_vocab.special_ids).needs(automaton)
+    order = np.arange(tiny_vocab.size, dtype=np.int32)[::-1].copy()
+    for room in (0, 1, 3):
+        cut = tiny_vocab.char_needs.tail_within(automaton, room, order)
+        bits = np.unpackbits(cut.view(np.uint8), bitorder="little")[: tiny_vocab.size]
+        assert bits.tolist() == [int(tails[t] <= room) for t in order.tolist()]
 
 
 def test_prepare_computes_the_one_need_table_bounded_strings_use(gpt2_vocab: Vocabulary) -> None:
-    """``Vocabulary.prepare`` computes the character needs of the plain automaton's shape, the
-    one table every bounded string's rows are cut with: a compile and a cut row after it add
-    none."""
+    """``Vocabulary.prepare`` computes the character needs of the plain automaton's shape (of
+    the tokens and of their tails), the tables every bounded string's rows are cut with: a
+    compile and a cut row after it add none."""
     gpt2_vocab.prepare()
     needs = gpt2_vocab.char_needs
     tables = dict(needs._needs)
-    assert len(tables) == 1
+    assert len(tables) == 2  # the tokens' needs and their tails'
     fsm = GrammarCompiler(gpt2_vocab, CompilerConfig(cache_size=0)).compile(Constraint.json_schema({"type": "string", "maxLength": 30}))
     cur = fsm.cursor()
     cur.advance(gpt2_vocab.encode_bytes(b'"')[0])  # type: ignore[index]

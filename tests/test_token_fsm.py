@@ -566,6 +566,11 @@ def _token_reachable_by_walks(fsm: TokenFSM) -> set[int]:
 SHARED_SCHEMAS = [  # free keys next to declared names (shared tails), strings with UTF-8, numbers
     {"type": "object", "properties": {"name": {"type": "string"}, "nick": {"type": "string", "maxLength": 4}}, "required": ["name"]},
     {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer", "minimum": -5}}, "é": {"enum": ["x", 2]}}},
+    {  # bounded strings: the tails of their positions by arithmetic
+        "type": "object",
+        "properties": {"b": {"type": "string", "maxLength": 40}, "c": {"type": "string", "minLength": 1, "maxLength": 30}},
+        "additionalProperties": False,
+    },
 ]
 
 
@@ -613,6 +618,8 @@ def test_first_visit_rows_through_shared_tails_equal_the_walk(gpt2_vocab: Vocabu
     assert fsm._tails is not None
     if index == 0:
         assert fsm._tails.tails  # the free-key state's tails were bought and copied
+    if index == 2:  # a bounded string's position: its tails by arithmetic, copied
+        assert any(fsm.dfa.counted_row(q) is not None for q in fsm._tails.tails)
 
 
 def test_trie_order_walk_and_bit_helpers(gpt2_vocab: Vocabulary) -> None:
@@ -655,6 +662,41 @@ def test_trie_order_walk_and_bit_helpers(gpt2_vocab: Vocabulary) -> None:
         _trie_walk.permute_bits(np.array([3], np.uint32), np.array([0, 40], np.int32), np.zeros(1, np.uint32))
     with pytest.raises(ValueError, match="inconsistent"):  # a root row of the wrong length
         trie.walk_trie_order(dfa, dfa.initial, np.zeros(words, np.uint32), np.zeros(dfa.num_classes + 1, np.int32))
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r'"([^"\\]|\\["\\/bfnrt]|\\u[0-9a-f]{4})*"',  # a JSON string: escapes and UTF-8 in the body automaton
+        r"([a-z0-9 ]|(é){40})*;",  # a body automaton past its state cap: the loop bytes alone
+        r"([^x]|xy)*z",  # a loop leaving through one byte sequence
+    ],
+)
+def test_loop_tails_equal_the_tail_walk(gpt2_vocab: Vocabulary, pattern: str) -> None:
+    """``loop_tails`` (the tail walk that skips the loop state's body subtrees) equals the plain
+    trie-order walk with every first byte sent to the loop state, for every loop state reached."""
+    from structgen.fsm.trie import compiled_walk_available
+
+    if not compiled_walk_available():
+        pytest.skip("the C trie walk was not built (no compiler at install)")
+    trie = gpt2_vocab.trie
+    words = (len(trie.trie_order.k_token) + 31) // 32
+    dfa = compile_lazy(regex_to_ir(pattern))
+    checked = 0
+    seen, frontier = {dfa.initial}, [dfa.initial]
+    while frontier and len(seen) < 200:
+        q = frontier.pop()
+        got = trie.loop_tails(dfa, q)
+        if got is not None:
+            ref = np.zeros(words, dtype=np.uint32)
+            trie.walk_trie_order(dfa, q, ref, np.full(dfa.num_classes, q, dtype=np.int32))
+            np.testing.assert_array_equal(got, ref, err_msg=f"state {q}")
+            checked += 1
+        for t in set(dfa.expand(q).tolist()):
+            if t != DEAD and t not in seen:
+                seen.add(t)
+                frontier.append(t)
+    assert checked >= 1
 
 
 # ----------------------------------------------------------------------------- budgets
