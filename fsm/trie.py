@@ -196,10 +196,10 @@ class VocabTrie:
         """The body of a loop state for the fast walk's subtree skip: ``(body bytes bool [256],
         uint32 [W] the tokens spelled only with body bytes that ``state`` allows)``.
 
-        The body bytes are the bytes ``state`` loops on plus every byte ≥ 0x80 and, if live,
-        ``\\`` (a JSON string's UTF-8 sequences and escapes: excursions that end back in the
-        loop), as long as the sub-automaton they reach from ``state`` has at most
-        ``BODY_MAX_STATES`` states; else without ``\\``; else the loop bytes alone.
+        The body bytes are the bytes ``state`` loops on plus every byte ≥ 0x80 (a JSON string's
+        UTF-8 sequences: excursions that end back in the loop; :func:`loop_body_classes`), as
+        long as the sub-automaton they reach from ``state`` has at most ``BODY_MAX_STATES``
+        states; else the loop bytes alone.
         Any byte set is sound: a trie subtree made of body bytes, reached by body bytes, is
         judged by the body automaton alone (the automaton restricted to body bytes from
         ``state``), whose allowed tokens are computed once per automaton shape

@@ -391,7 +391,7 @@ def test_compiled_walk_matches_numpy_walk(vocab_name: str, tiny_vocab: Vocabular
 
 
 def test_body_skip_matches_the_walk_and_falls_back(gpt2_vocab: Vocabulary, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A JSON string's loop state: the body (its UTF-8 and escape excursions) is found, its
+    """A JSON string's loop state: the body (its UTF-8 excursions) is found, its
     tokens are pre-set once per automaton shape, and the bits equal a plain walk's; with the
     body capped below its size the loop bytes alone are used, with the same bits."""
     from structgen.fsm import trie_bodies
@@ -409,7 +409,7 @@ def test_body_skip_matches_the_walk_and_falls_back(gpt2_vocab: Vocabulary, monke
         row = np.asarray(dfa.expand(s))
         loop_bytes = row[np.asarray(dfa.class_of_byte)] == s
         body, _preset = trie._body(dfa, s, row, loop_bytes)
-        assert body[0x80:].all() and body[ord("\\")] and not body[ord('"')]  # UTF-8 and escapes, never the quote
+        assert body[0x80:].all() and not body[ord("\\")] and not body[ord('"')]  # UTF-8, not escapes, never the quote
         assert body.sum() > loop_bytes.sum()
         np.testing.assert_array_equal(trie.mask_bits(dfa, s), plain)
     assert len(trie._body_cache) == 1  # both strings' bodies have one shape: one body walk
