@@ -63,6 +63,11 @@ class CharNeeds:
         needs, top = self._table(automaton)
         return self._fits((automaton.shape_key(), min(room, top)), needs)
 
+    def prepare(self, automaton: CountedAutomaton) -> None:
+        """Compute the need tables of ``automaton``'s shape (the tokens' and their tails') now."""
+        self._table(automaton)
+        self._table(automaton, skip=1)
+
     def tail_within(self, automaton: CountedAutomaton, room: int, order: np.ndarray) -> np.ndarray:
         """``uint32 [ceil(K/32)]`` over the tokens ``order`` (``int32 [K]`` token ids, e.g. the
         trie order's ``k_token``): those whose *tail*, the bytes after the first, needs at most

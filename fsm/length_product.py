@@ -283,9 +283,7 @@ def prepare_plain_needs(needs: CharNeeds) -> None:
     """Compute ``needs``' tables (tokens, tails) for the plain automaton now (every plain automaton has the
     same shape, whatever its bound; about 50 ms on a 128k vocabulary): a start-up step, so
     that the first bounded string a process serves does not pay for it."""
-    automaton = plain_automaton(PLAIN_MIN_CHARS)
-    needs.needs(automaton)
-    needs.tail_within(automaton, 0, np.zeros(0, dtype=np.int32))  # the tails' table (SharedTails)
+    needs.prepare(plain_automaton(PLAIN_MIN_CHARS))
 
 
 class LengthProducts:

@@ -206,13 +206,18 @@ class VocabTrie:
         (:meth:`body_tokens`) and pre-set; the rest of the trie is walked.  Falls back to the
         loop bytes alone (:meth:`loop_tokens`).  Expands the body's states (the caller
         serializes expansions)."""
-        cob = np.asarray(dfa.class_of_byte)
-        for sigma in loop_body_classes(dfa, state, row):
-            shape = body_shape(dfa, state, sigma)
-            if shape is not None:
-                return sigma[cob], self.body_tokens(shape)
-        loop = np.packbits(loop_bytes, bitorder="little").view("<u8").copy()  # [4]
-        return loop_bytes, self.loop_tokens(loop)
+        body, shape = self._loop_body(dfa, state, row, loop_bytes)
+        if shape is not None:
+            return body, self.body_tokens(shape)
+        return body, self.loop_tokens(np.packbits(loop_bytes, bitorder="little").view("<u8").copy())
+
+    @staticmethod
+    def _loop_body(dfa: Any, state: int, row: np.ndarray, loop_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(body bytes bool [256], its body automaton)`` of a loop state (:meth:`_body`), or
+        ``(loop_bytes, None)`` when that automaton is past ``BODY_MAX_STATES`` states."""
+        sigma = loop_body_classes(dfa, state, row)  # [C]
+        shape = body_shape(dfa, state, sigma)
+        return (loop_bytes, None) if shape is None else (sigma[np.asarray(dfa.class_of_byte)], shape)
 
     def _chain_body(self, dfa: Any, state: int, row: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """The body of a chain state for the fast walk's subtree skip, or None: ``(body bytes
@@ -388,12 +393,7 @@ class VocabTrie:
         loop_bytes = row[cob] == q  # [256]
         if not self.use_compiled or int(loop_bytes.sum()) < LOOP_SKIP_MIN_BYTES:
             return None
-        body, shape = loop_bytes, None
-        for sigma in loop_body_classes(dfa, int(q), row):
-            shape = body_shape(dfa, int(q), sigma)
-            if shape is not None:
-                body = sigma[cob]
-                break
+        body, shape = self._loop_body(dfa, int(q), row, loop_bytes)
         if shape is None:  # the loop bytes alone: a one-state body automaton
             shape = np.zeros((2, 256), dtype=np.int32)
             shape[1, loop_bytes] = 1

@@ -24,8 +24,8 @@ CHAIN_DEPTH = 16  # bytes of a chain state's body automaton; longer tokens are w
 CHAIN_MAX_STATES = 512  # chain body automata larger than this are not used
 
 
-def loop_body_classes(dfa: Any, state: int, row: np.ndarray) -> list[np.ndarray]:
-    """Candidate body classes (``bool [C]``) of a loop state whose transition row is ``row``
+def loop_body_classes(dfa: Any, state: int, row: np.ndarray) -> np.ndarray:
+    """The body classes (``bool [C]``) of a loop state whose transition row is ``row``
     (``[C]``): the classes ``state`` loops on plus every byte ≥ 0x80 (a JSON string's UTF-8
     sequences: excursions that end back in the loop).  Not ``\\`` and its escapes: their states
     must be expanded to learn the body automaton, for every string of a grammar, while few tokens
@@ -33,7 +33,7 @@ def loop_body_classes(dfa: Any, state: int, row: np.ndarray) -> list[np.ndarray]
     cob = np.asarray(dfa.class_of_byte)
     high = np.zeros(len(row), dtype=bool)  # [C] continuation bytes too: dead from ``state``, live inside a sequence
     high[cob[0x80:]] = True
-    return [(row == state) | high]
+    return (row == state) | high
 
 
 def chain_body_classes(dfa: Any, state: int, row: np.ndarray) -> np.ndarray | None:
